@@ -1,0 +1,196 @@
+"""ReXGradient-160K (Rajpurkar Lab / Gradient Health): 16-bit PNGs with 4-section reports.
+
+Source of truth: ``metadata/<split>_metadata_view_position.json`` -- a JSON object keyed by
+``p<PatientID>_a<AccessionNumber>_s<StudyInstanceUid>``, one entry per study with parallel
+per-image lists (``ImagePath``, ``ImageViewPosition``, ...). Bare ``NaN`` numbers occur. The
+plain ``<split>_metadata.json`` has the same form with empty view positions and is used when
+the view-position file is absent. The per-study CSV cannot give per-image rows and is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import pandas as pd
+
+from ..base import BaseHarmonizer, BaseRadiologicalDataset
+from ..errors import MetadataError, MetadataFormatError
+from ..registry import register_dataset, register_harmonizer
+from ..spec import DatasetSpec
+
+# -- declarative spec ----------------------------------------------------------------------------
+SPLITS = {"train": {"images": 238_968, "studies": 140_000, "patients": 95_716},
+          "valid": {"images": 17_007, "studies": 10_000, "patients": 6_964},
+          "test": {"images": 17_029, "studies": 10_000, "patients": 6_807}}
+SECTIONS = (("INDICATION", "Indication"), ("COMPARISON", "Comparison"),
+            ("FINDINGS", "Findings"), ("IMPRESSION", "Impression"))
+IMAGE_PREFIX = "../deid_png/"
+NONE_LIKE = frozenset({"", "none", "null", "nan", "n/a", "na"})
+EXTRA_OUTPUT_COLS = ("accession_number", "patient_sex", "patient_age", "study_date")
+VIEW_MAP = {"PA": "PA", "POSTERO_ANTERIOR": "PA", "AP": "AP", "LATERAL": "LATERAL",
+            "LL": "LATERAL", "RL": "LATERAL", "LAO": "LAO", "RAO": "RAO"}
+ACCESS = ("HuggingFace rajpurkarlab/ReXGradient-160K, gated: ReXGradient-160K Non-Commercial "
+          "Data Access and Use Agreement (non-commercial research only, no clinical use)")
+LABEL_COLS: tuple[str, ...] = ()
+
+
+def view_position_file(split: str) -> str:
+    return f"{split}_metadata_view_position.json"
+
+
+def split_spec(split: str) -> DatasetSpec:
+    return DatasetSpec(
+        key=f"rexgradient_{split}", title=f"ReXGradient-160K ({split})",
+        metadata_files=(view_position_file(split), f"{split}_metadata.json"),
+        label_cols=LABEL_COLS, extra_cols=EXTRA_OUTPUT_COLS, outputs=frozenset({"report"}),
+        view_map=VIEW_MAP, expected=SPLITS[split], access=ACCESS)
+
+
+# -- pure helpers ---------------------------------------------------------------------------------
+def _section_text(value) -> str | None:
+    """A report section's text, or None when it is empty, null, NaN or "None"-like
+    (also "Comparison: None.")."""
+    if value is None or isinstance(value, float) and math.isnan(value):
+        return None
+    text = str(value).strip()
+    bare = text.split(":", 1)[1] if ":" in text[:20] else text
+    return None if bare.strip().rstrip(".").strip().lower() in NONE_LIKE else text
+
+
+def format_report(indication, comparison, findings, impression) -> str | None:
+    """``"INDICATION:\\n..."`` sections joined by a blank line; None when all are empty."""
+    parts = [f"{head}:\n{text}" for (head, _), value in
+             zip(SECTIONS, (indication, comparison, findings, impression))
+             if (text := _section_text(value)) is not None]
+    return "\n\n".join(parts) if parts else None
+
+
+_format_report = format_report  # the name the public page uses
+
+
+def _optional_text(value):
+    if value is None or isinstance(value, float) and math.isnan(value):
+        return None
+    return str(value)
+
+
+def _study_date(value):
+    if value is None or isinstance(value, float) and math.isnan(value) or value == "":
+        return None
+    return int(value)
+
+
+# -- harmonizer -----------------------------------------------------------------------------------
+class _ReXGradientHarmonizer(BaseHarmonizer):
+    split: ClassVar[str]
+
+    @property
+    def metadata_description(self) -> str:  # type: ignore[override]
+        return f"the ReXGradient-160K {self.split} metadata JSON ({view_position_file(self.split)})"
+
+    def check_metadata_path(self, path: Path) -> None:
+        if path.suffix.lower() == ".csv":
+            raise MetadataFormatError(
+                f"csv_path {path} is the per-study CSV, which has no image paths",
+                expected=f"the per-image JSON {view_position_file(self.split)}",
+                found="a .csv file",
+                fix=f"pass csv_path='{path.with_name(view_position_file(self.split))}'")
+
+    def read(self, path: Path) -> dict:
+        try:
+            with open(path, "rb") as fh:
+                raw = json.load(fh)  # the stdlib parser accepts the bare NaN these files hold
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise MetadataError(f"{path} is not valid JSON", expected="the JSON object "
+                                "ReXGradient ships", found=str(exc),
+                                fix="re-download the metadata file") from None
+        if not isinstance(raw, dict):
+            raise MetadataError(f"{path} has the wrong top-level type",
+                                expected="a JSON object keyed by study",
+                                found=type(raw).__name__, fix="re-download the metadata file")
+        return raw
+
+    @classmethod
+    def harmonize_raw(cls, raw: dict, *, source: str = "metadata") -> pd.DataFrame:
+        cols: dict[str, list] = {c: [] for c in ("patient_id", "study_id", "report",
+                                                  *EXTRA_OUTPUT_COLS)}
+        paths, views, counts = [], [], []
+        for key, e in raw.items():
+            if not isinstance(e, dict) or not isinstance(e.get("ImagePath"), list):
+                raise MetadataError(f"{source}: entry {key!r} has no ImagePath list",
+                                    expected="an object with an ImagePath list",
+                                    found=type(e).__name__ if not isinstance(e, dict) else
+                                    f"ImagePath={e.get('ImagePath')!r}",
+                                    fix="re-download the metadata file")
+            n = len(e["ImagePath"])
+            vp = e.get("ImageViewPosition")
+            vp = [None] * n if vp is None else vp
+            if not isinstance(vp, list) or len(vp) != n:
+                raise MetadataError(f"{source}: entry {key!r} has {n} ImagePath values but "
+                                    f"ImageViewPosition does not match",
+                                    expected=f"{n} view positions", found=repr(vp)[:80],
+                                    fix="re-download the metadata file")
+            counts.append(n)
+            paths += e["ImagePath"]
+            views += vp
+            cols["patient_id"].append(e.get("PatientID"))
+            cols["study_id"].append(e.get("StudyInstanceUid"))
+            cols["report"].append(format_report(*(e.get(f) for _, f in SECTIONS)))
+            cols["accession_number"].append(_optional_text(e.get("AccessionNumber")))
+            cols["patient_sex"].append(_optional_text(e.get("PatientSex")))
+            cols["patient_age"].append(_optional_text(e.get("PatientAge")))
+            cols["study_date"].append(_study_date(e.get("StudyDate")))
+        reps = np.asarray(counts, dtype=np.int64)
+        df = pd.DataFrame({c: np.repeat(np.asarray(v, dtype=object), reps)
+                           for c, v in cols.items()})
+        df.insert(2, "image_path", [p[len(IMAGE_PREFIX):] if isinstance(p, str) and
+                                    p.startswith(IMAGE_PREFIX) else p for p in paths])
+        df.insert(3, "view_position", [v if isinstance(v, str) and v != "" else None
+                                       for v in views])
+        df["study_date"] = df["study_date"].astype("Int64")
+        return df
+
+
+# -- thin split classes ----------------------------------------------------------------------------
+@register_harmonizer
+class ReXGradientTrainHarmonizer(_ReXGradientHarmonizer):
+    """ReXGradient-160K train: 238,968 images, 140,000 studies, 95,716 patients."""
+    split, spec = "train", split_spec("train")
+
+
+@register_harmonizer
+class ReXGradientValidHarmonizer(_ReXGradientHarmonizer):
+    """ReXGradient-160K validation: 17,007 images, 10,000 studies, 6,964 patients."""
+    split, spec = "valid", split_spec("valid")
+
+
+@register_harmonizer
+class ReXGradientTestHarmonizer(_ReXGradientHarmonizer):
+    """ReXGradient-160K public test: 17,029 images, 10,000 studies, 6,807 patients."""
+    split, spec = "test", split_spec("test")
+
+
+@register_dataset
+class ReXGradientTrainDataset(BaseRadiologicalDataset):
+    """ReXGradient-160K train split; ``base_image_dir`` is the extracted ``deid_png/``."""
+    harmonizer_class = ReXGradientTrainHarmonizer
+
+
+@register_dataset
+class ReXGradientValidDataset(BaseRadiologicalDataset):
+    """ReXGradient-160K validation split; ``base_image_dir`` is the extracted ``deid_png/``."""
+    harmonizer_class = ReXGradientValidHarmonizer
+
+
+@register_dataset
+class ReXGradientTestDataset(BaseRadiologicalDataset):
+    """ReXGradient-160K public test split; ``base_image_dir`` is the extracted ``deid_png/``."""
+    harmonizer_class = ReXGradientTestHarmonizer
+
+
+__all__ = [f"ReXGradient{s}{k}" for s in ("Train", "Valid", "Test")
+           for k in ("Harmonizer", "Dataset")]

@@ -1,0 +1,39 @@
+"""Finding a dataset's metadata file near its image folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+from .errors import MetadataNotFoundError
+
+
+def search_dirs(base_image_dir: str | Path | None, *, levels: int = 3) -> list[Path]:
+    """Folders to look in, nearest first: the image root and its ancestors, each with its
+    ``metadata/`` and ``download/metadata/`` sub-folders."""
+    if base_image_dir is None:
+        return []
+    start = Path(base_image_dir).expanduser().absolute()
+    dirs: list[Path] = []
+    for d in [start, *list(start.parents)[:levels]]:
+        for cand in (d, d / "metadata", d / "download" / "metadata"):
+            if cand not in dirs:
+                dirs.append(cand)
+    return dirs
+
+
+def discover(base_image_dir, names: Iterable[str], *, description: str, argument: str
+             ) -> Path:
+    """The first existing ``dir / name`` (names in preference order, then nearest dir)."""
+    names = list(names)
+    tried = []
+    for d in search_dirs(base_image_dir):
+        for name in names:
+            p = d / name
+            tried.append(p)
+            if p.is_file():
+                return p
+    raise MetadataNotFoundError(
+        description, tried,
+        fix=f"pass {argument}='/path/to/{names[0]}' or put the file in a metadata/ folder "
+            f"beside or above base_image_dir")

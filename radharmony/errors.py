@@ -1,0 +1,79 @@
+"""One exception hierarchy for radharmony.
+
+Every message has four parts: *what and where* -> *expected* -> *found* -> *how to fix*.
+Build them with :func:`message` so they read the same everywhere.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+
+def message(what: str, *, expected: str | None = None, found: str | None = None,
+            fix: str | None = None) -> str:
+    """Compose a four-part error message."""
+    parts = [what.rstrip(".") + "."]
+    if expected:
+        parts.append(f"Expected: {expected}.")
+    if found:
+        parts.append(f"Found: {found}.")
+    if fix:
+        parts.append(f"Fix: {fix}.")
+    return " ".join(parts)
+
+
+class RadHarmonyError(Exception):
+    """Base class of every error radharmony raises on purpose."""
+
+    def __init__(self, what: str, *, expected: str | None = None, found: str | None = None,
+                 fix: str | None = None):
+        self.what, self.expected, self.found, self.fix = what, expected, found, fix
+        super().__init__(message(what, expected=expected, found=found, fix=fix))
+
+
+class MetadataNotFoundError(RadHarmonyError, FileNotFoundError):
+    """A metadata file could not be located (lists every place searched)."""
+
+    def __init__(self, description: str, searched: Iterable[Path | str], *, fix: str):
+        searched = [str(p) for p in searched]
+        listing = "; ".join(searched) if searched else "(nowhere: no base_image_dir given)"
+        super().__init__(f"Could not find {description}", expected=description,
+                         found=f"nothing at any of {len(searched)} places searched: {listing}",
+                         fix=fix)
+        self.searched = searched
+
+
+class MetadataError(RadHarmonyError, ValueError):
+    """A metadata file exists but its content is not what the dataset ships."""
+
+
+class MetadataFormatError(MetadataError):
+    """A metadata file of the wrong kind was passed (e.g. a CSV where JSON is needed)."""
+
+
+class SchemaError(RadHarmonyError, ValueError):
+    """A harmonized table does not satisfy the standard schema."""
+
+
+class PathSafetyError(RadHarmonyError, ValueError):
+    """An image path would leave ``base_image_dir`` (absolute, ``..`` or a symlink)."""
+
+
+class ImageReadError(RadHarmonyError, OSError):
+    """An image is missing, empty or cannot be decoded."""
+
+
+class SavedFileError(RadHarmonyError, ValueError):
+    """A saved harmonizer, table or cache file is truncated, tampered with or of another kind."""
+
+
+class RegistryError(RadHarmonyError, KeyError):
+    """An unknown dataset key was asked for."""
+
+    def __str__(self) -> str:  # KeyError would otherwise repr() the message
+        return self.args[0]
+
+
+class UnsupportedOutputWarning(UserWarning):
+    """An ``output_*`` flag was requested that the dataset cannot provide."""

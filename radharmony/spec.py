@@ -1,0 +1,49 @@
+"""The declarative description every dataset module starts with."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+#: Output flags a dataset may support; each maps to the sample key it adds.
+OUTPUT_KEYS = {"cls": "cls", "mask": "mask", "report": "report", "bbox": "bbox"}
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """What a dataset ships and what its harmonized table holds.
+
+    Attributes:
+        key: registry key, also the prefix of every ``sample_id`` (``"<key>:<native id>"``).
+        title: human-readable name.
+        metadata_files: file names to look for when ``csv_path`` is not given, best first.
+        label_cols: label columns of the harmonized table, in output order (``cls``).
+        extra_cols: further columns kept for filtering, after the label columns.
+        outputs: the ``output_*`` flags this dataset supports (``"report"``, ``"cls"``, ...).
+        view_map: raw view name -> canonical view (``PA``, ``AP``, ``LATERAL``, ...).
+        expected: published counts (``images``, ``studies``, ``patients``) for the full split.
+        access: where the data comes from and under what terms.
+        group_col: the column splits are grouped by (never split across train/val).
+        id_col: the column whose value is the native id in ``sample_id``.
+        box_units: units of the ``boxes`` column: ``"normalized"`` ([0, 1] of the source image)
+            or ``"pixel"`` (source pixels, when the metadata gives no image size).
+    """
+
+    key: str
+    title: str
+    metadata_files: tuple[str, ...] = ()
+    label_cols: tuple[str, ...] = ()
+    extra_cols: tuple[str, ...] = ()
+    outputs: frozenset[str] = frozenset()
+    view_map: Mapping[str, str] = field(default_factory=dict)
+    expected: Mapping[str, int] = field(default_factory=dict)
+    access: str = ""
+    group_col: str = "patient_id"
+    id_col: str = "image_path"
+    box_units: str = "normalized"
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        from .schema import REQUIRED_COLUMNS
+
+        return REQUIRED_COLUMNS + self.label_cols + self.extra_cols
