@@ -291,7 +291,7 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
         if self._cache is None:
             return self.default_transform.encode(path)
         try:
-            key = self._cache.key(path)
+            key = self._cache.key(path, resolved=True)  # image_file() resolved it
         except FileNotFoundError:
             return self.default_transform.encode(path)  # raises the standard missing-file error
         hit = self._cache.load(key)
@@ -307,7 +307,7 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
         keys = []
         for i in range(len(self)):
             try:
-                keys.append(cache.key(self.image_file(i)))
+                keys.append(cache.key(self.image_file(i), resolved=True))
             except (FileNotFoundError, ImageReadError, PathSafetyError):
                 self[i]  # raises the standard error naming the sample and file
                 raise

@@ -138,9 +138,11 @@ class ImageCache:
         return {**self.__dict__, "_packs": {}, "_scanned": False}
 
     # -- keys -------------------------------------------------------------------------------
-    def key(self, path: str | os.PathLike) -> str:
+    def key(self, path: str | os.PathLike, *, resolved: bool = False) -> str:
+        """The key of the image at ``path`` (``resolved``: already an absolute real path)."""
         st = os.stat(path)
-        ident = f"{os.path.realpath(path)}\0{st.st_size}\0{st.st_mtime_ns}\0{self._salt}"
+        real = os.fspath(path) if resolved else os.path.realpath(path)
+        ident = f"{real}\0{st.st_size}\0{st.st_mtime_ns}\0{self._salt}"
         return hashlib.sha256(ident.encode()).hexdigest()
 
     def _file(self, key: str) -> Path:

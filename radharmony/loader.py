@@ -70,15 +70,27 @@ class _BatchReader:
         return batch
 
 
-class _Batches(torch.utils.data.Dataset):
-    def __init__(self, reader: _BatchReader, batches: list[np.ndarray]):
-        self.reader, self.batches = reader, batches
+class _ByIndices(torch.utils.data.Dataset):
+    """A dataset whose "index" is a whole batch of sample indices (sent by the sampler)."""
+
+    def __init__(self, reader: _BatchReader):
+        self.reader = reader
+
+    def __getitem__(self, indices: np.ndarray) -> dict:
+        return self.reader(indices)
+
+
+class _EpochSampler(torch.utils.data.Sampler):
+    """Yields the current epoch's batches of indices (runs in the main process)."""
+
+    def __init__(self, loader: "CachedLoader"):
+        self.loader = loader
 
     def __len__(self) -> int:
-        return len(self.batches)
+        return len(self.loader)
 
-    def __getitem__(self, i: int) -> dict:
-        return self.reader(self.batches[i])
+    def __iter__(self):
+        return iter(self.loader.batches())
 
 
 class CachedLoader:
@@ -91,7 +103,8 @@ class CachedLoader:
             depends only on ``seed`` and the epoch (:meth:`set_epoch`, which each full pass
             advances by one).
         num_workers: processes reading batches (and decoding during the first caching).
-        pin_memory, prefetch_factor: passed to the ``DataLoader`` that runs the workers.
+        pin_memory, prefetch_factor: passed to the ``DataLoader`` that runs the workers
+            (they persist across epochs).
         progress: show progress bars while caching.
     """
 
@@ -115,6 +128,7 @@ class CachedLoader:
                                   " missing (another process may have removed the cache)",
                                   fix="build the CachedLoader again")
         self._reader = _BatchReader(dataset, [p.path for p in packs], pack_of, row_of)
+        self._workers = None
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -132,13 +146,20 @@ class CachedLoader:
                                                             self.batch_size)]
 
     def __iter__(self):
-        batches = self.batches()
-        self.epoch += 1
         if self.num_workers == 0:
+            batches = self.batches()
+            self.epoch += 1
             for b in batches:
                 yield self._reader(b)
             return
-        extra = {} if self.prefetch_factor is None else {"prefetch_factor": self.prefetch_factor}
-        yield from torch.utils.data.DataLoader(
-            _Batches(self._reader, batches), batch_size=None, shuffle=False,
-            num_workers=self.num_workers, pin_memory=self.pin_memory, **extra)
+        if self._workers is None:  # workers persist across epochs, like persistent_workers
+            extra = {} if self.prefetch_factor is None else \
+                {"prefetch_factor": self.prefetch_factor}
+            self._workers = torch.utils.data.DataLoader(
+                _ByIndices(self._reader), batch_size=None, sampler=_EpochSampler(self),
+                num_workers=self.num_workers, pin_memory=self.pin_memory,
+                persistent_workers=True, **extra)
+        try:
+            yield from self._workers
+        finally:
+            self.epoch += 1
