@@ -86,6 +86,7 @@ class Pack:
         self.count, self.shape = head["count"], tuple(head["shape"])
         self.dtype, self.info_fields = np.dtype(head["dtype"]), head["info_fields"]
         offsets = head["offsets"]
+        self.data_offset = offsets["data"]
         expected = offsets["data"] + self.count * int(np.prod(self.shape)) * self.dtype.itemsize
         if os.path.getsize(path) != expected:
             raise ValueError(f"size {os.path.getsize(path)} instead of {expected}")

@@ -16,6 +16,8 @@ checksum, converted to ``dtype`` in one tensor operation, and only the requested
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 import torch
 
@@ -81,16 +83,20 @@ class _ByIndices(torch.utils.data.Dataset):
 
 
 class _EpochSampler(torch.utils.data.Sampler):
-    """Yields the current epoch's batches of indices (runs in the main process)."""
+    """Yields the current epoch's batches of indices (runs in the main process).
+
+    Holds the loader weakly: a reference cycle would leave the workers' shutdown to the
+    garbage collector, which stalls it.
+    """
 
     def __init__(self, loader: "CachedLoader"):
-        self.loader = loader
+        self.loader = weakref.ref(loader)
 
     def __len__(self) -> int:
-        return len(self.loader)
+        return len(self.loader())
 
     def __iter__(self):
-        return iter(self.loader.batches())
+        return iter(self.loader().batches())
 
 
 class CachedLoader:

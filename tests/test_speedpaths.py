@@ -1,0 +1,165 @@
+"""The fast paths keep the slow paths' results: resize, percentiles, tensor conversion, JPEG
+DCT-domain decoding, the JSON reader, column-wise ReXGradient harmonization, fast fakes."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from radharmony.datasets import rexgradient as rex
+from radharmony.fake import rexgradient as fake_rex
+from radharmony.fake.images import synthetic_cxr, write_png
+from radharmony.geometry import Letterbox
+from radharmony.imaging import read_image
+from radharmony.jsonio import load_json
+from radharmony.schema import validate
+from radharmony.transforms import DefaultTransform, _scale, area_resize, percentiles
+
+REAL = Path(__file__).resolve().parents[2] / "shared" / "real"
+
+
+# -- image pipeline ----------------------------------------------------------------------------
+@pytest.mark.parametrize("shape", [(937, 811), (600, 1000), (448, 300), (230, 100), (50, 40)])
+def test_area_resize_matches_one_step_area_resize(shape):
+    img = synthetic_cxr(*shape, rng=np.random.default_rng(0))
+    box = Letterbox.fit(*shape, 224)
+    fast = area_resize(img, box).astype(np.float64)
+    ref = box.resize(img).astype(np.float64)
+    assert fast.shape == ref.shape == (box.new_h, box.new_w)
+    assert np.abs(fast - ref).mean() <= 0.005 * 4095  # block-phase rounding only
+    assert abs(fast.mean() - ref.mean()) <= 0.002 * 4095
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.float32])
+def test_percentiles_equal_numpy(dtype):
+    rng = np.random.default_rng(1)
+    for n in (1, 2, 3, 17, 4000):
+        a = rng.integers(0, 255 if dtype == np.uint8 else 4096, n).astype(dtype)
+        for q in ((0.5, 99.5), (0.0, 100.0), (10.0, 90.0)):
+            assert np.allclose(percentiles(a, q), np.percentile(a, q), rtol=1e-12, atol=1e-9)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32,
+                                   torch.float64])
+def test_to_tensor_table_equals_arithmetic_and_batches_equal_items(dtype):
+    q = np.arange(256, dtype=np.uint8).repeat(3).reshape(3, 16, 16)
+    ref = _scale(torch.from_numpy(q.astype(np.float32)), 255.0).unsqueeze(-3).to(dtype)
+    got = DefaultTransform.to_tensor(q, dtype)
+    assert got.shape == (3, 1, 16, 16) and got.dtype == dtype and torch.equal(got, ref)
+    assert all(torch.equal(DefaultTransform.to_tensor(q[i], dtype), got[i]) for i in range(3))
+    assert got.min() == -1 and abs(float(got.max()) - 1) < 1e-6  # levels 0 and 255 hit
+    q16 = (q.astype(np.uint16) * 257)
+    assert torch.allclose(DefaultTransform.to_tensor(q16, torch.float32), ref.float(), atol=1e-6)
+
+
+def test_flat_image_is_minus_one_and_padding_is_minus_one(tmp_path):
+    write_png(tmp_path / "flat.png", np.full((300, 100), 1000, np.uint16))
+    q, box = DefaultTransform().encode(tmp_path / "flat.png")
+    assert q.dtype == np.uint8 and (q == 0).all()
+    write_png(tmp_path / "tall.png", synthetic_cxr(400, 200, rng=np.random.default_rng(2)))
+    q, box = DefaultTransform().encode(tmp_path / "tall.png")
+    assert box.left > 0 and (q[:, :box.left] == 0).all()
+    assert q[:, box.left:box.left + box.new_w].max() == 255
+
+
+def test_bad_transform_parameters_are_refused():
+    from radharmony.errors import RadHarmonyError
+
+    with pytest.raises(RadHarmonyError, match="bits must be 8 or 16"):
+        DefaultTransform(bits=12)
+    with pytest.raises(RadHarmonyError, match="percentiles are out of order"):
+        DefaultTransform(low_percentile=99, high_percentile=1)
+
+
+def test_jpeg_is_decoded_reduced_in_the_dct_domain(tmp_path):
+    img = (synthetic_cxr(1000, 900, rng=np.random.default_rng(3), bits=8))
+    path = tmp_path / "x.jpg"
+    assert cv2.imwrite(str(path), img, [cv2.IMWRITE_JPEG_QUALITY, 95])
+    small, src = read_image(path, min_side=224)
+    full, _ = read_image(path)
+    assert src == (1000, 900) and full.shape == (1000, 900)
+    assert small.shape[0] < 1000 and min(small.shape) >= 224  # reduced, never below target
+    box = Letterbox.fit(1000, 900, 224)
+    a = area_resize(small, box).astype(float)
+    b = area_resize(full, box).astype(float)
+    assert np.abs(a - b).mean() < 2.0  # 8-bit levels
+
+
+# -- JSON ----------------------------------------------------------------------------------------
+def test_load_json_reads_bare_nan_and_leaves_strings_alone(tmp_path):
+    obj = {"a": float("nan"), "b": [float("nan"), 1.5, float("inf"), -float("inf")],
+           "text": "NaN,\n is not a value here: NaN", "n": {"w": float("nan")}}
+    for indent in (2, None):
+        path = tmp_path / f"{indent}.json"
+        path.write_text(json.dumps(obj, indent=indent))
+        got = load_json(path)
+        assert got["text"] == obj["text"] and got["b"][1] == 1.5
+        for v in (got["a"], got["b"][0], got["n"]["w"]):
+            assert v is None or math.isnan(v)  # None (fast path) or NaN (stdlib fallback)
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"a": ')
+    with pytest.raises(ValueError):
+        load_json(bad)
+
+
+# -- ReXGradient harmonization -------------------------------------------------------------------
+def _reference_harmonize(raw: dict) -> pd.DataFrame:
+    """The straightforward per-image loop the column-wise harmonize_raw must equal."""
+    rows = []
+    for e in raw.values():
+        views = e.get("ImageViewPosition") or [None] * len(e["ImagePath"])
+        for path, view in zip(e["ImagePath"], views):
+            date = e.get("StudyDate")
+            rows.append({
+                "patient_id": e.get("PatientID"), "study_id": e.get("StudyInstanceUid"),
+                "image_path": path[len("../deid_png/"):],
+                "view_position": view if isinstance(view, str) and view else None,
+                "report": rex.format_report(e.get("Indication"), e.get("Comparison"),
+                                            e.get("Findings"), e.get("Impression")),
+                "accession_number": rex._optional_text(e.get("AccessionNumber")),
+                "patient_sex": rex._optional_text(e.get("PatientSex")),
+                "patient_age": rex._optional_text(e.get("PatientAge")),
+                "study_date": None if date is None or date != date or date == "" else int(date)})
+    df = pd.DataFrame(rows)
+    df["study_date"] = df["study_date"].astype("Int64")
+    return df
+
+
+def test_columnwise_harmonize_equals_per_image_loop():
+    spec = rex.ReXGradientTrainHarmonizer.spec
+    raws = [fake_rex.make_metadata(300, seed=4)]
+    if (REAL / "rexgradient" / "test_metadata_excerpt.json").is_file():
+        raws.append(json.loads((REAL / "rexgradient" / "test_metadata_excerpt.json").read_text()))
+    for raw in raws:
+        got = validate(rex.ReXGradientTrainHarmonizer.harmonize_raw(raw), spec)
+        ref = validate(_reference_harmonize(raw), spec)
+        pd.testing.assert_frame_equal(got, ref)
+
+
+@pytest.mark.parametrize("value, expected", [
+    (None, None), (float("nan"), None), ("", None), ("  None. ", None), ("None", None),
+    ("Comparison: None.", None), ("N/A", None), ("null", None), ("Comparison:   none..", None),
+    ("Comparison: 1/15/1999", "Comparison: 1/15/1999"), ("Cough", "Cough"),
+    ("Nonexistent", "Nonexistent"), ("  Fever.  ", "Fever."), (7, "7"),
+    ("A long findings text: None of the above is acute.",
+     "A long findings text: None of the above is acute.")])
+def test_section_text_pins_none_like_rules(value, expected):
+    assert rex._section_text(value) == expected
+
+
+def test_fast_fake_picks_keep_the_seeded_stream():
+    values = ["a", "b", "c", "d"]
+    p = [0.1, 0.2, 0.3, 0.4]
+    fast, slow = np.random.default_rng(9), np.random.default_rng(9)
+    for i in range(500):
+        pp = p if i % 2 else None
+        assert fake_rex._pick(fast, values, pp) == values[slow.choice(len(values), p=pp)]
+    a, b = np.random.default_rng(5), np.random.default_rng(5)
+    assert fake_rex._gid(a) == "GRDN" + "".join(b.choice(fake_rex._ALNUM, 12))
