@@ -56,7 +56,8 @@ def test_to_tensor_table_equals_arithmetic_and_batches_equal_items(dtype):
     assert all(torch.equal(DefaultTransform.to_tensor(q[i], dtype), got[i]) for i in range(3))
     assert got.min() == -1 and abs(float(got.max()) - 1) < 1e-6  # levels 0 and 255 hit
     q16 = (q.astype(np.uint16) * 257)
-    assert torch.allclose(DefaultTransform.to_tensor(q16, torch.float32), ref.float(), atol=1e-6)
+    ref32 = _scale(torch.from_numpy(q.astype(np.float32)), 255.0).unsqueeze(-3)
+    assert torch.allclose(DefaultTransform.to_tensor(q16, torch.float32), ref32, atol=1e-6)
 
 
 def test_flat_image_is_minus_one_and_padding_is_minus_one(tmp_path):
