@@ -24,9 +24,18 @@ def _as_object(col: pd.Series) -> pd.Series:
 
 def _id_text(col: pd.Series) -> pd.Series:
     """An id column as strings; integers read back from CSV (``12.0``) lose their ``.0``."""
+    if pd.api.types.infer_dtype(col, skipna=False) == "string":  # all str: nothing to convert
+        return col.astype(object)
     if pd.api.types.is_float_dtype(col) and col.notna().all() and (col % 1 == 0).all():
         col = col.astype(np.int64)
     return _as_object(col.map(lambda v: v if v is None or isinstance(v, str) else str(v)))
+
+
+def _plainly_clean(p: str) -> bool:
+    """True when ``p`` is certainly a clean relative POSIX path (normpath would keep it); a
+    fast pre-check, False for anything doubtful (which then goes through the full check)."""
+    return not (not p or p[0] == "/" or "\\" in p or "//" in p or "/." in p or
+                p[:2] in ("./", "..") or p[-1] == "/" or p == "." or p[1:2] == ":")
 
 
 def check_relative_path(path: object, *, where: str) -> str:
@@ -67,14 +76,19 @@ def validate(df: pd.DataFrame, spec: DatasetSpec, *, source: str = "harmonized t
     out = df[wanted + [c for c in df.columns if c not in wanted]].reset_index(drop=True).copy()
     for col in ID_COLUMNS:
         out[col] = _id_text(out[col])
-        bad = out[col].map(lambda v: not isinstance(v, str) or v.strip() == "")
-        if bad.any():
-            i = int(np.flatnonzero(bad.to_numpy())[0])
+        values = out[col].tolist()
+        if all(type(v) is str for v in values) and all(values) and \
+                not any(map(str.isspace, values)):
+            continue  # every value a non-blank string (checked at C speed)
+        bad = [i for i, v in enumerate(values) if not isinstance(v, str) or not v.strip()]
+        if bad:
+            i = bad[0]
             raise SchemaError(f"{source}: row {i} has no {col}", expected=f"a non-empty {col} "
-                              "in every row", found=f"{int(bad.sum())} empty value(s), first "
+                              "in every row", found=f"{len(bad)} empty value(s), first "
                               f"{df[col].iloc[i]!r} at row {i}", fix="fix or drop those rows")
-    out["image_path"] = [check_relative_path(p, where=f"{source}, row {i}")
-                         for i, p in enumerate(out["image_path"])]
+    out["image_path"] = pd.Series([p if isinstance(p, str) and _plainly_clean(p) else
+                                   check_relative_path(p, where=f"{source}, row {i}")
+                                   for i, p in enumerate(out["image_path"])], dtype=object)
     dup = out["image_path"].duplicated(keep=False)
     if dup.any():
         first = out.loc[dup, "image_path"].iloc[0]
@@ -102,8 +116,15 @@ def validate(df: pd.DataFrame, spec: DatasetSpec, *, source: str = "harmonized t
 
 
 def sample_ids(df: pd.DataFrame, spec: DatasetSpec) -> np.ndarray:
-    """Deterministic ``"<key>:<native id>"`` for every row (native id from ``spec.id_col``)."""
-    native = df[spec.id_col].astype(str)
-    if spec.id_col == "image_path":
-        native = native.str.replace(r"\.[A-Za-z0-9]{2,5}$", "", regex=True)
-    return (spec.key + ":" + native).to_numpy(dtype=object)
+    """Deterministic ``"<key>:<native id>"`` for every row (native id from ``spec.id_col``;
+    an ``image_path`` id loses its file extension, ``.`` + 2-5 ASCII letters/digits)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    native = pa.array([v if type(v) is str else str(v) for v in df[spec.id_col].tolist()],
+                      type=pa.string())
+    if spec.id_col == "image_path":  # RE2 in Arrow, as pandas' str.replace used
+        native = pc.replace_substring_regex(native, pattern=r"\.[A-Za-z0-9]{2,5}$",
+                                            replacement="")
+    ids = pc.binary_join_element_wise(spec.key + ":", native, "")
+    return ids.to_numpy(zero_copy_only=False).astype(object, copy=False)

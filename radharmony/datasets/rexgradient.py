@@ -10,6 +10,7 @@ the view-position file is absent. The per-study CSV cannot give per-image rows a
 from __future__ import annotations
 
 import math
+from operator import itemgetter
 from pathlib import Path
 from typing import ClassVar
 
@@ -65,10 +66,30 @@ def _section_text(value) -> str | None:
 
 def format_report(indication, comparison, findings, impression) -> str | None:
     """``"INDICATION:\\n..."`` sections joined by a blank line; None when all are empty."""
-    parts = [f"{head}:\n{text}" for (head, _), value in
-             zip(SECTIONS, (indication, comparison, findings, impression))
-             if (text := _section_text(value)) is not None]
+    return _join_sections(*map(_section_text, (indication, comparison, findings, impression)))
+
+
+def _join_sections(*texts: str | None) -> str | None:
+    parts = [head + text for head, text in zip(_HEADS, texts) if text is not None]
     return "\n\n".join(parts) if parts else None
+
+
+_HEADS = tuple(f"{head}:\n" for head, _ in SECTIONS)
+
+
+def _section_texts(values: list) -> list:
+    """:func:`_section_text` of each value, computed once per distinct string."""
+    seen: dict[str, str | None] = {}
+    out = []
+    for v in values:
+        if type(v) is str:
+            text = seen.get(v, seen)
+            if text is seen:
+                text = seen[v] = _section_text(v)
+            out.append(text)
+        else:
+            out.append(_section_text(v))
+    return out
 
 
 _format_report = format_report  # the name the public page uses
@@ -84,6 +105,16 @@ def _study_date(value):
     if value is None or isinstance(value, float) and math.isnan(value) or value == "":
         return None
     return int(value)
+
+
+def _fields(studies: list[dict], names: tuple[str, ...]) -> dict[str, tuple | list]:
+    """``{name: value of each study}``, None where absent; one C-level pass when every study
+    has every name (as shipped), one ``get`` per value otherwise."""
+    try:
+        return dict(zip(names, zip(*map(itemgetter(*names), studies)))) if studies else \
+            {n: () for n in names}
+    except KeyError:
+        return {n: [e.get(n) for e in studies] for n in names}
 
 
 # -- harmonizer -----------------------------------------------------------------------------------
@@ -140,14 +171,17 @@ class _ReXGradientHarmonizer(BaseHarmonizer):
             paths += e["ImagePath"]
             views += vp
 
-        def field(name: str) -> list:
-            return [e.get(name) for e in studies]
+        fields = _fields(studies, ("PatientID", "StudyInstanceUid", "AccessionNumber",
+                                   "PatientSex", "PatientAge", "StudyDate",
+                                   *(f for _, f in SECTIONS)))
+        field = fields.__getitem__
 
         def text(name: str) -> list:
             return [v if type(v) is str else _optional_text(v) for v in field(name)]
 
         cols = {"patient_id": field("PatientID"), "study_id": field("StudyInstanceUid"),
-                "report": list(map(format_report, *(field(f) for _, f in SECTIONS))),
+                "report": list(map(_join_sections,
+                                   *(_section_texts(field(f)) for _, f in SECTIONS))),
                 "accession_number": text("AccessionNumber"), "patient_sex": text("PatientSex"),
                 "patient_age": text("PatientAge"),
                 "study_date": [_study_date(v) for v in field("StudyDate")]}
