@@ -16,7 +16,9 @@ checksum, converted to ``dtype`` in one tensor operation, and only the requested
 
 from __future__ import annotations
 
-import weakref
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from itertools import islice
 
 import numpy as np
 import torch
@@ -72,33 +74,6 @@ class _BatchReader:
         return batch
 
 
-class _ByIndices(torch.utils.data.Dataset):
-    """A dataset whose "index" is a whole batch of sample indices (sent by the sampler)."""
-
-    def __init__(self, reader: _BatchReader):
-        self.reader = reader
-
-    def __getitem__(self, indices: np.ndarray) -> dict:
-        return self.reader(indices)
-
-
-class _EpochSampler(torch.utils.data.Sampler):
-    """Yields the current epoch's batches of indices (runs in the main process).
-
-    Holds the loader weakly: a reference cycle would leave the workers' shutdown to the
-    garbage collector, which stalls it.
-    """
-
-    def __init__(self, loader: "CachedLoader"):
-        self.loader = weakref.ref(loader)
-
-    def __len__(self) -> int:
-        return len(self.loader())
-
-    def __iter__(self):
-        return iter(self.loader().batches())
-
-
 class CachedLoader:
     """Batches of a radharmony dataset read from its image cache, a batch per call.
 
@@ -108,9 +83,12 @@ class CachedLoader:
         batch_size, shuffle, drop_last: as for ``DataLoader``. With ``shuffle`` the order
             depends only on ``seed`` and the epoch (:meth:`set_epoch`, which each full pass
             advances by one).
-        num_workers: processes reading batches (and decoding during the first caching).
-        pin_memory, prefetch_factor: passed to the ``DataLoader`` that runs the workers
-            (they persist across epochs).
+        num_workers: threads reading batches ahead of the consumer (gather, checksum and
+            conversion release the GIL; worker processes would add a copy of every batch
+            through shared memory, which costs more than the read itself). Decoding during
+            the first caching uses this many processes.
+        prefetch_factor: batches read ahead per thread (default 2).
+        pin_memory: pin ``img`` in page-locked memory (when CUDA is available).
         progress: show progress bars while caching.
     """
 
@@ -134,7 +112,7 @@ class CachedLoader:
                                   " missing (another process may have removed the cache)",
                                   fix="build the CachedLoader again")
         self._reader = _BatchReader(dataset, [p.path for p in packs], pack_of, row_of)
-        self._workers = None
+        self._reader.packs()  # opened here, before any reading thread starts
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -151,21 +129,29 @@ class CachedLoader:
         return [order[i:i + self.batch_size] for i in range(0, len(self) * self.batch_size,
                                                             self.batch_size)]
 
+    def _read(self, indices: np.ndarray) -> dict:
+        batch = self._reader(indices)
+        if self.pin_memory and torch.cuda.is_available():
+            batch["img"] = batch["img"].pin_memory()
+        return batch
+
     def __iter__(self):
+        batches = self.batches()
+        self.epoch += 1
         if self.num_workers == 0:
-            batches = self.batches()
-            self.epoch += 1
             for b in batches:
-                yield self._reader(b)
+                yield self._read(b)
             return
-        if self._workers is None:  # workers persist across epochs, like persistent_workers
-            extra = {} if self.prefetch_factor is None else \
-                {"prefetch_factor": self.prefetch_factor}
-            self._workers = torch.utils.data.DataLoader(
-                _ByIndices(self._reader), batch_size=None, sampler=_EpochSampler(self),
-                num_workers=self.num_workers, pin_memory=self.pin_memory,
-                persistent_workers=True, **extra)
+        pool = ThreadPoolExecutor(self.num_workers, thread_name_prefix="radharmony-loader")
         try:
-            yield from self._workers
+            todo = iter(batches)
+            ahead = deque(pool.submit(self._read, b) for b in
+                          islice(todo, self.num_workers * (self.prefetch_factor or 2)))
+            while ahead:
+                done = ahead.popleft()
+                nxt = next(todo, None)
+                if nxt is not None:
+                    ahead.append(pool.submit(self._read, nxt))
+                yield done.result()
         finally:
-            self.epoch += 1
+            pool.shutdown(wait=True, cancel_futures=True)
