@@ -36,6 +36,7 @@ from .transforms import DefaultTransform
 
 SAVED_FORMAT = "radharmony-harmonizer"
 SAVED_FORMAT_VERSION = 1
+_COPY_ON_WRITE = int(pd.__version__.split(".")[0]) >= 3
 
 
 class BaseHarmonizer:
@@ -123,7 +124,8 @@ class BaseHarmonizer:
                 if tables is not None:
                     tables.store(entry, self._df, {"key": self.spec.key,
                                                    "metadata": str(path)})
-        return self._df.copy()
+        # pandas >= 3 copies on write: a shallow copy already protects self._df (and is free)
+        return self._df.copy(deep=not _COPY_ON_WRITE)
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the table as Parquet with a JSON header (class, version, arguments).

@@ -364,3 +364,13 @@ def test_damaged_table_cache_is_rebuilt(tmp_path):
     assert again.equals(first)
     time.sleep(0.01)
     assert len(list((tmp_path / "c" / "tables").glob("*.arrow"))) == 1
+
+
+def test_cached_loader_stopped_mid_epoch_then_reused(replica, tmp_path):
+    ds = _ds(replica, tmp_path)
+    loader = CachedLoader(ds, batch_size=3, num_workers=2, pin_memory=True, progress=False)
+    for _ in loader:
+        break  # the read-ahead threads are stopped, nothing hangs
+    assert sum(len(b["img"]) for b in loader) == len(ds)
+    with pytest.raises(radharmony.RadHarmonyError, match="batch_size must be a positive"):
+        CachedLoader(ds, batch_size=0)
