@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import gc
+import json
 import os
 import warnings
 from pathlib import Path
@@ -31,11 +32,11 @@ from .registry import get_harmonizer_class
 from .schema import sample_ids, validate
 from .spec import DatasetSpec
 from .splits import assign_folds
-from .tables import read_table, write_table
 from .transforms import DefaultTransform
 
 SAVED_FORMAT = "radharmony-harmonizer"
 SAVED_FORMAT_VERSION = 1
+_META_KEY = b"radharmony"
 _COPY_ON_WRITE = int(pd.__version__.split(".")[0]) >= 3
 
 
@@ -69,6 +70,18 @@ class BaseHarmonizer:
     def harmonize_raw(cls, raw: Any, *, source: str = "metadata") -> pd.DataFrame:
         """Pure function: raw metadata -> standard table (validated by the caller)."""
         raise NotImplementedError
+
+    def _harmonize_file(self, path: Path) -> pd.DataFrame:
+        """read -> harmonize_raw -> validate, with the garbage collector paused while the
+        metadata's millions of objects are built (they hold no reference cycles)."""
+        gc_was_on = gc.isenabled()
+        gc.disable()
+        try:
+            table = self.harmonize_raw(self.read(path), source=str(path))
+        finally:
+            if gc_was_on:
+                gc.enable()
+        return validate(table, self.spec, source=str(path))
 
     def table_inputs(self, path: Path) -> list[Path]:
         """Files whose change must invalidate the cached table: the metadata file and the
@@ -105,25 +118,13 @@ class BaseHarmonizer:
         if self._df is None:
             path = self.resolve_metadata_path()
             self.csv_path = path
-            tables = entry = None
-            if cache_dir is not None:
-                tables = TableCache(cache_dir)
+            if cache_dir is None:
+                self._df = self._harmonize_file(path)
+            else:
                 owner = {"class": f"{type(self).__module__}.{type(self).__qualname__}",
-                         "arguments": self.arguments()}
-                entry = tables.path(owner, self.table_inputs(path))
-                self._df = tables.load(entry)
-            if self._df is None:
-                gc_was_on = gc.isenabled()
-                gc.disable()  # parsing builds millions of objects and no cycles
-                try:
-                    table = self.harmonize_raw(self.read(path), source=str(path))
-                finally:
-                    if gc_was_on:
-                        gc.enable()
-                self._df = validate(table, self.spec, source=str(path))
-                if tables is not None:
-                    tables.store(entry, self._df, {"key": self.spec.key,
-                                                   "metadata": str(path)})
+                         "arguments": self.arguments(), "key": self.spec.key}
+                self._df = TableCache(cache_dir).get(owner, self.table_inputs(path),
+                                                     lambda: self._harmonize_file(path))
         # pandas >= 3 copies on write: a shallow copy already protects self._df (and is free)
         return self._df.copy(deep=not _COPY_ON_WRITE)
 
@@ -132,20 +133,40 @@ class BaseHarmonizer:
 
         Loading it back (``load`` or ``harmonizer_path=``) executes no code.
         """
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        df = self.harmonize()
+        json_cols = [c for c in df.columns if df[c].dtype == object and
+                     df[c].map(lambda v: isinstance(v, (list, dict))).any()]
+        for c in json_cols:  # nested values travel as JSON text: portable and code-free
+            df[c] = df[c].map(lambda v: None if v is None else json.dumps(v))
         header = {"format": SAVED_FORMAT, "format_version": SAVED_FORMAT_VERSION,
                   "class": type(self).__name__, "key": self.spec.key,
-                  "radharmony_version": __version__, "arguments": self.arguments()}
-        return write_table(self.harmonize(), path, header)
+                  "radharmony_version": __version__, "arguments": self.arguments(),
+                  "rows": len(df), "json_columns": json_cols}
+        table = pa.Table.from_pandas(df, preserve_index=False)
+        meta = dict(table.schema.metadata or {})
+        meta[_META_KEY] = json.dumps(header).encode()
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        pq.write_table(table.replace_schema_metadata(meta), tmp)
+        os.replace(tmp, path)
+        return path
 
     @staticmethod
     def load(path: str | os.PathLike) -> "BaseHarmonizer":
         """A harmonizer saved by :meth:`save`, with its table (no code is executed)."""
+        import pyarrow.parquet as pq
+
         path = Path(path)
         fix = "save it again with harmonizer.save(path), or harmonize afresh"
         if not path.is_file():
             raise MetadataNotFoundError("the saved harmonizer", [path], fix=fix)
         try:
-            df, header = read_table(path)
+            table = pq.read_table(path)
+            header = json.loads((table.schema.metadata or {})[_META_KEY])
             if header.get("format") != SAVED_FORMAT:
                 raise ValueError(f"format {header.get('format')!r}")
         except Exception as exc:  # pyarrow raises several types for damaged files
@@ -155,6 +176,12 @@ class BaseHarmonizer:
         cls = get_harmonizer_class(header["key"])
         args = header.get("arguments") or {}
         h = cls(**{k: v for k, v in args.items() if v is not None})
+        df = table.to_pandas()
+        for c in header.get("json_columns", []):
+            df[c] = df[c].map(lambda v: None if v is None else json.loads(v)).astype(object)
+        if len(df) != header.get("rows"):
+            raise SavedFileError(f"{path} holds {len(df)} rows", expected=f"{header.get('rows')}"
+                                 " rows as its header says", found=f"{len(df)}", fix=fix)
         h._df = validate(df, cls.spec, source=str(path))
         return h
 

@@ -299,7 +299,13 @@ class ImageCache:
 
 
 class TableCache:
-    """Harmonized tables under ``<root>/tables/``, keyed by the metadata file's identity."""
+    """Harmonized tables under ``<root>/tables/``, keyed by their owner and input files.
+
+    A table is a zstd-compressed Arrow IPC file (no pickle); nested values (e.g. ``boxes``)
+    travel as JSON text. Reading back gives text columns as ``object`` with ``None`` for
+    missing, as :func:`~radharmony.schema.validate` produces them, so the table read back
+    equals the table stored.
+    """
 
     def __init__(self, root: str | os.PathLike):
         self.root = Path(root) / "tables"
@@ -314,21 +320,56 @@ class TableCache:
         ident = json.dumps([owner, sorted(idents), __version__], sort_keys=True, default=str)
         return self.root / f"{hashlib.sha256(ident.encode()).hexdigest()[:32]}.arrow"
 
-    def load(self, path: Path):
-        """The cached table at ``path``, or None when absent or unreadable (then removed)."""
-        from .tables import read_table
+    def get(self, owner: dict, files: Iterable[str | os.PathLike], build: Callable):
+        """The stored table for ``owner`` and ``files``, else ``build()`` stored and returned."""
+        path = self.path(owner, files)
+        df = self.load(path)
+        if df is None:
+            df = build()
+            self.store(path, df)
+        return df
 
+    def load(self, path: Path):
+        """The table at ``path``, or None when absent or unreadable (then removed)."""
         if not path.is_file():
             return None
         try:
-            return read_table(path)[0]
+            return self._read(path)
         except Exception as exc:  # pyarrow raises several types for damaged files
             warnings.warn(f"Table cache {path} is unreadable ({type(exc).__name__}: {exc}); "
                           "harmonizing afresh.", RuntimeWarning, stacklevel=3)
             path.unlink(missing_ok=True)
             return None
 
-    def store(self, path: Path, df, header: dict) -> None:
-        from .tables import write_table
+    def store(self, path: Path, df) -> None:
+        import pyarrow as pa
+        import pyarrow.feather as feather
 
-        write_table(df, path, header, fmt="arrow")
+        json_cols = [c for c in df.columns if df[c].dtype == object and
+                     df[c].map(lambda v: isinstance(v, (list, dict))).any()]
+        if json_cols:
+            df = df.assign(**{c: df[c].map(lambda v: None if v is None else json.dumps(v))
+                              for c in json_cols})
+        table = pa.Table.from_pandas(df, preserve_index=False)
+        head = json.dumps({"rows": len(df), "json_columns": json_cols}).encode()
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}),
+                                               b"radharmony_table": head})
+        _atomic_write(path, lambda fh: feather.write_feather(table, fh, compression="zstd"))
+
+    @staticmethod
+    def _read(path: Path):
+        import pandas as pd
+        import pyarrow as pa
+        import pyarrow.feather as feather
+
+        table = feather.read_table(path)
+        head = json.loads(table.schema.metadata[b"radharmony_table"])
+        df = table.to_pandas()
+        for name, col in zip(table.column_names, table.columns):
+            if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+                df[name] = pd.Series(col.to_numpy(zero_copy_only=False), dtype=object)
+        for c in head["json_columns"]:
+            df[c] = df[c].map(lambda v: None if v is None else json.loads(v)).astype(object)
+        if len(df) != head["rows"]:
+            raise ValueError(f"{len(df)} rows where its header says {head['rows']}")
+        return df

@@ -34,8 +34,9 @@ def _id_text(col: pd.Series) -> pd.Series:
 def _plainly_clean(p: str) -> bool:
     """True when ``p`` is certainly a clean relative POSIX path (normpath would keep it); a
     fast pre-check, False for anything doubtful (which then goes through the full check)."""
-    return not (not p or p[0] == "/" or "\\" in p or "//" in p or "/." in p or
-                p[:2] in ("./", "..") or p[-1] == "/" or p == "." or p[1:2] == ":")
+    return not (not p or p[0] in "/ " or p[-1] in "/ " or "\\" in p or "//" in p or
+                "/." in p or p[:2] in ("./", "..") or p == "." or p[1:2] == ":" or
+                "\x00" in p)
 
 
 def check_relative_path(path: object, *, where: str) -> str:

@@ -374,3 +374,24 @@ def test_cached_loader_stopped_mid_epoch_then_reused(replica, tmp_path):
     assert sum(len(b["img"]) for b in loader) == len(ds)
     with pytest.raises(radharmony.RadHarmonyError, match="batch_size must be a positive"):
         CachedLoader(ds, batch_size=0)
+
+
+def test_table_cache_round_trips_nested_and_nullable_columns(tmp_path):
+    import pandas as pd
+
+    df = pd.DataFrame({"image_path": pd.Series(["a.png", "b.png", "c.png"], dtype=object),
+                       "report": pd.Series(["x", None, "z"], dtype=object),
+                       "study_date": pd.array([20200101, None, 19991231], dtype="Int64"),
+                       "label": np.array([1.0, np.nan, -1.0], np.float32),
+                       "boxes": pd.Series([[{"x_min": 1.0, "label": "a"}], [], None],
+                                          dtype=object)})
+    tables = TableCache(tmp_path)
+    built = []
+    got = tables.get({"o": 1}, [], lambda: built.append(1) or df)
+    again = tables.get({"o": 1}, [], lambda: built.append(1) or df)
+    assert built == [1]
+    for table in (got, again):
+        assert list(table.dtypes) == list(df.dtypes)
+        assert table["report"].tolist() == ["x", None, "z"]
+        assert table["boxes"].tolist() == df["boxes"].tolist()
+        assert table.drop(columns="boxes").equals(df.drop(columns="boxes"))
