@@ -219,10 +219,9 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
         self._set_table(self.harmonizer.harmonize() if harmonized_df is None else
                         validate(harmonized_df, self.spec, source="harmonized_df"))
         if "bbox" in self.outputs and self._boxes is None:
-            warnings.warn(f"{type(self).__name__} has no boxes for this table (no 'boxes' "
-                          f"column: {self.spec.title} ships none here, e.g. its box file is "
-                          "absent); samples will have no 'bbox' key.", UnsupportedOutputWarning,
-                          stacklevel=2)
+            warnings.warn(f"{type(self).__name__}: output_bbox=True but its table has no "
+                          "'boxes' column (the dataset's box file was not found); samples will "
+                          "have no 'bbox' key.", UnsupportedOutputWarning, stacklevel=2)
             self.outputs = self.outputs - {"bbox"}
 
     # -- construction ---------------------------------------------------------------------------

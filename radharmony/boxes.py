@@ -55,6 +55,13 @@ def box_record(label: str, annotator, x_min, y_min, x_max, y_max) -> dict:
             "y_max": float(y_max)}
 
 
+def normalize_boxes(records, *, width: float, height: float) -> list[dict]:
+    """Pixel box records -> [0, 1] of a ``width`` x ``height`` image (e.g. a ``"pixel"``
+    table's boxes once the image size is known)."""
+    scale = {"x_min": width, "x_max": width, "y_min": height, "y_max": height}
+    return [{**b, **{k: float(b[k]) / scale[k] for k in BOX_KEYS}} for b in parse_boxes(records)]
+
+
 def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """IoU of every box in ``a`` (N, 4) with every box in ``b`` (M, 4), as an (N, M) array.
 

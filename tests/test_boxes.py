@@ -3,6 +3,7 @@ box files and ReXGradient's interstitial-pattern boxes."""
 
 import json
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -12,7 +13,8 @@ import torch
 from radharmony import collate
 from radharmony.agreement import box_agreement, pair_ious
 from radharmony.boxes import (BoxSelection, box_record, detect_label_studio_form, iou_matrix,
-                              join_boxes, match_pairs, merge_boxes, read_label_studio)
+                              join_boxes, match_pairs, merge_boxes, normalize_boxes,
+                              read_label_studio)
 from radharmony.collate import pad_boxes
 from radharmony.errors import MetadataError, RadHarmonyError, UnsupportedOutputWarning
 from radharmony.fake import write_rexgradient
@@ -305,3 +307,29 @@ def test_rexgradient_box_selection_through_the_dataset(tmp_path):
              for i in range(len(full))]
     assert all(a <= {"11"} for _, a, _ in n)
     assert all(m <= f for f, _, m in n) and sum(f for f, _, _ in n) > 0
+
+
+def test_normalize_boxes():
+    out = normalize_boxes([rec("a", "1", 10, 20, 30, 40)], width=100, height=200)
+    assert out == [rec("a", "1", 0.1, 0.1, 0.3, 0.2)]
+
+
+REAL = Path(__file__).resolve().parents[2] / "shared" / "real" / "rexgradient" / \
+    "test_metadata_excerpt.json"
+
+
+@pytest.mark.skipif(not REAL.is_file(), reason="shared real-format samples absent")
+@pytest.mark.parametrize("form", ["label_studio_json", "keyed_by_image"])
+def test_box_file_joins_on_real_study_and_sop_uids(tmp_path, form):
+    from radharmony.harmonizer import ReXGradientTestHarmonizer
+
+    meta = json.loads(REAL.read_text())
+    (tmp_path / "metadata").mkdir()
+    (tmp_path / "metadata" / "test_metadata.json").write_text(REAL.read_text())
+    box_file = make_bbox_file([meta], form=form, seed=5)
+    (tmp_path / "metadata" / BBOX_FILE).write_text(json.dumps(box_file))
+    df = ReXGradientTestHarmonizer(base_image_dir=tmp_path / "deid_png").harmonize()
+    assert len(df) == 162
+    n_regions = sum(len(v) for v in box_file.values()) if form == "keyed_by_image" else \
+        sum(len(a["result"]) for t in box_file for a in t["annotations"])
+    assert n_regions > 10 and df["boxes"].map(len).sum() == n_regions

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import math
 import posixpath
-from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
@@ -95,13 +94,13 @@ def _study_date(value):
     return int(value)
 
 
-@dataclass(frozen=True)
-class ReXGradientRaw:
-    """What ``read`` returns: the split JSON and, when present, the parsed box file."""
+class ReXGradientRaw(dict):
+    """What ``read`` returns: the split JSON object as read (a dict), carrying the parsed box
+    file, when one was found, as ``boxes`` (and its path as ``boxes_source``)."""
 
-    studies: dict
-    boxes: object = None
-    boxes_source: str = BBOX_FILE
+    def __init__(self, studies: dict, boxes=None, boxes_source: str = BBOX_FILE):
+        super().__init__(studies)
+        self.boxes, self.boxes_source = boxes, boxes_source
 
 
 def _load_json(path: Path, what: str):
@@ -153,11 +152,9 @@ class _ReXGradientHarmonizer(BaseHarmonizer):
                               str(box_path))
 
     @classmethod
-    def harmonize_raw(cls, raw: dict | ReXGradientRaw, *, source: str = "metadata"
-                      ) -> pd.DataFrame:
-        """The table from the split JSON (a dict) or from ``read``'s result (boxes too)."""
-        bundle = raw if isinstance(raw, ReXGradientRaw) else ReXGradientRaw(raw)
-        raw = bundle.studies
+    def harmonize_raw(cls, raw: dict, *, source: str = "metadata") -> pd.DataFrame:
+        """The table from the split JSON (a plain dict) or ``read``'s result (boxes too)."""
+        boxes = getattr(raw, "boxes", None)
         cols: dict[str, list] = {c: [] for c in ("patient_id", "study_id", "report",
                                                   *EXTRA_OUTPUT_COLS)}
         paths, views, counts, shapes = [], [], [], []
@@ -196,8 +193,8 @@ class _ReXGradientHarmonizer(BaseHarmonizer):
         df.insert(3, "view_position", [v if isinstance(v, str) and v != "" else None
                                        for v in views])
         df["study_date"] = df["study_date"].astype("Int64")
-        if bundle.boxes is not None:
-            df["boxes"] = _box_column(df, shapes, bundle)
+        if boxes is not None:
+            df["boxes"] = _box_column(df, shapes, raw)
         return df
 
 

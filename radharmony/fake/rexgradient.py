@@ -221,5 +221,6 @@ def _dump(path: Path, obj) -> None:
 
 @register_fake("rexgradient_train", "rexgradient_valid", "rexgradient_test")
 def make(root: Path) -> dict:
-    """Contract-suite maker: a small replica with images; kwargs for any split."""
-    return {"base_image_dir": write_rexgradient(root)}
+    """Contract-suite maker: a small replica with images and the box file; kwargs for any
+    split."""
+    return {"base_image_dir": write_rexgradient(root, bbox="label_studio_json")}
