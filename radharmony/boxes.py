@@ -98,7 +98,7 @@ def match_pairs(iou: np.ndarray, threshold: float = 0.0) -> list[tuple[int, int,
     return pairs
 
 
-# -- keep all / keep one annotator / merge ----------------------------------------------------------
+# -- keep all / keep one annotator / merge ---------------------------------------------------------
 @dataclass(frozen=True)
 class BoxSelection:
     """Which boxes a sample gets when several annotators boxed the same image.
@@ -185,7 +185,7 @@ def merge_boxes(records: list[dict], *, iou: float) -> list[dict]:
     return out
 
 
-# -- Label Studio ------------------------------------------------------------------------------------
+# -- Label Studio ----------------------------------------------------------------------------------
 #: The Label Studio export forms :func:`read_label_studio` detects.
 LABEL_STUDIO_FORMS = ("label_studio_json", "label_studio_json_min", "keyed_by_image")
 _LS_LABEL_KEYS = ("rectanglelabels", "labels")
@@ -255,8 +255,8 @@ def read_label_studio(raw, *, source: str = "box file", image_sizes=None
     is a Label Studio region (percent); one without them is in pixels of the original image and
     is normalized with ``image_sizes[name] = (height, width)``: a pixel region of an image
     mapped to None (size unknown) is dropped with a warning, one of an image the mapping does
-    not list is left out (it is not among the caller's images). A region's label is its ``rectanglelabels``/``labels``
-    list (joined with ``|``) or its ``label`` text.
+    not list is left out (it is not among the caller's images). A region's label is its
+    ``rectanglelabels``/``labels`` list (joined with ``|``) or its ``label`` text.
     """
     form = detect_label_studio_form(raw, source=source)
     regions: list[tuple[str, object, dict, str]] = []  # image, annotator, region, where

@@ -13,7 +13,6 @@ from radharmony import get_dataset_class
 from radharmony.datasets.xraydar import LABEL_COLS, REPORT_CATEGORIES
 from radharmony.errors import MetadataError
 from radharmony.fake import make_fake, write_png, write_xraydar
-from radharmony.geometry import Letterbox
 from radharmony.harmonizer import BaseHarmonizer, XRaydarMultimodalHarmonizer
 from radharmony.dataset import XRaydarMultimodalDataset
 from radharmony.spans import align_tokens, char_spans, detect_span_end
@@ -49,7 +48,7 @@ def write_jsonl(path, records):
     return path
 
 
-# -- vocabulary and table ---------------------------------------------------------------------------
+# -- vocabulary and table --------------------------------------------------------------------------
 def test_vocabularies_are_the_issue_lists():
     assert len(LABEL_COLS) == 37 and list(LABEL_COLS) == sorted(LABEL_COLS)
     assert len(REPORT_CATEGORIES) == 45 and list(REPORT_CATEGORIES) == sorted(REPORT_CATEGORIES)
@@ -180,7 +179,7 @@ def test_char_spans_cover_the_sentence_text_for_both_conventions(tmp_path, span_
     assert checked >= 10
 
 
-# -- outputs ----------------------------------------------------------------------------------------
+# -- outputs ---------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def fake_root(tmp_path_factory):
     return write_xraydar(tmp_path_factory.mktemp("xraydar"), n=12)
@@ -290,7 +289,7 @@ def test_fake_maker_builds_the_dataset(tmp_path):
     assert len(ds) == 12 and ds[3]["cls"].shape == (37,)
 
 
-# -- the bright-rectangle test: boxes cover the same pixels after resize and padding ----------------
+# -- the bright-rectangle test: boxes cover the same pixels after resize and padding ---------------
 def _bright_rect_root(tmp_path, h, w, box, bits):
     img = np.full((h, w), 200 if bits == 16 else 20, np.uint16 if bits == 16 else np.uint8)
     x0, y0, x1, y1 = box
