@@ -22,6 +22,7 @@ import pandas as pd
 import torch
 
 from . import __version__
+from .boxes import BoxSelection, boxes_to_array
 from .cache import ImageCache
 from .discovery import discover
 from .errors import (ImageReadError, MetadataNotFoundError, PathSafetyError, RadHarmonyError,
@@ -163,6 +164,9 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
         csv_path: the dataset's metadata file; auto-discovered when omitted.
         output_cls, output_mask, output_report, output_bbox: add ``cls``, ``mask``,
             ``report``, ``bbox``. A flag the dataset cannot provide warns and adds nothing.
+        bbox_annotator, bbox_merge_iou: which boxes ``bbox`` holds when several annotators
+            boxed an image (see :class:`radharmony.boxes.BoxSelection`): all (default), one
+            annotator (``"first"`` per image, or an id), or merged across annotators by IoU.
         transform: None for the built-in pipeline (:class:`DefaultTransform`; pass an instance
             to change its size or percentiles), or any callable on the sample dict (e.g. a
             MONAI ``Compose`` of dictionary transforms) which then receives ``img`` as the
@@ -185,6 +189,7 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
     def __init__(self, base_image_dir: str | os.PathLike, csv_path: str | os.PathLike | None = None,
                  *, output_cls: bool = False, output_mask: bool = False,
                  output_report: bool = False, output_bbox: bool = False,
+                 bbox_annotator: str | None = None, bbox_merge_iou: float | None = None,
                  transform: Callable | None = None, cache_dir: str | os.PathLike | None = "./cache",
                  dtype: torch.dtype = torch.bfloat16, harmonized_df: pd.DataFrame | None = None,
                  harmonizer: BaseHarmonizer | None = None,
@@ -199,6 +204,7 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
         self.base_image_dir = Path(base_image_dir)
         self.csv_path = csv_path
         self.dtype = dtype
+        self.box_selection = BoxSelection(annotator=bbox_annotator, merge_iou=bbox_merge_iou)
         self.outputs = self._supported_outputs(cls=output_cls, mask=output_mask,
                                                report=output_report, bbox=output_bbox)
         self.user_transform = None if isinstance(transform, DefaultTransform) else transform
@@ -212,6 +218,11 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
         self.harmonizer = self._table_source(harmonized_df, harmonizer_path, harmonizer)
         self._set_table(self.harmonizer.harmonize() if harmonized_df is None else
                         validate(harmonized_df, self.spec, source="harmonized_df"))
+        if "bbox" in self.outputs and self._boxes is None:
+            warnings.warn(f"{type(self).__name__}: output_bbox=True but its table has no "
+                          "'boxes' column (the dataset's box file was not found); samples will "
+                          "have no 'bbox' key.", UnsupportedOutputWarning, stacklevel=2)
+            self.outputs = self.outputs - {"bbox"}
 
     # -- construction ---------------------------------------------------------------------------
     def _supported_outputs(self, **flags: bool) -> frozenset[str]:
@@ -335,14 +346,11 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
         With a user transform (``box`` is None) boxes stay in source pixels, or normalized
         [0, 1] when the table stores them so.
         """
-        from .boxes import boxes_to_array
-
-        records = self._boxes[index] if self._boxes is not None else None
+        records = self.box_selection.apply(self._boxes[index] if self._boxes is not None
+                                           else None)
         xyxy, labels, annotators = boxes_to_array(records)
         if box is not None:
-            if self.spec.box_units == "normalized":
-                xyxy = xyxy * np.array([box.src_w, box.src_h, box.src_w, box.src_h], np.float32)
-            xyxy = box.boxes(xyxy)
+            xyxy = box.boxes(xyxy, normalized=self.spec.box_units == "normalized")
         sample["bbox"] = torch.from_numpy(np.ascontiguousarray(xyxy, dtype=np.float32))
         sample["bbox_labels"] = labels
         sample["bbox_annotators"] = annotators

@@ -2,5 +2,7 @@
 
 from .rexgradient import *  # noqa: F401,F403
 from .rexgradient import __all__ as _rexgradient
+from .xraydar import *  # noqa: F401,F403
+from .xraydar import __all__ as _xraydar
 
-__all__ = [*_rexgradient]
+__all__ = [*_rexgradient, *_xraydar]

@@ -5,12 +5,19 @@ Source of truth: ``metadata/<split>_metadata_view_position.json`` -- a JSON obje
 per-image lists (``ImagePath``, ``ImageViewPosition``, ...). Bare ``NaN`` numbers occur. The
 plain ``<split>_metadata.json`` has the same form with empty view positions and is used when
 the view-position file is absent. The per-study CSV cannot give per-image rows and is refused.
+
+Boxes: ``interstitial_pattern_bbox.json`` (interstitial-pattern subtypes, ~398 boxes), found
+beside the split JSON, joins on ``<StudyInstanceUid>_<SopInstanceUid>.png``; its form (Label
+Studio JSON or JSON-MIN, or an object keyed by image name) is detected by
+:func:`radharmony.boxes.read_label_studio`. With it the table gets a ``boxes`` column
+(normalized) and ``output_bbox=True`` works; without it that flag warns.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import posixpath
 from pathlib import Path
 from typing import ClassVar
 
@@ -18,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ..base import BaseHarmonizer, BaseRadiologicalDataset
+from ..boxes import join_boxes, read_label_studio
 from ..errors import MetadataError, MetadataFormatError
 from ..registry import register_dataset, register_harmonizer
 from ..spec import DatasetSpec
@@ -36,6 +44,7 @@ VIEW_MAP = {"PA": "PA", "POSTERO_ANTERIOR": "PA", "AP": "AP", "LATERAL": "LATERA
 ACCESS = ("HuggingFace rajpurkarlab/ReXGradient-160K, gated: ReXGradient-160K Non-Commercial "
           "Data Access and Use Agreement (non-commercial research only, no clinical use)")
 LABEL_COLS: tuple[str, ...] = ()
+BBOX_FILE = "interstitial_pattern_bbox.json"
 
 
 def view_position_file(split: str) -> str:
@@ -46,7 +55,8 @@ def split_spec(split: str) -> DatasetSpec:
     return DatasetSpec(
         key=f"rexgradient_{split}", title=f"ReXGradient-160K ({split})",
         metadata_files=(view_position_file(split), f"{split}_metadata.json"),
-        label_cols=LABEL_COLS, extra_cols=EXTRA_OUTPUT_COLS, outputs=frozenset({"report"}),
+        label_cols=LABEL_COLS, extra_cols=EXTRA_OUTPUT_COLS,
+        outputs=frozenset({"report", "bbox"}),
         view_map=VIEW_MAP, expected=SPLITS[split], access=ACCESS)
 
 
@@ -84,6 +94,34 @@ def _study_date(value):
     return int(value)
 
 
+class ReXGradientRaw(dict):
+    """What ``read`` returns: the split JSON object as read (a dict), carrying the parsed box
+    file, when one was found, as ``boxes`` (and its path as ``boxes_source``)."""
+
+    def __init__(self, studies: dict, boxes=None, boxes_source: str = BBOX_FILE):
+        super().__init__(studies)
+        self.boxes, self.boxes_source = boxes, boxes_source
+
+
+def _load_json(path: Path, what: str):
+    try:
+        with open(path, "rb") as fh:
+            return json.load(fh)  # the stdlib parser accepts the bare NaN these files hold
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise MetadataError(f"{path} is not valid JSON", expected=what, found=str(exc),
+                            fix="re-download the metadata file") from None
+
+
+def _box_column(df: pd.DataFrame, shapes: list, raw: ReXGradientRaw) -> list:
+    """Each row's normalized boxes from the box file (joined on ``<study>_<sop>.png``)."""
+    names = [f"{study}_{posixpath.splitext(posixpath.basename(str(p)))[0]}.png"
+             for study, p in zip(df["study_id"], df["image_path"])]
+    sizes = {n: tuple(s) if isinstance(s, (list, tuple)) and len(s) == 2 else None
+             for n, s in zip(names, shapes)}
+    by_name, _ = read_label_studio(raw.boxes, source=raw.boxes_source, image_sizes=sizes)
+    return join_boxes(names, by_name)[0]
+
+
 # -- harmonizer -----------------------------------------------------------------------------------
 class _ReXGradientHarmonizer(BaseHarmonizer):
     split: ClassVar[str]
@@ -100,25 +138,26 @@ class _ReXGradientHarmonizer(BaseHarmonizer):
                 found="a .csv file",
                 fix=f"pass csv_path='{path.with_name(view_position_file(self.split))}'")
 
-    def read(self, path: Path) -> dict:
-        try:
-            with open(path, "rb") as fh:
-                raw = json.load(fh)  # the stdlib parser accepts the bare NaN these files hold
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise MetadataError(f"{path} is not valid JSON", expected="the JSON object "
-                                "ReXGradient ships", found=str(exc),
-                                fix="re-download the metadata file") from None
+    def read(self, path: Path) -> ReXGradientRaw:
+        """The split JSON, plus ``interstitial_pattern_bbox.json`` when it lies beside it."""
+        raw = _load_json(path, "the JSON object ReXGradient ships")
         if not isinstance(raw, dict):
             raise MetadataError(f"{path} has the wrong top-level type",
                                 expected="a JSON object keyed by study",
                                 found=type(raw).__name__, fix="re-download the metadata file")
-        return raw
+        box_path = path.with_name(BBOX_FILE)
+        if not box_path.is_file():
+            return ReXGradientRaw(raw)
+        return ReXGradientRaw(raw, _load_json(box_path, "a Label Studio box export"),
+                              str(box_path))
 
     @classmethod
     def harmonize_raw(cls, raw: dict, *, source: str = "metadata") -> pd.DataFrame:
+        """The table from the split JSON (a plain dict) or ``read``'s result (boxes too)."""
+        boxes = getattr(raw, "boxes", None)
         cols: dict[str, list] = {c: [] for c in ("patient_id", "study_id", "report",
                                                   *EXTRA_OUTPUT_COLS)}
-        paths, views, counts = [], [], []
+        paths, views, counts, shapes = [], [], [], []
         for key, e in raw.items():
             if not isinstance(e, dict) or not isinstance(e.get("ImagePath"), list):
                 raise MetadataError(f"{source}: entry {key!r} has no ImagePath list",
@@ -135,6 +174,8 @@ class _ReXGradientHarmonizer(BaseHarmonizer):
                                     expected=f"{n} view positions", found=repr(vp)[:80],
                                     fix="re-download the metadata file")
             counts.append(n)
+            shape = e.get("ImageShape")
+            shapes += shape if isinstance(shape, list) and len(shape) == n else [None] * n
             paths += e["ImagePath"]
             views += vp
             cols["patient_id"].append(e.get("PatientID"))
@@ -152,6 +193,8 @@ class _ReXGradientHarmonizer(BaseHarmonizer):
         df.insert(3, "view_position", [v if isinstance(v, str) and v != "" else None
                                        for v in views])
         df["study_date"] = df["study_date"].astype("Int64")
+        if boxes is not None:
+            df["boxes"] = _box_column(df, shapes, raw)
         return df
 
 
