@@ -27,18 +27,21 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import MetadataError, RadHarmonyError
+from .schema import parse_literal
 
 BOX_KEYS = ("x_min", "y_min", "x_max", "y_max")
 
 
 # -- the boxes column ------------------------------------------------------------------------------
 def parse_boxes(value) -> list[dict]:
-    """A ``boxes`` cell (list, JSON string, None or NaN) -> list of dicts."""
+    """A ``boxes`` cell (list, JSON or Python-literal text as ``DataFrame.to_csv`` writes it,
+    None or NaN) -> list of dicts. Text is parsed as data only (``json``/``ast.literal_eval``)."""
     if value is None or isinstance(value, float) and np.isnan(value):
         return []
     if isinstance(value, str):
-        value = json.loads(value) if value.strip() else []
+        value = parse_literal(value) if value.strip() else []
     return [dict(b) for b in value]
+
 
 
 def boxes_to_array(records) -> tuple[np.ndarray, list[str], list[str | None]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import posixpath
 
 import numpy as np
@@ -27,6 +28,17 @@ def _id_text(col: pd.Series) -> pd.Series:
     if pd.api.types.is_float_dtype(col) and col.notna().all() and (col % 1 == 0).all():
         col = col.astype(np.int64)
     return _as_object(col.map(lambda v: v if v is None or isinstance(v, str) else str(v)))
+
+
+def parse_literal(text: str):
+    """Nested cell text -> value: JSON, else a Python literal as ``DataFrame.to_csv`` writes
+    lists and dicts. Parsed as data only (``json`` / ``ast.literal_eval``): never executes code."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        import ast
+
+        return ast.literal_eval(text)
 
 
 def check_relative_path(path: object, *, where: str) -> str:

@@ -32,6 +32,7 @@ from ..base import BaseHarmonizer, BaseRadiologicalDataset
 from ..boxes import BOX_KEYS, box_record
 from ..errors import MetadataError
 from ..registry import register_dataset, register_harmonizer
+from ..schema import parse_literal
 from ..spans import align_tokens, char_spans, detect_span_end
 from ..spec import DatasetSpec
 
@@ -200,7 +201,7 @@ class XRaydarMultimodalHarmonizer(BaseHarmonizer):
 # -- dataset --------------------------------------------------------------------------------------
 def _as_list(value) -> list:
     if isinstance(value, str):
-        return json.loads(value) if value.strip() else []
+        return parse_literal(value) if value.strip() else []
     return [] if value is None or isinstance(value, float) else list(value)
 
 
