@@ -457,6 +457,13 @@ def _workers(text: str) -> int:
     return n
 
 
+def _size(text: str) -> int:
+    n = int(text)
+    if not 16 <= n <= 4096:
+        raise argparse.ArgumentTypeError("must be 16 to 4096 pixels")
+    return n
+
+
 def _port(text: str) -> int:
     n = int(text)
     if not 0 <= n <= 65535:
@@ -532,7 +539,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=_port, default=8765, help="port (default 8765; 0: any free)")
     p.add_argument("--allow-remote", action="store_true",
                    help="allow --host to be a non-loopback address")
-    p.add_argument("--size", type=int, default=224, help="rendered image size (default 224)")
+    p.add_argument("--size", type=_size, default=224, help="rendered image size (default 224)")
     p.add_argument("--cache-dir", type=Path, default=None, metavar="DIR",
                    help="cache preprocessed images here (default: no cache)")
     p.add_argument("--open", action="store_true", help="open the page in a web browser")
