@@ -34,10 +34,11 @@ class UsageError(Exception):
 
 
 # -- output helpers -------------------------------------------------------------------------------
-def _progress(iterable: Iterable, *, total: int | None, desc: str, quiet: bool):
+def _progress(iterable: Iterable, *, total: int | None, desc: str, quiet: bool,
+              unit: str = "img"):
     from tqdm.auto import tqdm
 
-    return tqdm(iterable, total=total, desc=desc, unit="img", file=sys.stderr,
+    return tqdm(iterable, total=total, desc=desc, unit=unit, file=sys.stderr,
                 disable=quiet, dynamic_ncols=True, leave=False)
 
 
@@ -204,7 +205,8 @@ def cmd_info(args: argparse.Namespace) -> int:
     keys = resolve_keys(args.key)
     _check_csv_path(args, keys)
     results = []
-    for key in keys:
+    for key in _progress(keys, total=len(keys), desc="harmonizing", quiet=args.quiet,
+                         unit="split"):
         h = _harmonizer(key, args)
         df = h.harmonize()
         results.append({"key": key, "metadata": str(h.csv_path), **table_info(df, h.spec)})

@@ -60,14 +60,14 @@ class ViewerHandler(BaseHTTPRequestHandler):
     def log_message(self, format, *args):  # noqa: A002  (quiet: the CLI owns stderr)
         pass
 
-    def _send(self, status: int, body: bytes, ctype: str, *, cache: bool = False) -> None:
+    def _send(self, status: int, body: bytes, ctype: str) -> None:
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("X-Content-Type-Options", "nosniff")
         self.send_header("Content-Security-Policy", CSP)
         self.send_header("Referrer-Policy", "no-referrer")
-        self.send_header("Cache-Control", "private, max-age=3600" if cache else "no-store")
+        self.send_header("Cache-Control", "no-store")  # another run may serve other data
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
@@ -98,6 +98,8 @@ class ViewerHandler(BaseHTTPRequestHandler):
             if url.path.startswith("/static/") and url.path[8:] in STATIC:
                 name = url.path[8:]
                 return self._send(200, _static(name), STATIC[name])
+            if url.path == "/favicon.ico":
+                return self._send(204, b"", "image/x-icon")
             if url.path == "/api/meta":
                 return self._json(app.meta())
             if url.path == "/api/samples":
@@ -107,7 +109,7 @@ class ViewerHandler(BaseHTTPRequestHandler):
             if url.path == "/api/sample":
                 return self._json(app.sample(**where))
             if url.path == "/image.png":
-                return self._send(200, app.image_png(**where), "image/png", cache=True)
+                return self._send(200, app.image_png(**where), "image/png")
         except ViewerError as exc:
             return self._json({"error": str(exc)}, exc.status)
         except RadHarmonyError as exc:  # e.g. an image that cannot be read

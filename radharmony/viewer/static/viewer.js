@@ -64,6 +64,13 @@ function updateUrl() {
   history.replaceState(null, "", `?${p}`);
 }
 
+// long ids differ at the end: keep the key and the tail
+function shortId(id, max = 30) {
+  if (id.length <= max) return id;
+  const cut = id.indexOf(":") + 1;
+  return `${id.slice(0, cut)}\u2026${id.slice(id.length - (max - cut - 1))}`;
+}
+
 async function loadList() {
   const res = await api("/api/samples", { split: state.split, label: state.label, view: state.view,
                                           offset: state.offset, limit: state.limit });
@@ -74,8 +81,9 @@ async function loadList() {
   list.dataset.total = res.total;
   for (const item of res.items) {
     const li = el("li", { "data-index": item.index, "data-sample-id": item.sample_id,
-                          title: item.positives.join(", ") || item.sample_id });
-    li.append(el("span", {}, item.sample_id), el("span", { class: "view" }, item.view_position));
+                          title: [item.sample_id, ...item.positives].join("\n") });
+    li.append(el("span", { class: "index" }, item.index), el("span", {}, shortId(item.sample_id)),
+              el("span", { class: "view" }, item.view_position));
     li.addEventListener("click", () => showSample({ split: state.split, index: item.index }));
     list.append(li);
   }
@@ -102,7 +110,10 @@ function drawBoxes(s) {
   legend.replaceChildren();
   if (!s.width) return;
   svg.setAttribute("viewBox", `0 0 ${s.width} ${s.height}`);
+  const font = Math.max(6, Math.round(s.width / 40));
   for (const b of s.boxes) {
+    const g = document.createElementNS(SVG, "g");
+    g.setAttribute("data-annotator", b.annotator ?? "");
     const r = document.createElementNS(SVG, "rect");
     r.setAttribute("x", b.x_min);
     r.setAttribute("y", b.y_min);
@@ -114,7 +125,14 @@ function drawBoxes(s) {
     const t = document.createElementNS(SVG, "title");
     t.textContent = b.annotator ? `${b.label} (${b.annotator})` : b.label;
     r.append(t);
-    svg.append(r);
+    const text = document.createElementNS(SVG, "text");
+    text.setAttribute("x", b.x_min + 1);
+    text.setAttribute("y", Math.max(font, b.y_min - 2));
+    text.setAttribute("font-size", font);
+    text.setAttribute("fill", colour(b.label));
+    text.textContent = b.annotator ? `${b.label} \u00b7 ${b.annotator}` : b.label;
+    g.append(r, text);
+    svg.append(g);
   }
   for (const label of [...new Set(s.boxes.map((b) => b.label))]) {
     const chip = el("span", {}, label);
@@ -127,8 +145,8 @@ function drawBoxes(s) {
       const box = el("input", { type: "checkbox", "data-annotator": a });
       box.checked = true;
       box.addEventListener("change", () => {
-        for (const r of svg.querySelectorAll("rect")) {
-          if (r.getAttribute("data-annotator") === a) r.style.display = box.checked ? "" : "none";
+        for (const g of svg.querySelectorAll("g")) {
+          if (g.getAttribute("data-annotator") === a) g.style.display = box.checked ? "" : "none";
         }
       });
       const label = el("label", { class: "annotator" });
