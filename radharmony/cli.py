@@ -15,6 +15,7 @@ The work behind ``validate`` and ``cache`` is done by :func:`run_validation` and
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
@@ -146,7 +147,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 # -- info -----------------------------------------------------------------------------------------
-def table_info(df, spec) -> dict:
+def table_info(df, *, spec) -> dict:
     """Counts, view positions, label prevalence and report coverage of a harmonized table."""
     import pandas as pd
 
@@ -209,7 +210,7 @@ def cmd_info(args: argparse.Namespace) -> int:
                          unit="split"):
         h = _harmonizer(key, args)
         df = h.harmonize()
-        results.append({"key": key, "metadata": str(h.csv_path), **table_info(df, h.spec)})
+        results.append({"key": key, "metadata": str(h.csv_path), **table_info(df, spec=h.spec)})
     _emit(args, results, _info_text)
     return EXIT_OK
 
@@ -240,7 +241,7 @@ def cmd_harmonize(args: argparse.Namespace) -> int:
 
 
 # -- validate -------------------------------------------------------------------------------------
-def check_image_file(root: str, rel: str, decode: bool) -> tuple[str, str] | None:
+def check_image_file(root: str, rel: str, *, decode: bool) -> tuple[str, str] | None:
     """``(kind, detail)`` of the first problem with one image, or None: ``unsafe_path``,
     ``missing`` or (when ``decode``) ``undecodable``."""
     from .errors import ImageReadError, PathSafetyError, SchemaError
@@ -262,21 +263,20 @@ def check_image_file(root: str, rel: str, decode: bool) -> tuple[str, str] | Non
 
 
 def _check_files(root: str, paths: list[str], *, decode: bool, workers: int, quiet: bool):
-    jobs = ((root, p, decode) for p in paths)
+    check = functools.partial(check_image_file, root, decode=decode)
     desc = "decoding images" if decode else "checking files"
     if workers <= 1:
-        yield from _progress((check_image_file(*j) for j in jobs), total=len(paths),
-                             desc=desc, quiet=quiet)
+        yield from _progress(map(check, paths), total=len(paths), desc=desc, quiet=quiet)
         return
     from concurrent.futures import ProcessPoolExecutor
 
+    chunk = max(1, min(256, len(paths) // workers // 4))
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        results = pool.map(check_image_file, *zip(*jobs), chunksize=max(1, min(256, len(paths)
-                                                                               // workers // 4)))
-        yield from _progress(results, total=len(paths), desc=desc, quiet=quiet)
+        yield from _progress(pool.map(check, paths, chunksize=chunk), total=len(paths),
+                             desc=desc, quiet=quiet)
 
 
-def run_validation(key: str, root, *, csv_path=None, images: bool = False, workers: int = 0,
+def run_validation(key: str, *, root, csv_path=None, images: bool = False, workers: int = 0,
                    quiet: bool = False) -> dict:
     """Validate one split: metadata, schema, path safety, missing (and undecodable) files.
 
@@ -284,6 +284,7 @@ def run_validation(key: str, root, *, csv_path=None, images: bool = False, worke
     count}, "first": {kind: [{"image_path", "detail"}]}}``. Replace this function's body with
     the shared validation API when it lands; the command only reads this report.
     """
+    from .errors import PathSafetyError
     from .registry import get_harmonizer_class
     from .schema import validate
 
@@ -308,6 +309,8 @@ def run_validation(key: str, root, *, csv_path=None, images: bool = False, worke
     report["rows"] = len(df)
     try:
         validate(df, h.spec, source=str(meta))
+    except PathSafetyError:
+        pass  # every unsafe path is listed by the per-file check below
     except RadHarmonyError as exc:
         add("schema", None, str(exc))
     paths = [p if isinstance(p, str) else "" for p in df["image_path"]]
@@ -339,7 +342,7 @@ def _validate_text(reports: list[dict]) -> str:
 def cmd_validate(args: argparse.Namespace) -> int:
     keys = resolve_keys(args.key)
     _check_csv_path(args, keys)
-    reports = [run_validation(k, args.root, csv_path=args.csv_path, images=args.images,
+    reports = [run_validation(k, root=args.root, csv_path=args.csv_path, images=args.images,
                               workers=args.workers, quiet=args.quiet) for k in keys]
     _emit(args, reports, _validate_text)
     return EXIT_OK if all(r["ok"] for r in reports) else EXIT_PROBLEMS

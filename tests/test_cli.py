@@ -117,7 +117,7 @@ def test_entry_points():
     assert res.returncode == 0 and res.stdout.strip().startswith("radharmony ")
 
 
-# -- list / info / harmonize ------------------------------------------------------------------------
+# -- list / info / harmonize ----------------------------------------------------------------------
 def test_list(capsys):
     code, rows, _ = run_json(capsys, "list")
     assert code == 0
@@ -158,7 +158,7 @@ def test_info_label_prevalence():
     df = pd.DataFrame({"patient_id": ["1", "1", "2", "3"], "study_id": ["a", "b", "c", "d"],
                        "image_path": list("wxyz"), "view_position": ["PA", None, "PA", "AP"],
                        "report": ["r", None, " ", "r"], "A": [1.0, -1.0, float("nan"), 0.0]})
-    info = cli.table_info(df, spec)
+    info = cli.table_info(df, spec=spec)
     assert info["labels"]["A"] == {"positive": 1, "negative": 1, "uncertain": 1, "missing": 1,
                                    "prevalence": 0.25}
     assert info["view_positions"] == {"PA": 2, "(missing)": 1, "AP": 1}
@@ -181,7 +181,7 @@ def test_harmonize_parquet_and_csv(capsys, rex, tmp_path):
     assert back["image_path"].tolist() == df["image_path"].tolist()
 
 
-# -- validate -----------------------------------------------------------------------------------------
+# -- validate -------------------------------------------------------------------------------------
 def test_validate_clean_replica(capsys, rex):
     code, reports, err = run_json(capsys, "validate", "rexgradient", "--root", rex, "--images")
     assert code == 0, reports
@@ -215,7 +215,23 @@ def test_validate_reports_unreadable_metadata(capsys, rex, tmp_path):
     assert "not valid JSON" in report["first"]["metadata"][0]["detail"]
 
 
-# -- cache --------------------------------------------------------------------------------------------
+def test_validate_lists_escaping_and_duplicate_paths(capsys, rex, tmp_path):
+    meta = rex.parent / "download" / "metadata" / "valid_metadata_view_position.json"
+    raw = json.loads(meta.read_text())
+    first, second = list(raw)[:2]
+    raw[first]["ImagePath"][0] = "../deid_png/../../etc/passwd"
+    raw[second]["ImagePath"][0] = raw[first]["ImagePath"][-1] = "/abs/x.png"
+    edited = tmp_path / "valid_metadata_view_position.json"
+    edited.write_text(json.dumps(raw))
+    code, (report,), _ = run_json(capsys, "validate", "rexgradient_valid", "--root", rex,
+                                  "--csv-path", edited)
+    assert code == 1
+    assert report["problems"]["unsafe_path"] == 3
+    assert [p["image_path"] for p in report["first"]["unsafe_path"]] == [
+        "../../etc/passwd", "/abs/x.png", "/abs/x.png"]
+
+
+# -- cache ----------------------------------------------------------------------------------------
 def test_cache_builds_every_entry(capsys, rex, tmp_path):
     n = len(ReXGradientValidHarmonizer(base_image_dir=rex).harmonize())
     cache = tmp_path / "cache"
@@ -238,7 +254,7 @@ def test_cache_reports_failures(capsys, damaged, tmp_path):
     assert "does not exist" in details and "outside base_image_dir" in details
 
 
-# -- demo and view ------------------------------------------------------------------------------------
+# -- demo and view --------------------------------------------------------------------------------
 def test_demo_forwards_to_demo_main(capsys, monkeypatch):
     import radharmony.demo
 

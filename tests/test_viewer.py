@@ -122,7 +122,7 @@ def test_clean_spans_drops_spans_outside_the_report():
     spans = [{"label": "B", "start": 5, "end": 9}, {"label": "A", "start": 0, "end": 3},
              {"label": "C", "start": 8, "end": 99}, {"label": "D", "start": 4, "end": 4},
              {"start": 1, "end": 2}]
-    assert clean_spans(spans, "0123456789") == [{"label": "A", "start": 0, "end": 3},
+    assert clean_spans(spans, report="0123456789") == [{"label": "A", "start": 0, "end": 3},
                                                 {"label": "B", "start": 5, "end": 9}]
 
 
@@ -219,7 +219,7 @@ def test_read_only_and_loopback_only(server, stub):
         make_server([stub], host="0.0.0.0", port=0)
 
 
-# -- the page in a real browser ---------------------------------------------------------------------
+# -- the page in a real browser -------------------------------------------------------------------
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                   "--no-first-run", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",

@@ -55,7 +55,7 @@ def report_sections(report: str | None) -> list[dict]:
     return out
 
 
-def clean_spans(spans, report: str | None) -> list[dict]:
+def clean_spans(spans, *, report: str | None) -> list[dict]:
     """Spans ``{label, start, end}`` that fit inside ``report``, sorted by start."""
     if not spans or not report:
         return []
@@ -250,7 +250,7 @@ class ViewerApp:
         if isinstance(sample.get("report"), str):
             out["report"] = sample["report"]
             out["sections"] = report_sections(sample["report"])
-        out["report_spans"] = clean_spans(sample.get("report_spans"), out["report"])
+        out["report_spans"] = clean_spans(sample.get("report_spans"), report=out["report"])
         img = sample["img"]
         out["height"], out["width"] = (int(d) for d in img.shape[-2:])
         bbox = sample.get("bbox")
