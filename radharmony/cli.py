@@ -37,7 +37,7 @@ class UsageError(Exception):
 # -- output helpers -------------------------------------------------------------------------------
 def _progress(iterable: Iterable, *, total: int | None, desc: str, quiet: bool,
               unit: str = "img"):
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     return tqdm(iterable, total=total, desc=desc, unit=unit, file=sys.stderr,
                 disable=quiet, dynamic_ncols=True, leave=False)
@@ -381,19 +381,21 @@ def run_pre_cache(dataset, *, workers: int = 0, quiet: bool = False) -> dict:
                               found="cache_dir=None", fix="pass --cache-dir DIR")
     loader = torch.utils.data.DataLoader(_CacheJob(dataset), batch_size=32,
                                          num_workers=workers, collate_fn=_as_list)
-    failed, done, start = [], 0, time.perf_counter()
+    failures, first, done, start = 0, [], 0, time.perf_counter()
     with _progress(None, total=len(dataset), desc="caching", quiet=quiet) as bar:
         for batch in loader:
             for index, error in batch:
                 done += 1
                 if error is not None:
-                    failed.append({"sample_id": dataset.harmonized_df["sample_id"].iat[index],
-                                   "detail": error})
+                    failures += 1
+                    if len(first) < FIRST_N:
+                        first.append({"sample_id": dataset.harmonized_df["sample_id"].iat[index],
+                                      "detail": error})
             bar.update(len(batch))
     seconds = time.perf_counter() - start
     return {"key": dataset.spec.key, "cache_dir": str(dataset.cache_dir), "images": done,
-            "cached": done - len(failed), "failed": len(failed), "first_failures":
-            failed[:FIRST_N], "seconds": round(seconds, 3),
+            "cached": done - failures, "failed": failures, "first_failures": first,
+            "seconds": round(seconds, 3),
             "images_per_second": round(done / seconds, 1) if seconds > 0 else None}
 
 
