@@ -124,7 +124,7 @@ def test_list(capsys):
     by_key = {r["key"]: r for r in rows}
     train = by_key["rexgradient_train"]
     assert train["expected"] == {"images": 238_968, "studies": 140_000, "patients": 95_716}
-    assert train["outputs"] == ["report"] and train["family"] == "rexgradient"
+    assert train["outputs"] == ["bbox", "report"] and train["family"] == "rexgradient"
     assert set(train["splits"]) == {"rexgradient_train", "rexgradient_valid", "rexgradient_test"}
     assert "Non-Commercial" in train["access"]
     code, out, _ = run(capsys, "list")
