@@ -33,6 +33,7 @@ def make_fake(key: str, root: str | Path) -> dict:
 
 def _load_all() -> None:
     from . import rexgradient  # noqa: F401
+    from . import mimic, openi, rsna, siim, vindr  # noqa: F401
 
 
 from .rexgradient import write_rexgradient  # noqa: E402

@@ -1,0 +1,58 @@
+"""Reading CSV metadata tables as shipped (plain, ``.gz`` or ``.zip``), with four-part errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+import pandas as pd
+
+from .errors import MetadataError, MetadataNotFoundError
+
+
+def read_table(path: str | Path, *, description: str, columns: Iterable[str] = (),
+               **read_csv_kwargs) -> pd.DataFrame:
+    """``pd.read_csv(path)`` that transforms nothing; checks that ``columns`` are present.
+
+    Any parser failure becomes a :class:`MetadataError` naming the file.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise MetadataNotFoundError(description, [path], fix="check the path argument")
+    try:
+        df = pd.read_csv(path, **read_csv_kwargs)
+    except (ValueError, UnicodeDecodeError, OSError, EOFError) as exc:
+        raise MetadataError(f"{path} could not be read as {description}",
+                            expected="the CSV table as the dataset ships it",
+                            found=f"{type(exc).__name__}: {str(exc)[:200]}",
+                            fix="re-download the file") from None
+    require_columns(df, columns, source=str(path), description=description)
+    return df
+
+
+def require_columns(df: pd.DataFrame, columns: Iterable[str], *, source: str,
+                    description: str = "the metadata table") -> None:
+    """Raise :class:`MetadataError` unless every name in ``columns`` is a column of ``df``."""
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise MetadataError(f"{source}: columns missing from {description}",
+                            expected=f"columns {list(columns)}",
+                            found=f"{list(df.columns)[:20]}; missing {missing}",
+                            fix="pass the file the dataset ships (exact header spelling)")
+
+
+def lists_by(ids: pd.Index, keys, values) -> list[list]:
+    """For each id in ``ids``, the ``values`` whose ``keys`` equal it, in row order.
+
+    The vectorized form of ``groupby(keys).agg(list).reindex(ids)``: a stable sort and one split,
+    no per-group pandas objects. Ids without values get an empty list; keys not in ``ids`` are
+    ignored.
+    """
+    codes = ids.get_indexer(pd.Index(keys))
+    vals = np.asarray(values, dtype=object) if not isinstance(values, np.ndarray) else values
+    keep = codes >= 0
+    codes, vals = codes[keep], vals[keep]
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(1, len(ids)))
+    return [part.tolist() for part in np.split(vals[order], bounds)]
