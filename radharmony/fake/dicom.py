@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import cv2
@@ -41,8 +42,10 @@ def write_dicom(path: str | Path, img: np.ndarray, *, jpeg: bool = False,
     ds.Modality = tags.pop("Modality", "CR")
     ds.StudyInstanceUID = tags.pop("StudyInstanceUID", None) or generate_uid()
     ds.SeriesInstanceUID = tags.pop("SeriesInstanceUID", None) or generate_uid()
-    for key, value in tags.items():
-        setattr(ds, key, value)
+    with warnings.catch_warnings():  # real quirks (e.g. RSNA's age "62" as AS) are wanted
+        warnings.simplefilter("ignore", UserWarning)
+        for key, value in tags.items():
+            setattr(ds, key, value)
     bits = 8 if img.dtype == np.uint8 else 16
     ds.Rows, ds.Columns = img.shape
     ds.SamplesPerPixel, ds.PhotometricInterpretation = 1, photometric
