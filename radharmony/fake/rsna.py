@@ -17,7 +17,6 @@ patient in the mapping.
 
 from __future__ import annotations
 
-import csv
 import json
 import uuid
 from pathlib import Path
@@ -28,6 +27,7 @@ import pandas as pd
 from . import register_fake
 from .dicom import write_dicom
 from .images import synthetic_cxr
+from .tables import write_csv
 
 HEADER_COLUMNS = ["BodyPartExamined", "ConversionType", "Filename", "InstanceNumber",
                   "Modality", "PatientAge", "PatientID", "PatientOrientation", "PatientSex",
@@ -70,21 +70,14 @@ def write_rsna(root: str | Path, *, n_images: int = 8, seed: int = 0, size: int 
                         PatientAge=str(age), ViewPosition=view, BodyPartExamined="CHEST",
                         SeriesDescription=f"view: {view}", ConversionType="WSD",
                         PixelSpacing=[0.168, 0.168])
-    _csv(root / "stage_2_train_labels.csv", ["patientId", "x", "y", "width", "height",
+    write_csv(root / "stage_2_train_labels.csv", ["patientId", "x", "y", "width", "height",
                                               "Target"], labels)
-    _csv(root / "stage_2_detailed_class_info.csv", ["patientId", "class"], classes)
+    write_csv(root / "stage_2_detailed_class_info.csv", ["patientId", "class"], classes)
     pd.DataFrame(headers, columns=HEADER_COLUMNS).to_csv(
         root / "kaggle_stage_2_train_images_dicom_headers.csv.gz", index=True)
     if mapping:
         (root / "pneumonia-challenge-dataset-mappings_2018.json").write_text(json.dumps(maps))
     return image_dir
-
-
-def _csv(path: Path, header: list[str], rows: list[list]) -> None:
-    with open(path, "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(header)
-        w.writerows(rows)
 
 
 @register_fake("rsna_pneumonia")

@@ -14,7 +14,6 @@ mention; ``PatientID`` a per-image uuid; ``Series Description`` ``"view: PA"``.
 
 from __future__ import annotations
 
-import csv
 import uuid
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from ..masks import rle_encode
 from . import register_fake
 from .dicom import write_dicom
 from .images import synthetic_cxr
+from .tables import write_csv
 
 SIZE = 1024
 UID_ROOT = "1.2.276.0.7230010.3.1"
@@ -70,11 +70,7 @@ def write_siim(root: str | Path, *, n_images: int = 6, seed: int = 0, images: bo
                         SeriesInstanceUID=series, PatientID=pid, PatientName=pid,
                         ViewPosition="PA", SeriesDescription="view: PA",
                         BodyPartExamined="CHEST", PixelSpacing=[0.168, 0.168])
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / "train-rle.csv", "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["ImageId", " EncodedPixels"])
-        w.writerows(rows + later)
+    write_csv(root / "train-rle.csv", ["ImageId", " EncodedPixels"], rows + later)
     image_dir.mkdir(parents=True, exist_ok=True)
     return image_dir
 

@@ -14,7 +14,6 @@ of one image not contiguous.
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +21,7 @@ import numpy as np
 from . import register_fake
 from .dicom import DX_IMAGE, write_dicom
 from .images import synthetic_cxr
+from .tables import write_csv
 
 HEADER = ["image_id", "class_name", "class_id", "rad_id", "x_min", "y_min", "x_max", "y_max"]
 FINDINGS = ["Aortic enlargement", "Atelectasis", "Calcification", "Cardiomegaly",
@@ -59,11 +59,7 @@ def write_vindr(root: str | Path, *, n_images: int = 8, seed: int = 0, images: b
     """Write the replica under ``root`` and return the image folder ``root/train``."""
     root = Path(root)
     rows, shapes = make_rows(n_images, seed=seed)
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / "train.csv", "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(HEADER)
-        w.writerows(rows)
+    write_csv(root / "train.csv", HEADER, rows)
     image_dir = root / "train"
     image_dir.mkdir(parents=True, exist_ok=True)
     if images:
