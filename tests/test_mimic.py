@@ -59,6 +59,7 @@ def test_paths_views_split_and_reports():
         df = harmonize(chexpert, chexpert.replace("1.0", "0.0"), split,
                        {"50414267": "  FINAL REPORT\n FINDINGS: clear.\n"})
     assert df["image_path"].tolist()[0] == "files/p10/p10000032/s50414267/d1.jpg"
+    assert df["dicom_id"].tolist() == ["d1", "d2", "d3"]
     assert df["view_position"].tolist() == ["PA", "LATERAL", None]
     assert df["split"].tolist() == ["train", "train", "validate"]
     assert df["report"].tolist() == ["FINAL REPORT\n FINDINGS: clear."] * 2 + [None]

@@ -49,13 +49,13 @@ SIDE_FILES = {kind: (f"mimic-cxr-{VERSION}-{kind}.csv.gz", f"mimic-cxr-{VERSION}
               for kind in ("chexpert", "negbio", "split")}
 VIEW_MAP = {"PA": "PA", "AP": "AP", "LATERAL": "LATERAL", "LL": "LATERAL", "LAO": "LAO",
             "RAO": "RAO"}
-EXTRA_COLS = ("split", "study_date", "study_time", "rows", "columns", "procedure",
+EXTRA_COLS = ("dicom_id", "split", "study_date", "study_time", "rows", "columns", "procedure",
               *NEGBIO_COLS)
 SPEC = DatasetSpec(
     key="mimic_cxr_jpg", title="MIMIC-CXR-JPG 2.x",
     metadata_files=(f"mimic-cxr-{VERSION}-metadata.csv.gz", f"mimic-cxr-{VERSION}-metadata.csv"),
     label_cols=LABEL_COLS, extra_cols=EXTRA_COLS, outputs=frozenset({"cls", "report"}),
-    view_map=VIEW_MAP,
+    view_map=VIEW_MAP, id_col="dicom_id",
     expected={"images": 377_110, "studies": 227_827, "patients": 65_379,
               "train_images": 368_960, "validate_images": 2_991, "test_images": 5_159},
     access=("PhysioNet mimic-cxr-jpg 2.1.0, credentialed access, PhysioNet Credentialed "
@@ -117,6 +117,7 @@ class MIMICCXRJPGHarmonizer(BaseHarmonizer):
             "report": study.map(lambda s: (raw.get("reports") or {}).get(s)).map(
                 lambda t: t.strip() or None if isinstance(t, str) else None).to_numpy(object)})
         df[list(LABEL_COLS)] = _study_labels(raw.get("chexpert"), study, LABEL_COLS)
+        df["dicom_id"] = meta["dicom_id"].to_numpy(object)
         split = raw.get("split")
         df["split"] = None if split is None else \
             split.drop_duplicates("dicom_id").set_index("dicom_id")["split"] \

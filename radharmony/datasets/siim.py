@@ -18,6 +18,7 @@ a per-image uuid, so ``patient_id`` is the image id (no grouping of a patient's 
 
 from __future__ import annotations
 
+import json
 import os
 import warnings
 from pathlib import Path
@@ -41,6 +42,7 @@ SPEC = DatasetSpec(
     key="siim_acr_ptx", title="SIIM-ACR Pneumothorax Segmentation",
     metadata_files=("train-rle.csv", "siim-pneumothorax-train-rle.csv.gz"),
     label_cols=(LABEL,), extra_cols=("rle",), outputs=frozenset({"cls", "mask"}),
+    id_col="study_id",  # the ImageId, whatever folder layout the images are in
     expected={"images": 12_047, "studies": 12_047, "patients": 12_047, "positive": 2_669,
               "rows": 12_954},
     access="Kaggle 'siim-acr-pneumothorax-segmentation' (competition rules; NIH-derived images)")
@@ -103,9 +105,12 @@ class SIIMPneumothoraxDataset(BaseRadiologicalDataset):
     def source_mask(self, index: int) -> np.ndarray:
         image_id = self.harmonized_df["study_id"].iat[index]
         where = f"{self.harmonizer.csv_path or 'train-rle.csv'}, ImageId {image_id}"
+        codes = self.harmonized_df["rle"].iat[index]
+        if isinstance(codes, str):  # a table read back from CSV holds the list as JSON
+            codes = json.loads(codes) if codes.strip() else []
         return merge_masks((rle_decode(code, height=MASK_SHAPE[0], width=MASK_SHAPE[1],
                                        relative=True, order="F", where=where)
-                            for code in self.harmonized_df["rle"].iat[index]), shape=MASK_SHAPE)
+                            for code in codes), shape=MASK_SHAPE)
 
 
 __all__ = ["SIIMPneumothoraxHarmonizer", "SIIMPneumothoraxDataset"]
