@@ -78,3 +78,12 @@ def canonical_views(values, view_map) -> np.ndarray:
     key = s.map(lambda v: v.strip().upper() if isinstance(v, str) else None)
     out = key.map(lambda k: view_map.get(k, k) if k else None)
     return out.to_numpy(dtype=object)
+
+
+def records(**columns) -> list[dict]:
+    """``[{name: value, ...}, ...]`` from equal-length columns (plain Python scalars): the fast
+    form of ``DataFrame(columns).to_dict("records")``."""
+    names = list(columns)
+    values = [np.asarray(v, dtype=object).tolist() if not isinstance(v, list) else v
+              for v in columns.values()]
+    return [dict(zip(names, row)) for row in zip(*values)]

@@ -31,7 +31,8 @@ from ..base import BaseHarmonizer, BaseRadiologicalDataset
 from ..errors import MetadataError
 from ..registry import register_dataset, register_harmonizer
 from ..spec import DatasetSpec
-from ..tables import canonical_views, find_optional, lists_by, read_table, require_columns
+from ..tables import (canonical_views, find_optional, lists_by, read_table, records,
+                      require_columns)
 
 # -- declarative spec ----------------------------------------------------------------------------
 COLUMNS = ("patientId", "x", "y", "width", "height", "Target")
@@ -110,9 +111,9 @@ class RSNAPneumoniaHarmonizer(BaseHarmonizer):
                           f"{MAPPING[0]} (rsna.org) beside the labels to fix", stacklevel=2)
         boxes = labels.dropna(subset=["x", "y", "width", "height"])
         x, y = boxes["x"].to_numpy(float), boxes["y"].to_numpy(float)
-        recs = pd.DataFrame({"label": LABEL, "annotator": None, "x_min": x, "y_min": y,
-                             "x_max": x + boxes["width"].to_numpy(float),
-                             "y_max": y + boxes["height"].to_numpy(float)}).to_dict("records")
+        recs = records(label=[LABEL] * len(x), annotator=[None] * len(x), x_min=x, y_min=y,
+                       x_max=x + boxes["width"].to_numpy(float),
+                       y_max=y + boxes["height"].to_numpy(float))
         df["boxes"] = lists_by(ids, boxes["patientId"], recs)
         return df
 

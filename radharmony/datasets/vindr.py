@@ -26,7 +26,8 @@ import pandas as pd
 from ..base import BaseHarmonizer, BaseRadiologicalDataset
 from ..registry import register_dataset, register_harmonizer
 from ..spec import DatasetSpec
-from ..tables import lists_by, read_table, require_columns
+from ..boxes import BOX_KEYS
+from ..tables import lists_by, read_table, records, require_columns
 
 # -- declarative spec ----------------------------------------------------------------------------
 COLUMNS = ("image_id", "class_name", "class_id", "rad_id", "x_min", "y_min", "x_max", "y_max")
@@ -93,11 +94,10 @@ class VinDrCXRHarmonizer(BaseHarmonizer):
 
 def _boxes_per_image(raw: pd.DataFrame, ids: pd.Index) -> list[list[dict]]:
     """Every row with a box as ``{"label", "annotator", x_min, y_min, x_max, y_max}``."""
-    keys = ["x_min", "y_min", "x_max", "y_max"]
-    rows = raw.dropna(subset=keys)
-    records = rows[["class_name", "rad_id", *keys]].rename(
-        columns={"class_name": "label", "rad_id": "annotator"}).to_dict("records")
-    return lists_by(ids, rows["image_id"], records)
+    rows = raw.dropna(subset=list(BOX_KEYS))
+    recs = records(label=rows["class_name"], annotator=rows["rad_id"],
+                   **{k: rows[k].to_numpy(float) for k in BOX_KEYS})
+    return lists_by(ids, rows["image_id"], recs)
 
 
 # -- dataset --------------------------------------------------------------------------------------
