@@ -123,3 +123,29 @@ def test_sample_ids_are_image_ids_and_csv_tables_still_give_masks(tmp_path):
     ds2 = SIIMPneumothoraxDataset(image_dir, output_mask=True, cache_dir=None,
                                   harmonized_df=back)
     assert (ds2.source_mask(1) == ds.source_mask(1)).all() and ds2.source_mask(1).any()
+
+
+def test_user_transform_gets_the_source_resolution_mask(tmp_path):
+    image_dir = write_siim(tmp_path, n_images=2)
+    seen = {}
+
+    def transform(sample):
+        seen.update(sample)
+        return {**sample, "img": torch.zeros(1, 8, 8)}
+
+    ds = SIIMPneumothoraxDataset(image_dir, output_mask=True, cache_dir=None,
+                                 transform=transform)
+    ds[1]
+    assert isinstance(seen["img"], str) and seen["img"].endswith(".dcm")
+    assert seen["mask"].shape == (1, *MASK_SHAPE)
+    assert (seen["mask"][0].numpy() == ds.source_mask(1)).all()
+
+
+def test_datasets_without_masks_warn_instead(tmp_path):
+    from radharmony.datasets.vindr import VinDrCXRDataset
+    from radharmony.errors import UnsupportedOutputWarning
+    from radharmony.fake.vindr import write_vindr
+
+    with pytest.warns(UnsupportedOutputWarning, match="output_mask"):
+        ds = VinDrCXRDataset(write_vindr(tmp_path, n_images=1), output_mask=True, cache_dir=None)
+    assert "mask" not in ds[0]
