@@ -87,3 +87,21 @@ def records(**columns) -> list[dict]:
     values = [np.asarray(v, dtype=object).tolist() if not isinstance(v, list) else v
               for v in columns.values()]
     return [dict(zip(names, row)) for row in zip(*values)]
+
+
+def numeric_columns(df: pd.DataFrame, columns: Iterable[str], *, source: str) -> pd.DataFrame:
+    """``df[columns]`` as float64 (empty cells NaN); a non-numeric value raises
+    :class:`MetadataError` naming the column and row (never coerced silently)."""
+    out = {}
+    for col in columns:
+        values = pd.to_numeric(df[col], errors="coerce")
+        bad = values.isna().to_numpy() & df[col].notna().to_numpy() & \
+            (df[col].astype(str).str.strip() != "").to_numpy()
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise MetadataError(f"{source}: column {col!r} holds a non-number at row {i}",
+                                expected="numbers or empty cells",
+                                found=f"{df[col].iloc[i]!r} ({int(bad.sum())} such rows)",
+                                fix="re-download the file; do not edit it by hand")
+        out[col] = values.astype(np.float64).to_numpy()
+    return pd.DataFrame(out, index=df.index)

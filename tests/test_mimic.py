@@ -91,3 +91,9 @@ def test_fake_release_end_to_end(tmp_path):
     assert sample["img"].shape == (1, 224, 224) and sample["cls"].shape == (14,)
     assert sample["report"].startswith("FINAL REPORT")
     assert set(sample["cls"].tolist()) <= {-1.0, 0.0, 1.0}
+
+
+def test_label_values_are_never_coerced_silently():
+    chexpert = f"{HEADER}\n10000032,50414267,yes,{','.join([''] * 13)}\n"
+    with pytest.raises(MetadataError, match="'Atelectasis' holds a non-number"):
+        harmonize(chexpert)

@@ -88,3 +88,13 @@ def test_fake_dataset_samples(tmp_path):
          rec["y_max"] * scale], abs=1e-3)
     train, val = ds.get_datasets(2)
     assert not set(train.harmonized_df["patient_id"]) & set(val.harmonized_df["patient_id"])
+
+
+def test_non_numeric_box_field_names_the_row():
+    from radharmony.errors import MetadataError
+
+    raw = {"classes": None, "headers": None, "mapping": None,
+           "labels": pd.read_csv(io.StringIO(LABELS.replace("562.0", "x562")),
+                                 dtype={"patientId": str})}
+    with pytest.raises(MetadataError, match="column 'x' holds a non-number at row 2"):
+        RSNAPneumoniaHarmonizer.harmonize_raw(raw, source="rows")

@@ -29,7 +29,8 @@ import pandas as pd
 from ..base import BaseHarmonizer, BaseRadiologicalDataset
 from ..registry import register_dataset, register_harmonizer
 from ..spec import DatasetSpec
-from ..tables import canonical_views, find_optional, read_table, require_columns
+from ..tables import (canonical_views, find_optional, numeric_columns, read_table,
+                      require_columns)
 
 # -- declarative spec ----------------------------------------------------------------------------
 VERSION = "2.0.0"  # MIMIC-CXR-JPG 2.1.0 still ships the 2.0.0-named tables
@@ -115,7 +116,7 @@ class MIMICCXRJPGHarmonizer(BaseHarmonizer):
             "view_position": canonical_views(meta["ViewPosition"], VIEW_MAP),
             "report": study.map(lambda s: (raw.get("reports") or {}).get(s)).map(
                 lambda t: t.strip() or None if isinstance(t, str) else None).to_numpy(object)})
-        df[list(LABEL_COLS)] = _study_labels(raw.get("chexpert"), study, LABEL_COLS)
+        df[list(LABEL_COLS)] = _study_labels(raw.get("chexpert"), study, source)
         df["dicom_id"] = meta["dicom_id"].to_numpy(object)
         split = raw.get("split")
         df["split"] = None if split is None else \
@@ -127,7 +128,7 @@ class MIMICCXRJPGHarmonizer(BaseHarmonizer):
         df["rows"] = pd.array(pd.to_numeric(meta["Rows"], errors="coerce"), dtype="Int64")
         df["columns"] = pd.array(pd.to_numeric(meta["Columns"], errors="coerce"), dtype="Int64")
         df["procedure"] = meta["PerformedProcedureStepDescription"].to_numpy(object)
-        df[list(NEGBIO_COLS)] = _study_labels(raw.get("negbio"), study, LABEL_COLS)
+        df[list(NEGBIO_COLS)] = _study_labels(raw.get("negbio"), study, source)
         if raw.get("chexpert") is not None:
             unlabeled = int((~study.isin(raw["chexpert"]["study_id"])).sum())
             if unlabeled:
@@ -137,13 +138,15 @@ class MIMICCXRJPGHarmonizer(BaseHarmonizer):
         return df
 
 
-def _study_labels(table: pd.DataFrame | None, study: pd.Series, cols) -> np.ndarray:
-    """The label table's values for each image's study (NaN where absent), float32."""
+def _study_labels(table: pd.DataFrame | None, study: pd.Series, source: str) -> np.ndarray:
+    """A label table's values for each image's study (NaN where absent), float32."""
     if table is None:
-        return np.full((len(study), len(cols)), np.nan, np.float32)
+        return np.full((len(study), len(LABEL_COLS)), np.nan, np.float32)
+    require_columns(table, ("study_id", *LABEL_COLS), source=source,
+                    description="a MIMIC-CXR-JPG label table")
     per_study = table.drop_duplicates("study_id").set_index("study_id")
-    per_study = per_study.reindex(columns=list(cols)).apply(pd.to_numeric, errors="coerce")
-    return per_study.reindex(study).to_numpy(np.float32)
+    values = numeric_columns(per_study, LABEL_COLS, source=source)
+    return values.reindex(study).to_numpy(np.float32)
 
 
 # -- dataset --------------------------------------------------------------------------------------

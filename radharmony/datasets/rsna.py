@@ -31,8 +31,8 @@ from ..base import BaseHarmonizer, BaseRadiologicalDataset
 from ..errors import MetadataError
 from ..registry import register_dataset, register_harmonizer
 from ..spec import DatasetSpec
-from ..tables import (canonical_views, find_optional, lists_by, read_table, records,
-                      require_columns)
+from ..tables import (canonical_views, find_optional, lists_by, numeric_columns, read_table,
+                      records, require_columns)
 
 # -- declarative spec ----------------------------------------------------------------------------
 COLUMNS = ("patientId", "x", "y", "width", "height", "Target")
@@ -87,7 +87,9 @@ class RSNAPneumoniaHarmonizer(BaseHarmonizer):
     def harmonize_raw(cls, raw: dict, *, source: str = "metadata") -> pd.DataFrame:
         labels = raw["labels"]
         require_columns(labels, COLUMNS, source=source, description="the RSNA labels")
-        ids = pd.Index(pd.unique(labels["patientId"].dropna()))
+        labels = labels.dropna(subset=["patientId"])
+        labels = labels.assign(**numeric_columns(labels, COLUMNS[1:], source=source))
+        ids = pd.Index(pd.unique(labels["patientId"]))
         target = labels.groupby("patientId")["Target"].max().reindex(ids)
         df = pd.DataFrame({"patient_id": ids, "study_id": ids, "image_path": ids + ".dcm",
                            "view_position": None, "report": None,

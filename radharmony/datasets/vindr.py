@@ -27,7 +27,7 @@ from ..base import BaseHarmonizer, BaseRadiologicalDataset
 from ..registry import register_dataset, register_harmonizer
 from ..spec import DatasetSpec
 from ..boxes import BOX_KEYS
-from ..tables import lists_by, read_table, records, require_columns
+from ..tables import lists_by, numeric_columns, read_table, records, require_columns
 
 # -- declarative spec ----------------------------------------------------------------------------
 COLUMNS = ("image_id", "class_name", "class_id", "rad_id", "x_min", "y_min", "x_max", "y_max")
@@ -67,6 +67,7 @@ class VinDrCXRHarmonizer(BaseHarmonizer):
     def harmonize_raw(cls, raw: pd.DataFrame, *, source: str = "metadata") -> pd.DataFrame:
         require_columns(raw, REQUIRED, source=source, description="the VinDr-CXR table")
         raw = raw.dropna(subset=["image_id"])
+        raw = raw.assign(**numeric_columns(raw, BOX_KEYS, source=source))
         ids = pd.Index(pd.unique(raw["image_id"]), name="image_id")
         names = raw["class_name"].astype(str).str.strip()
         unknown = sorted(set(names) - set(SPEC.label_cols))
