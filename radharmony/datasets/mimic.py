@@ -108,14 +108,20 @@ class MIMICCXRJPGHarmonizer(BaseHarmonizer):
         meta = raw["metadata"]
         require_columns(meta, METADATA_COLUMNS, source=source,
                         description="the MIMIC-CXR-JPG metadata")
+        ids = ["dicom_id", "subject_id", "study_id"]
+        if meta[ids].isna().any(axis=None):
+            warnings.warn(f"{source}: {int(meta[ids].isna().any(axis=1).sum())} rows without "
+                          f"dicom_id, subject_id or study_id are dropped", stacklevel=2)
+            meta = meta.dropna(subset=ids)
         subject, study = meta["subject_id"].astype(str), meta["study_id"].astype(str)
+        reports = raw.get("reports") or {}
         df = pd.DataFrame({
             "patient_id": subject.to_numpy(object), "study_id": study.to_numpy(object),
             "image_path": ("files/p" + subject.str[:2] + "/p" + subject + "/s" + study + "/"
                            + meta["dicom_id"] + ".jpg").to_numpy(object),
             "view_position": canonical_views(meta["ViewPosition"], VIEW_MAP),
-            "report": study.map(lambda s: (raw.get("reports") or {}).get(s)).map(
-                lambda t: t.strip() or None if isinstance(t, str) else None).to_numpy(object)})
+            "report": study.map(lambda s: (reports.get(s) or "").strip() or None)
+            .to_numpy(object)})
         df[list(LABEL_COLS)] = _study_labels(raw.get("chexpert"), study, source)
         df["dicom_id"] = meta["dicom_id"].to_numpy(object)
         split = raw.get("split")
