@@ -338,6 +338,15 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
             sample["cls"] = torch.from_numpy(np.nan_to_num(self._labels[index], nan=0.0))
         if "bbox" in self.outputs:
             self.add_boxes(index, sample, box)
+        if "mask" in self.outputs:
+            from .masks import mask_output
+
+            sample["mask"] = mask_output(self.source_mask(index), box)
+
+    def source_mask(self, index: int) -> np.ndarray:
+        """Row ``index``'s uint8 label mask at source resolution (datasets whose spec lists
+        the ``mask`` output implement this; see :mod:`radharmony.masks`)."""
+        raise NotImplementedError(f"{type(self).__name__} declares no source_mask")
 
     def add_boxes(self, index: int, sample: dict, box) -> None:
         """``bbox`` (N, 4) x_min, y_min, x_max, y_max in output pixels, ``bbox_labels`` and

@@ -32,7 +32,12 @@ def make_fake(key: str, root: str | Path) -> dict:
 
 
 def _load_all() -> None:
-    from . import rexgradient, xraydar  # noqa: F401
+    from importlib import import_module
+
+    from ..datasets import MODULES
+
+    for name in MODULES:
+        import_module(f"{__name__}.{name}")
 
 
 from .rexgradient import write_rexgradient  # noqa: E402
