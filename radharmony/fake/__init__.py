@@ -32,7 +32,7 @@ def make_fake(key: str, root: str | Path) -> dict:
 
 
 def _load_all() -> None:
-    from . import rexgradient  # noqa: F401
+    from . import chexpert, nih, padchest, rexgradient  # noqa: F401
 
 
 from .rexgradient import write_rexgradient  # noqa: E402
