@@ -83,7 +83,7 @@ class CheXpertHarmonizer(BaseHarmonizer):
                                 found=repr(text.iat[row, col]), fix="pass the table as "
                                 "released (do not fill its empty cells)")
         df[list(LABELS)] = values.to_numpy(np.float32)
-        df["patient_sex"] = raw["Sex"].map(SEX_MAP).astype(object)
+        df["patient_sex"] = raw["Sex"].map(SEX_MAP)
         df["patient_age"] = pd.to_numeric(raw["Age"]).astype("Int64")
         df["frontal_lateral"] = raw["Frontal/Lateral"]
         df["ap_pa"] = raw["AP/PA"]

@@ -110,7 +110,8 @@ def nih_table(e: pd.DataFrame, *, source: str) -> pd.DataFrame:
     return pd.DataFrame({
         "patient_id": patient, "study_id": stem, "image_path": name,
         "view_position": e["View Position"].map(VIEW_MAP), "report": None,
-        "follow_up": stem.str.replace(r"^\d+_", "", regex=True).astype(np.int64), "patient_age": _number(e["Patient Age"]),
+        "follow_up": stem.str.replace(r"^\d+_", "", regex=True).astype(np.int64),
+        "patient_age": _number(e["Patient Age"]),
         "patient_sex": e["Patient Gender"],
         "original_width": _number(e["OriginalImage[Width]"]),
         "original_height": _number(e["OriginalImage[Height]"]),
@@ -179,7 +180,7 @@ class NIHChestXray14Harmonizer(BaseHarmonizer):
         df[list(LABELS)] = labels
         which = pd.Series({n: s for s, names in raw.get("splits", {}).items() for n in names},
                           dtype=object)
-        df["split"] = df["image_path"].map(which).astype(object)
+        df["split"] = df["image_path"].map(which.astype("str"))
         boxes = {} if raw.get("boxes") is None else box_records(raw["boxes"], source=source)
         stray = set(boxes) - set(df["image_path"])
         if stray:

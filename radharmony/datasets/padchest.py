@@ -6,8 +6,8 @@ CUI lists wrap), so the file has 166,738 lines for 160,861 records. ``Labels`` i
 literal (``"['pleural effusion', ' pneumonia']"``), parsed with :func:`ast.literal_eval` (never
 ``eval``); terms may carry a leading space and some lists hold ``''``: terms are stripped and
 empty ones dropped (``labels`` keeps each image's terms). A missing ``Labels``, ``Report`` or
-sex cell is written as the text ``nan`` (103, 116 and 4 rows). 193 terms remain (194 distinct strings
-with the empty one). Images live in ``<ImageDir>/<ImageID>`` below ``base_image_dir``.
+sex cell is written as the text ``nan`` (103, 116 and 4 rows). 193 terms remain (194 distinct
+strings with the empty one). Images live in ``<ImageDir>/<ImageID>`` below ``base_image_dir``.
 
 Label columns map exact terms only (never substrings): ``pericardial effusion`` is not an
 ``Effusion``, ``pseudonodule`` not a ``Nodule``, ``subcutaneous emphysema`` not ``Emphysema``.

@@ -3,7 +3,7 @@
 Layout::
 
     <root>/CheXpert-v1.0-small/train.csv, valid.csv
-    <root>/CheXpert-v1.0-small/{train,valid}/patient<5 digits>/study<N>/view<K>_{frontal,lateral}.jpg
+    <root>/CheXpert-v1.0-small/{train,valid}/patient<NNNNN>/study<N>/view<K>_<frontal|lateral>.jpg
 
 Quirks reproduced: label cells ``1.0`` / ``0.0`` / ``-1.0`` / empty; ``AP/PA`` empty for
 lateral images and ``LL`` on one row marked ``Frontal``; ``Sex`` ``Unknown``; patients with
@@ -55,7 +55,8 @@ def write_chexpert(root: str | Path, *, n_patients: int = 8, seed: int = 0,
         for s in range(1, int(rng.integers(1, 4)) + 1):
             for v in range(1, int(rng.integers(1, 3)) + 1):
                 lateral = v == 2
-                rel = f"{split}/patient{p:05d}/study{s}/view{v}_{'lateral' if lateral else 'frontal'}.jpg"
+                kind = "lateral" if lateral else "frontal"
+                rel = f"{split}/patient{p:05d}/study{s}/view{v}_{kind}.jpg"
                 labels = {k: CELLS[int(rng.integers(len(CELLS)))] for k in LABELS[1:]}
                 if not any(x == "1.0" for x in labels.values()):
                     labels["No Finding"] = "1.0"
