@@ -10,6 +10,7 @@ every field as text (only empty fields are missing), so harmonizers see the file
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Mapping, Sequence
 
 import pandas as pd
@@ -74,8 +75,15 @@ def read_csv_table(path: str | os.PathLike, columns: Sequence[str], *, descripti
         names += field_names(c) if c else [f"Unnamed: {i}"]
     width = head.shape[1]
     trailing = [f"Unnamed: {i}" for i in range(len(names), max(width, len(names)))]
-    df = pd.read_csv(path, header=None, skiprows=1, names=names + trailing, dtype=str,
-                     keep_default_na=False, na_values=[""])
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", pd.errors.ParserWarning)  # a row longer than names
+            df = pd.read_csv(path, header=None, skiprows=1, names=names + trailing, dtype=str,
+                             keep_default_na=False, na_values=[""], index_col=False)
+    except (ValueError, pd.errors.ParserWarning, OSError, EOFError) as exc:
+        raise MetadataError(f"{path} cannot be parsed as {description}",
+                            expected=f"{len(names)} fields per row", found=str(exc).strip().rstrip("."),
+                            fix=fix) from None
     extra = [c for c in trailing if df[c].notna().any()]
     if extra:
         row = int(df[extra[0]].notna().to_numpy().argmax())

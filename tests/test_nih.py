@@ -59,6 +59,12 @@ def test_unknown_term_and_wrong_header_raise(tmp_path):
         harmonize(bad)
 
 
+def test_row_longer_than_header_raises(tmp_path):
+    path = write_entries(tmp_path / "a.csv", [entry_row("00000001_000.png") + ["extra"]])
+    with pytest.raises(MetadataError, match="cannot be parsed.*11 fields per row"):
+        harmonize(path)
+
+
 def test_2017_release_trailing_comma(tmp_path):
     path = write_entries(tmp_path / "Data_Entry_2017.csv", [entry_row("00000003_000.png")])
     lines = path.read_text().splitlines()
