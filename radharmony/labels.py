@@ -63,6 +63,28 @@ def multi_hot(values: pd.Series, parse: Callable[[str], list[str]],
     return table[codes], parsed[codes]
 
 
+def decode_cells(text: pd.DataFrame, codes: Mapping[str, float], *, source: str = "metadata"
+                 ) -> np.ndarray:
+    """Label cells written as text (``"-1.0"``, ``"YES"``) -> float32 through ``codes``.
+
+    Empty cells become NaN; any other text not in ``codes`` raises, naming row and column.
+    Each column is factorized, so the lookup runs once per distinct cell text.
+    """
+    out = np.empty(text.shape, np.float32)
+    for j, col in enumerate(text.columns):
+        cells, uniques = pd.factorize(text[col], use_na_sentinel=True)
+        unknown = [u for u in uniques if u not in codes]
+        if unknown:
+            row = int(np.flatnonzero(text[col].to_numpy(dtype=object) == unknown[0])[0])
+            raise MetadataError(f"{source}, row {row}: label {col!r} has an unknown value",
+                                expected=f"one of {sorted(codes)} or empty",
+                                found=repr(unknown[0]), fix="pass the table as released "
+                                "(do not fill or recode its cells)")
+        lookup = np.array([codes[u] for u in uniques] + [np.nan], np.float32)
+        out[:, j] = lookup[cells]
+    return out
+
+
 def check_policy(uncertain: str) -> float:
     """The ``cls`` value for uncertain labels under policy ``uncertain``, or raise."""
     if uncertain not in UNCERTAIN_POLICIES:

@@ -102,7 +102,7 @@ def test_google_crlf_yes_no_and_sets(tmp_path):
     assert df["Pneumothorax"].tolist() == [1, 0] and df["Nodule or mass"].tolist() == [0, 1]
     assert df["split"].tolist() == ["test", "val"]  # no "\r" left on the last column
     path.write_bytes(path.read_bytes().replace(b"YES,NO,NO,YES", b"YES,NO,NO,MAYBE"))
-    with pytest.raises(MetadataError, match="unexpected Nodule or mass value"):
+    with pytest.raises(MetadataError, match="label .Nodule or mass. has an unknown value"):
         NIHGoogleHarmonizer(csv_path=path).harmonize()
 
 

@@ -18,13 +18,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from ..base import BaseHarmonizer, BaseRadiologicalDataset
 from ..errors import MetadataError
 from ..headers import read_csv_table
-from ..labels import UncertainLabelsMixin
+from ..labels import UncertainLabelsMixin, decode_cells
 from ..registry import register_dataset, register_harmonizer
 from ..spec import DatasetSpec
 
@@ -33,7 +32,8 @@ LABELS = ("No Finding", "Enlarged Cardiomediastinum", "Cardiomegaly", "Lung Opac
           "Lung Lesion", "Edema", "Consolidation", "Pneumonia", "Atelectasis", "Pneumothorax",
           "Pleural Effusion", "Pleural Other", "Fracture", "Support Devices")
 COLUMNS = ("Path", "Sex", "Age", "Frontal/Lateral", "AP/PA") + LABELS
-LABEL_VALUES = (1.0, 0.0, -1.0)  # positive, negative, uncertain; empty = not mentioned
+#: positive, negative, uncertain; an empty cell is "not mentioned" (NaN)
+LABEL_CODES = {"1.0": 1.0, "0.0": 0.0, "-1.0": -1.0, "1": 1.0, "0": 0.0, "-1": -1.0}
 VIEW_MAP = {"AP": "AP", "PA": "PA", "LL": "LATERAL", "RL": "LATERAL", "Lateral": "LATERAL"}
 SEX_MAP = {"Male": "M", "Female": "F"}  # "Unknown" -> missing
 SPLIT_MAP = {"train": "train", "valid": "val"}
@@ -73,16 +73,7 @@ class CheXpertHarmonizer(BaseHarmonizer):
         df = pd.DataFrame({
             "patient_id": study.str.replace(r"/.*$", "", regex=True), "study_id": study,
             "image_path": rel, "view_position": view.astype(object), "report": None})
-        text = raw[list(LABELS)]
-        values = text.apply(pd.to_numeric, errors="coerce")
-        bad = (text.notna() & ~values.isin(LABEL_VALUES)).to_numpy()
-        if bad.any():
-            row, col = np.argwhere(bad)[0]
-            raise MetadataError(f"{source}, row {row}: label {LABELS[col]!r} has an unknown "
-                                "value", expected="1.0, 0.0, -1.0 or empty",
-                                found=repr(text.iat[row, col]), fix="pass the table as "
-                                "released (do not fill its empty cells)")
-        df[list(LABELS)] = values.to_numpy(np.float32)
+        df[list(LABELS)] = decode_cells(raw[list(LABELS)], LABEL_CODES, source=source)
         df["patient_sex"] = raw["Sex"].map(SEX_MAP)
         df["patient_age"] = pd.to_numeric(raw["Age"]).astype("Int64")
         df["frontal_lateral"] = raw["Frontal/Lateral"]

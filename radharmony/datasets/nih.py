@@ -30,7 +30,7 @@ from ..base import BaseHarmonizer, BaseRadiologicalDataset
 from ..discovery import search_dirs
 from ..errors import MetadataError
 from ..headers import read_csv_table
-from ..labels import multi_hot
+from ..labels import decode_cells, multi_hot
 from ..registry import register_dataset, register_harmonizer
 from ..spec import DatasetSpec
 
@@ -204,16 +204,16 @@ class NIHGoogleHarmonizer(BaseHarmonizer):
     @classmethod
     def harmonize_raw(cls, raw: pd.DataFrame, *, source: str = "metadata") -> pd.DataFrame:
         df = nih_table(raw, source=source)
-        for col, mapping in [*((c, GOOGLE_VALUES) for c in GOOGLE_LABELS), ("Set Id", GOOGLE_SETS)]:
-            bad = raw[col].notna() & ~raw[col].isin(list(mapping))
-            if bad.any():
-                row = int(bad.to_numpy().argmax())
-                raise MetadataError(f"{source}, row {row}: unexpected {col} value",
-                                    expected=f"one of {sorted(mapping)}",
-                                    found=repr(raw[col].iloc[row]),
-                                    fix="pass the table as released")
-            values = raw[col].map(mapping)
-            df["split" if col == "Set Id" else col] = values
+        df[list(GOOGLE_LABELS)] = decode_cells(raw[list(GOOGLE_LABELS)], GOOGLE_VALUES,
+                                               source=source)
+        bad = ~raw["Set Id"].isin(list(GOOGLE_SETS))
+        if bad.any():
+            row = int(bad.to_numpy().argmax())
+            raise MetadataError(f"{source}, row {row}: unexpected Set Id",
+                                expected=f"one of {sorted(GOOGLE_SETS)}",
+                                found=repr(raw["Set Id"].iloc[row]), fix="pass the table as "
+                                "released")
+        df["split"] = raw["Set Id"].map(GOOGLE_SETS)
         return df
 
 
