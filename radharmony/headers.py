@@ -43,6 +43,17 @@ def field_names(name: str) -> list[str]:
     return [f"{head}[{part}]" for part in rest.rstrip("]").split(",")]
 
 
+def check_cells(ok: pd.Series, column: pd.Series, *, source: str, what: str, expected: str,
+                fix: str = "pass the table as released") -> None:
+    """Raise :class:`MetadataError` naming the first row where ``ok`` is False (``what`` says
+    what is wrong with ``column``'s cell there)."""
+    bad = ~ok.fillna(False).to_numpy(dtype=bool)
+    if bad.any():
+        row = int(bad.argmax())
+        raise MetadataError(f"{source}, row {row}: {what} ({int(bad.sum())} rows)",
+                            expected=expected, found=repr(column.iloc[row]), fix=fix)
+
+
 def read_csv_table(path: str | os.PathLike, columns: Sequence[str], *, description: str,
                    aliases: Mapping[str, Sequence[str]] | None = None) -> pd.DataFrame:
     """Read ``path`` (plain, ``.gz`` or ``.zip``) whose header must be ``columns`` in order.
@@ -82,7 +93,8 @@ def read_csv_table(path: str | os.PathLike, columns: Sequence[str], *, descripti
                              keep_default_na=False, na_values=[""], index_col=False)
     except (ValueError, pd.errors.ParserWarning, OSError, EOFError) as exc:
         raise MetadataError(f"{path} cannot be parsed as {description}",
-                            expected=f"{len(names)} fields per row", found=str(exc).strip().rstrip("."),
+                            expected=f"{len(names)} fields per row",
+                            found=str(exc).strip().rstrip("."),
                             fix=fix) from None
     extra = [c for c in trailing if df[c].notna().any()]
     if extra:

@@ -53,6 +53,10 @@ def test_unknown_term_and_wrong_header_raise(tmp_path):
     path = write_entries(tmp_path / "a.csv", [entry_row("00000001_000.png", "Infiltrate")])
     with pytest.raises(MetadataError, match="unknown term.*Infiltrate"):
         harmonize(path)
+    odd = write_entries(tmp_path / "c.csv", [entry_row("00000001_000.png"),
+                                             ["img1.png", *entry_row("00000001_001.png")[1:]]])
+    with pytest.raises(MetadataError, match=r"row 1: Image Index is not .*'img1.png'"):
+        harmonize(odd)
     bad = tmp_path / "b.csv"
     bad.write_text(path.read_text().replace("Patient Gender", "Gender"))
     with pytest.raises(MetadataError, match="header does not match.*first difference at column 5"):

@@ -21,8 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..base import BaseHarmonizer, BaseRadiologicalDataset
-from ..errors import MetadataError
-from ..headers import read_csv_table
+from ..headers import check_cells, read_csv_table
 from ..labels import UncertainLabelsMixin, decode_cells
 from ..registry import register_dataset, register_harmonizer
 from ..spec import DatasetSpec
@@ -60,13 +59,10 @@ class CheXpertHarmonizer(BaseHarmonizer):
     @classmethod
     def harmonize_raw(cls, raw: pd.DataFrame, *, source: str = "metadata") -> pd.DataFrame:
         path = raw["Path"]
-        ok = path.str.fullmatch(r"[^/]+/(train|valid)/patient\d+/study\d+/[^/]+\.jpg").fillna(False)
-        if not ok.all():
-            row = int((~ok).to_numpy().argmax())
-            raise MetadataError(f"{source}, row {row}: Path is not <release>/<split>/patient/"
-                                "study/view.jpg", expected="e.g. CheXpert-v1.0-small/train/"
-                                "patient00001/study1/view1_frontal.jpg",
-                                found=repr(path.iloc[row]), fix="pass the table as released")
+        check_cells(path.str.fullmatch(r"[^/]+/(train|valid)/patient\d+/study\d+/[^/]+\.jpg"),
+                    path, source=source, what="Path is not <release>/<split>/patient/study/"
+                    "view.jpg", expected="e.g. CheXpert-v1.0-small/train/patient00001/study1/"
+                    "view1_frontal.jpg")
         rel = path.str.replace(r"^[^/]+/", "", regex=True)
         study = rel.str.replace(r"^[^/]+/|/[^/]+$", "", regex=True)
         view = raw["AP/PA"].map(VIEW_MAP).fillna(raw["Frontal/Lateral"].map(VIEW_MAP))

@@ -28,8 +28,7 @@ import pandas as pd
 
 from ..base import BaseHarmonizer, BaseRadiologicalDataset
 from ..discovery import search_dirs
-from ..errors import MetadataError
-from ..headers import read_csv_table
+from ..headers import check_cells, read_csv_table
 from ..labels import decode_cells, multi_hot
 from ..registry import register_dataset, register_harmonizer
 from ..spec import DatasetSpec
@@ -94,12 +93,9 @@ def _number(col: pd.Series, kind: str = "Int64") -> pd.Series:
 def nih_table(e: pd.DataFrame, *, source: str) -> pd.DataFrame:
     """The columns both NIH tables share, from the raw text columns."""
     name = e["Image Index"]
-    ok = name.str.fullmatch(r"\d+_\d+\.png").fillna(False)
-    if not ok.all():
-        row = int((~ok).to_numpy().argmax())
-        raise MetadataError(f"{source}, row {row}: Image Index is not <patient>_<follow-up>.png",
-                            expected="e.g. 00000001_000.png", found=repr(name.iloc[row]),
-                            fix="pass the table as released")
+    check_cells(name.str.fullmatch(r"\d+_\d+\.png"), name, source=source,
+                what="Image Index is not <patient>_<follow-up>.png",
+                expected="e.g. 00000001_000.png")
     stem = name.str.slice(0, -4)
     patient = stem.str.replace(r"_\d+$", "", regex=True)
     listed = pd.to_numeric(e["Patient ID"], errors="coerce")
@@ -122,13 +118,9 @@ def nih_table(e: pd.DataFrame, *, source: str) -> pd.DataFrame:
 def box_records(b: pd.DataFrame, *, source: str) -> dict[str, list[dict]]:
     """Image name -> its boxes (normalized xyxy, label spelled as in ``LABELS``)."""
     label = b["Finding Label"].replace(BOX_LABELS)
-    unknown = ~label.isin(LABELS)
-    if unknown.any():
-        row = int(unknown.to_numpy().argmax())
-        raise MetadataError(f"{source}, box row {row}: unknown Finding Label",
-                            expected=f"one of {sorted(set(LABELS) | set(BOX_LABELS))}",
-                            found=repr(b["Finding Label"].iloc[row]), fix="pass the released "
-                            "BBox_List_2017.csv")
+    check_cells(label.isin(LABELS), b["Finding Label"], source=f"{source} (boxes)",
+                what="unknown Finding Label", expected=f"one of {sorted({*LABELS, *BOX_LABELS})}",
+                fix="pass the released BBox_List_2017.csv")
     x, y, w, h = (pd.to_numeric(b[f"Bbox [{k}]"]) / PNG_SIDE for k in "xywh")
     recs = pd.DataFrame({"label": label, "annotator": None, "x_min": x, "y_min": y,
                          "x_max": x + w, "y_max": y + h}).to_dict("records")
@@ -206,13 +198,8 @@ class NIHGoogleHarmonizer(BaseHarmonizer):
         df = nih_table(raw, source=source)
         df[list(GOOGLE_LABELS)] = decode_cells(raw[list(GOOGLE_LABELS)], GOOGLE_VALUES,
                                                source=source)
-        bad = ~raw["Set Id"].isin(list(GOOGLE_SETS))
-        if bad.any():
-            row = int(bad.to_numpy().argmax())
-            raise MetadataError(f"{source}, row {row}: unexpected Set Id",
-                                expected=f"one of {sorted(GOOGLE_SETS)}",
-                                found=repr(raw["Set Id"].iloc[row]), fix="pass the table as "
-                                "released")
+        check_cells(raw["Set Id"].isin(list(GOOGLE_SETS)), raw["Set Id"], source=source,
+                    what="unexpected Set Id", expected=f"one of {sorted(GOOGLE_SETS)}")
         df["split"] = raw["Set Id"].map(GOOGLE_SETS)
         return df
 
