@@ -23,7 +23,10 @@ def term_index(label_terms: Mapping[str, Iterable[str]]) -> dict[str, list[int]]
     index: dict[str, list[int]] = {}
     for j, terms in enumerate(label_terms.values()):
         if isinstance(terms, str):
-            raise TypeError(f"terms of label {list(label_terms)[j]!r} must be a tuple, not a str")
+            name = list(label_terms)[j]
+            raise RadHarmonyError(f"The terms of label {name!r} are one string",
+                                  expected="a tuple of exact terms", found=repr(terms),
+                                  fix=f"write {name!r}: ({terms!r},)")
         for t in terms:
             index.setdefault(t, []).append(j)
     return index

@@ -134,7 +134,7 @@ def test_real_data_entry_counts():
 def test_real_google_counts():
     df = NIHGoogleHarmonizer(csv_path=txv_file("google2019_nih-chest-xray-labels.csv.gz")
                              ).harmonize()
-    assert len(df) == 4_376
+    assert len(df) == 4_376 and df["patient_id"].nunique() == 1_695
     assert df["split"].value_counts().to_dict() == {"val": 2_414, "test": 1_962}
     assert not df[["Fracture", "Pneumothorax", "Airspace opacity", "Nodule or mass"]
                   ].isna().any().any()

@@ -7,7 +7,7 @@ import pytest
 
 from radharmony.datasets.padchest import (LABEL_TERMS, LABELS, PadChestDataset,
                                           PadChestHarmonizer, literal_list)
-from radharmony.errors import MetadataError
+from radharmony.errors import MetadataError, RadHarmonyError
 from radharmony.fake.padchest import FILE, numpy_text, padchest_row, write_padchest, write_table
 from radharmony.schema import validate
 
@@ -111,3 +111,12 @@ def test_saved_table_keeps_missing_label_lists(tmp_path):
     loaded = PadChestHarmonizer.load(h.save(tmp_path / "padchest.parquet")).harmonize()
     assert loaded["labels"].tolist() == h.harmonize()["labels"].tolist()
     assert loaded["labels"].isna().sum() == 1  # the row written with Labels "nan"
+
+
+def test_label_terms_must_be_tuples():
+    from radharmony.labels import term_index
+
+    assert term_index({"Effusion": ("pleural effusion",), "Any": ("pleural effusion",)}) == \
+        {"pleural effusion": [0, 1]}
+    with pytest.raises(RadHarmonyError, match="one string"):
+        term_index({"Nodule": "nodule"})  # would otherwise iterate characters
