@@ -15,7 +15,8 @@ the table they fill ``split`` (``train_val`` / ``test``), else ``split`` is miss
 
 ``google2019_nih-chest-xray-labels.csv`` (CRLF line endings): the same columns plus four
 adjudicated expert labels (``YES`` / ``NO``) and ``Set Id`` (``val`` / ``test``).
-``base_image_dir`` for both keys is the ``images/`` folder all twelve archives extract into.
+``base_image_dir`` for both keys is the ``images/`` folder all twelve archives extract into
+(the Kaggle mirror's ``images_NNN/images/`` nesting is not read: merge those folders).
 """
 
 from __future__ import annotations
@@ -170,15 +171,15 @@ class NIHChestXray14Harmonizer(BaseHarmonizer):
                               {k: (k,) for k in LABELS}, vocabulary=(*LABELS, NO_FINDING),
                               source=source, column="Finding Labels")
         df[list(LABELS)] = labels
-        which = pd.Series({n: s for s, names in raw.get("splits", {}).items() for n in names},
-                          dtype=object)
-        df["split"] = df["image_path"].map(which.astype("str"))
+        names = df["image_path"].tolist()
+        which = {n: s for s, listed in raw.get("splits", {}).items() for n in listed}
+        df["split"] = pd.Series([which.get(n) for n in names], dtype=object) if which else None
         boxes = {} if raw.get("boxes") is None else box_records(raw["boxes"], source=source)
-        stray = set(boxes) - set(df["image_path"])
+        stray = set(boxes).difference(names)
         if stray:
             warnings.warn(f"{source}: {len(stray)} boxed images are not in the table and were "
                           f"dropped, e.g. {sorted(stray)[0]}", UserWarning, stacklevel=2)
-        df["boxes"] = [boxes.get(n, []) for n in df["image_path"].tolist()]
+        df["boxes"] = [boxes.get(n, []) for n in names]
         return df
 
 

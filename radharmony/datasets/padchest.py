@@ -7,7 +7,8 @@ literal (``"['pleural effusion', ' pneumonia']"``), parsed with :func:`ast.liter
 ``eval``); terms may carry a leading space and some lists hold ``''``: terms are stripped and
 empty ones dropped (``labels`` keeps each image's terms). A missing ``Labels``, ``Report`` or
 sex cell is written as the text ``nan`` (103, 116 and 4 rows). 193 terms remain (194 distinct
-strings with the empty one). Images live in ``<ImageDir>/<ImageID>`` below ``base_image_dir``.
+strings with the empty one). Images live in ``<ImageDir>/<ImageID>`` below ``base_image_dir``
+(extract each ``<ImageDir>.zip`` into a folder of that number).
 
 Label columns map exact terms only (never substrings): ``pericardial effusion`` is not an
 ``Effusion``, ``pseudonodule`` not a ``Nodule``, ``subcutaneous emphysema`` not ``Emphysema``.
