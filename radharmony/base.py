@@ -147,7 +147,8 @@ class BaseHarmonizer:
         h = cls(**{k: v for k, v in args.items() if v is not None})
         df = table.to_pandas()
         for c in header.get("json_columns", []):
-            df[c] = df[c].map(lambda v: None if v is None else json.loads(v)).astype(object)
+            df[c] = df[c].map(lambda v: json.loads(v) if isinstance(v, str)  # NaN/None: missing
+                              else None).astype(object)
         if len(df) != header.get("rows"):
             raise SavedFileError(f"{path} holds {len(df)} rows", expected=f"{header.get('rows')}"
                                  " rows as its header says", found=f"{len(df)}", fix=fix)

@@ -7,7 +7,8 @@ Adding a dataset: write ``datasets/<name>.py`` (with ``__all__``) and ``fake/<na
 from importlib import import_module
 
 #: every built-in dataset module; each has a fake writer of the same name in radharmony.fake
-MODULES = ("rexgradient", "xraydar", "vindr", "rsna", "siim", "openi", "mimic")
+MODULES = ("rexgradient", "xraydar", "nih", "chexpert", "padchest", "vindr", "rsna", "siim",
+           "openi", "mimic")
 
 __all__: list[str] = []
 for _name in MODULES:
