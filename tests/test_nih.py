@@ -11,7 +11,7 @@ from radharmony.datasets.nih import (LABEL_COUNTS, LABELS, NIHChestXray14Dataset
                                      NIHGoogleHarmonizer)
 from radharmony.errors import MetadataError
 from radharmony.fake.nih import GOOGLE_EXTRA, entry_row, write_boxes, write_entries, write_nih
-from radharmony.headers import field_names, logical_names
+from radharmony.tables import field_names, logical_names
 
 from txv_data import txv_file
 

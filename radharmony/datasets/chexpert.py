@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..base import BaseHarmonizer, BaseRadiologicalDataset
-from ..headers import check_cells, read_csv_table
+from ..tables import check_cells, read_csv_table
 from ..labels import UncertainLabelsMixin, decode_cells
 from ..registry import register_dataset, register_harmonizer
 from ..spec import DatasetSpec

@@ -29,7 +29,7 @@ import pandas as pd
 
 from ..base import BaseHarmonizer, BaseRadiologicalDataset
 from ..discovery import search_dirs
-from ..headers import check_cells, read_csv_table
+from ..tables import check_cells, read_csv_table
 from ..labels import decode_cells, multi_hot
 from ..registry import register_dataset, register_harmonizer
 from ..spec import DatasetSpec

@@ -25,7 +25,7 @@ import pandas as pd
 
 from ..base import BaseHarmonizer, BaseRadiologicalDataset
 from ..errors import MetadataError
-from ..headers import read_csv_table
+from ..tables import read_csv_table
 from ..labels import multi_hot
 from ..registry import register_dataset, register_harmonizer
 from ..spec import DatasetSpec
