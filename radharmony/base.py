@@ -32,6 +32,7 @@ from .schema import sample_ids, validate
 from .spec import DatasetSpec
 from .splits import assign_folds
 from .transforms import DefaultTransform
+from .validation import drop_missing, guarded_harmonize, shorten
 
 SAVED_FORMAT = "radharmony-harmonizer"
 SAVED_FORMAT_VERSION = 1
@@ -91,9 +92,7 @@ class BaseHarmonizer:
         if self._df is None:
             path = self.resolve_metadata_path()
             self.csv_path = path
-            raw = self.read(path)
-            self._df = validate(self.harmonize_raw(raw, source=str(path)), self.spec,
-                                source=str(path))
+            self._df = guarded_harmonize(self, path)  # faults -> errors naming file and entry
         return self._df.copy()
 
     def save(self, path: str | os.PathLike) -> Path:
@@ -132,21 +131,21 @@ class BaseHarmonizer:
         fix = "save it again with harmonizer.save(path), or harmonize afresh"
         if not path.is_file():
             raise MetadataNotFoundError("the saved harmonizer", [path], fix=fix)
-        try:
+        try:  # data only: Parquet + a JSON header; nothing is unpickled or imported by name
             table = pq.read_table(path)
             header = json.loads((table.schema.metadata or {})[_META_KEY])
-            if header.get("format") != SAVED_FORMAT:
-                raise ValueError(f"format {header.get('format')!r}")
+            if not isinstance(header, dict) or header.get("format") != SAVED_FORMAT:
+                raise ValueError(f"header {shorten(header)} is not {SAVED_FORMAT!r}")
+            cls = get_harmonizer_class(header["key"])  # a registered class, never a name lookup
+            args = header.get("arguments") or {}
+            h = cls(**{k: v for k, v in args.items() if v is not None})
+            df = table.to_pandas()
+            for c in header.get("json_columns", []):
+                df[c] = df[c].map(lambda v: None if v is None else json.loads(v)).astype(object)
         except Exception as exc:  # pyarrow raises several types for damaged files
             raise SavedFileError(f"{path} is not a readable saved radharmony harmonizer",
                                  expected="a Parquet file written by harmonizer.save()",
-                                 found=f"{type(exc).__name__}: {exc}", fix=fix) from None
-        cls = get_harmonizer_class(header["key"])
-        args = header.get("arguments") or {}
-        h = cls(**{k: v for k, v in args.items() if v is not None})
-        df = table.to_pandas()
-        for c in header.get("json_columns", []):
-            df[c] = df[c].map(lambda v: None if v is None else json.loads(v)).astype(object)
+                                 found=f"{type(exc).__name__}: {shorten(exc)}", fix=fix) from None
         if len(df) != header.get("rows"):
             raise SavedFileError(f"{path} holds {len(df)} rows", expected=f"{header.get('rows')}"
                                  " rows as its header says", found=f"{len(df)}", fix=fix)
@@ -172,6 +171,9 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
         dtype: dtype of ``img``.
         harmonized_df, harmonizer_path, harmonizer: where the table comes from, in that order
             of precedence; when all are None the dataset's harmonizer runs.
+        on_missing: ``"raise"`` (default): a row whose image file is absent raises when its
+            sample is read; ``"drop"``: such rows are dropped when the dataset is built, with a
+            warning giving their count and first paths.
     """
 
     harmonizer_class: ClassVar[type[BaseHarmonizer]]
@@ -188,7 +190,7 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
                  transform: Callable | None = None, cache_dir: str | os.PathLike | None = "./cache",
                  dtype: torch.dtype = torch.bfloat16, harmonized_df: pd.DataFrame | None = None,
                  harmonizer: BaseHarmonizer | None = None,
-                 harmonizer_path: str | os.PathLike | None = None):
+                 harmonizer_path: str | os.PathLike | None = None, on_missing: str = "raise"):
         if base_image_dir is None:
             raise RadHarmonyError(f"{type(self).__name__} needs base_image_dir",
                                   expected="the folder the images are under", found="None",
@@ -196,6 +198,12 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
         if not isinstance(dtype, torch.dtype):
             raise RadHarmonyError("dtype must be a torch.dtype", expected="e.g. torch.float32",
                                   found=repr(dtype), fix="pass dtype=torch.float32")
+        if on_missing not in ("raise", "drop"):
+            raise RadHarmonyError("on_missing must be 'raise' or 'drop'",
+                                  expected="'raise' (fail when a sample's file is absent) or "
+                                  "'drop' (drop such rows up front)", found=repr(on_missing),
+                                  fix="pass on_missing='drop' or leave the default")
+        self.on_missing = on_missing
         self.base_image_dir = Path(base_image_dir)
         self.csv_path = csv_path
         self.dtype = dtype
@@ -210,8 +218,11 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
             self._cache = ImageCache(self.cache_dir, {**self.default_transform.params(),
                                                       "dtype": str(dtype)})
         self.harmonizer = self._table_source(harmonized_df, harmonizer_path, harmonizer)
-        self._set_table(self.harmonizer.harmonize() if harmonized_df is None else
-                        validate(harmonized_df, self.spec, source="harmonized_df"))
+        df = self.harmonizer.harmonize() if harmonized_df is None else \
+            validate(harmonized_df, self.spec, source="harmonized_df")
+        if on_missing == "drop":
+            df = drop_missing(df, self.base_image_dir, owner=type(self).__name__)
+        self._set_table(df)
 
     # -- construction ---------------------------------------------------------------------------
     def _supported_outputs(self, **flags: bool) -> frozenset[str]:
@@ -352,6 +363,14 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
             img = img.as_tensor()
         img = torch.as_tensor(np.asarray(img) if not isinstance(img, torch.Tensor) else img)
         return img.to(self.dtype) if img.is_floating_point() else img
+
+    def validate(self, *, decode: bool = True, num_workers: int = 0, progress: bool = True):
+        """Check every image up front: path safety, existence, non-empty, decodable (header
+        checks only with ``decode=False``). Returns a
+        :class:`~radharmony.validation.ValidationReport`; ``num_workers`` processes."""
+        from .validation import validate_dataset
+
+        return validate_dataset(self, decode=decode, num_workers=num_workers, progress=progress)
 
     def plot(self, index: int, **kwargs):
         """A matplotlib Figure of sample ``index`` (see :func:`radharmony.plotting.plot_sample`)."""

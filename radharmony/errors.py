@@ -77,3 +77,11 @@ class RegistryError(RadHarmonyError, KeyError):
 
 class UnsupportedOutputWarning(UserWarning):
     """An ``output_*`` flag was requested that the dataset cannot provide."""
+
+
+class RowsDroppedWarning(UserWarning):
+    """Rows were dropped or merged (duplicate image references, absent image files)."""
+
+
+class ColourImageWarning(UserWarning):
+    """A colour image was converted to grayscale (its channels differed)."""
