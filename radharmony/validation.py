@@ -38,7 +38,7 @@ _FIX_METADATA = ("re-download or re-extract the file; if it is intact, report th
 
 
 def shorten(text: object, limit: int = 160) -> str:
-    text = str(text)
+    text = " ".join(str(text).split())
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
@@ -70,11 +70,11 @@ def read_error(exc: Exception, path: Path, *, description: str) -> MetadataError
     if size == 0:
         found = "an empty file (0 bytes)"
     elif isinstance(exc, json.JSONDecodeError):
-        where = f", line {exc.lineno} column {exc.colno}"
+        where = f" at line {exc.lineno} column {exc.colno}"
         found = f"invalid JSON ({exc.msg})"
     elif isinstance(exc, UnicodeDecodeError):
         line = _non_utf8_line(path)
-        where = f", {line}" if line else ""
+        where = f" at {line}" if line else ""
         found = f"bytes that are not UTF-8 ({shorten(exc.reason)})"
     elif isinstance(exc, (EOFError, gzip.BadGzipFile, zlib.error)):
         found = f"a truncated or corrupt gzip stream ({type(exc).__name__}: {shorten(exc)})"
@@ -146,7 +146,7 @@ def locate_entry(raw: Any, run: Callable[[Any], Any], exc_type: type) -> str | N
 def harmonize_error(exc: Exception, path: Path, entry: str | None, *, description: str
                     ) -> RadHarmonyError:
     """``exc`` raised while harmonizing ``path`` as a radharmony error naming file and entry."""
-    at = f" (metadata entry: {entry})" if entry else ""
+    at = f" (metadata {entry})" if entry else ""
     if isinstance(exc, RadHarmonyError):
         return type(exc)(exc.what + at, expected=exc.expected, found=exc.found, fix=exc.fix)
     found = f"{type(exc).__name__}: {shorten(exc)}"

@@ -78,10 +78,17 @@ def _optional_text(value):
     return str(value)
 
 
-def _study_date(value):
+def _study_date(value, *, where: str):
     if value is None or isinstance(value, float) and math.isnan(value) or value == "":
         return None
-    return int(value)
+    try:
+        if isinstance(value, bool) or float(value) % 1:
+            raise ValueError("not a whole number")
+        return int(float(value)) if not isinstance(value, int) else value
+    except (TypeError, ValueError, OverflowError):
+        raise MetadataError(f"{where}: StudyDate {value!r} is not a date",
+                            expected="a YYYYMMDD number, or null", found=repr(value)[:80],
+                            fix="correct or null that StudyDate") from None
 
 
 # -- harmonizer -----------------------------------------------------------------------------------
@@ -101,13 +108,8 @@ class _ReXGradientHarmonizer(BaseHarmonizer):
                 fix=f"pass csv_path='{path.with_name(view_position_file(self.split))}'")
 
     def read(self, path: Path) -> dict:
-        try:
-            with open(path, "rb") as fh:
-                raw = json.load(fh)  # the stdlib parser accepts the bare NaN these files hold
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise MetadataError(f"{path} is not valid JSON", expected="the JSON object "
-                                "ReXGradient ships", found=str(exc),
-                                fix="re-download the metadata file") from None
+        with open(path, "rb") as fh:  # parse faults are reported by BaseHarmonizer (line, byte)
+            raw = json.load(fh)  # the stdlib parser accepts the bare NaN these files hold
         if not isinstance(raw, dict):
             raise MetadataError(f"{path} has the wrong top-level type",
                                 expected="a JSON object keyed by study",
@@ -143,7 +145,8 @@ class _ReXGradientHarmonizer(BaseHarmonizer):
             cols["accession_number"].append(_optional_text(e.get("AccessionNumber")))
             cols["patient_sex"].append(_optional_text(e.get("PatientSex")))
             cols["patient_age"].append(_optional_text(e.get("PatientAge")))
-            cols["study_date"].append(_study_date(e.get("StudyDate")))
+            cols["study_date"].append(_study_date(e.get("StudyDate"),
+                                                  where=f"{source}: entry {key!r}"))
         reps = np.asarray(counts, dtype=np.int64)
         df = pd.DataFrame({c: np.repeat(np.asarray(v, dtype=object), reps)
                            for c, v in cols.items()})
