@@ -14,6 +14,7 @@ import copy
 import json
 import os
 import warnings
+import zlib
 from pathlib import Path
 from typing import Any, Callable, ClassVar
 
@@ -37,6 +38,13 @@ from .validation import drop_missing, guarded_harmonize, shorten
 SAVED_FORMAT = "radharmony-harmonizer"
 SAVED_FORMAT_VERSION = 1
 _META_KEY = b"radharmony"
+
+
+def _header_checksum(header: dict, schema_meta: dict) -> int:
+    """CRC-32 of the saved header (less its checksum) and pandas' column-type metadata; the
+    data pages carry their own CRCs."""
+    body = json.dumps({k: v for k, v in header.items() if k != "checksum"}, sort_keys=True)
+    return zlib.crc32(body.encode() + (schema_meta or {}).get(b"pandas", b""))
 
 
 class BaseHarmonizer:
@@ -98,7 +106,8 @@ class BaseHarmonizer:
     def save(self, path: str | os.PathLike) -> Path:
         """Write the table as Parquet with a JSON header (class, version, arguments).
 
-        Loading it back (``load`` or ``harmonizer_path=``) executes no code.
+        Loading it back (``load`` or ``harmonizer_path=``) executes no code; every data page
+        carries a CRC-32 that loading verifies, so a damaged or altered file is refused.
         """
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -114,11 +123,12 @@ class BaseHarmonizer:
                   "rows": len(df), "json_columns": json_cols}
         table = pa.Table.from_pandas(df, preserve_index=False)
         meta = dict(table.schema.metadata or {})
+        header["checksum"] = _header_checksum(header, meta)
         meta[_META_KEY] = json.dumps(header).encode()
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.tmp")
-        pq.write_table(table.replace_schema_metadata(meta), tmp)
+        pq.write_table(table.replace_schema_metadata(meta), tmp, write_page_checksum=True)
         os.replace(tmp, path)
         return path
 
@@ -132,10 +142,12 @@ class BaseHarmonizer:
         if not path.is_file():
             raise MetadataNotFoundError("the saved harmonizer", [path], fix=fix)
         try:  # data only: Parquet + a JSON header; nothing is unpickled or imported by name
-            table = pq.read_table(path)
+            table = pq.read_table(path, page_checksum_verification=True)  # CRC per page
             header = json.loads((table.schema.metadata or {})[_META_KEY])
             if not isinstance(header, dict) or header.get("format") != SAVED_FORMAT:
                 raise ValueError(f"header {shorten(header)} is not {SAVED_FORMAT!r}")
+            if header.get("checksum") != _header_checksum(header, table.schema.metadata):
+                raise ValueError("the header or column types were altered (checksum mismatch)")
             cls = get_harmonizer_class(header["key"])  # a registered class, never a name lookup
             args = header.get("arguments") or {}
             h = cls(**{k: v for k, v in args.items() if v is not None})
@@ -149,7 +161,12 @@ class BaseHarmonizer:
         if len(df) != header.get("rows"):
             raise SavedFileError(f"{path} holds {len(df)} rows", expected=f"{header.get('rows')}"
                                  " rows as its header says", found=f"{len(df)}", fix=fix)
-        h._df = validate(df, cls.spec, source=str(path))
+        try:
+            h._df = validate(df, cls.spec, source=str(path))
+        except RadHarmonyError as exc:
+            raise SavedFileError(f"{path} holds a table that is not a valid {cls.spec.key!r} "
+                                 "table", expected="the table harmonizer.save() wrote",
+                                 found=str(exc), fix=fix) from None
         return h
 
 

@@ -43,7 +43,7 @@ def _id_text(col: pd.Series, *, name: str, source: str) -> pd.Series:
                           expected="text or a whole number", found=f"{col.iloc[i]!r} "
                           f"({type(col.iloc[i]).__name__}), {int(bad.sum())} such row(s)",
                           fix="check the metadata entry for this image")
-    return col.map(lambda v: v if v is None or isinstance(v, str) else str(v))
+    return _as_object(col.map(lambda v: v if v is None or isinstance(v, str) else str(v)))
 
 
 def check_relative_path(path: object, *, where: str) -> str:
@@ -96,10 +96,9 @@ def validate(df: pd.DataFrame, spec: DatasetSpec, *, source: str = "harmonized t
                           f"missing {missing}", fix="re-create the table with "
                           f"{spec.key!r}'s harmonizer, or add the missing columns")
     out = df[wanted + [c for c in df.columns if c not in wanted]].reset_index(drop=True).copy()
-    for col in ID_COLUMNS:
-        out[col] = _as_object(out[col]) if col == "image_path" else \
-            _id_text(out[col], name=col, source=source)
-        bad = out[col].map(lambda v: v is None or isinstance(v, str) and v.strip() == "")
+    for col in ("patient_id", "study_id"):  # image_path: check_relative_path below
+        out[col] = _id_text(out[col], name=col, source=source)
+        bad = out[col].map(lambda v: not isinstance(v, str) or v.strip() == "")
         if bad.any():
             i = _first_bad(bad)
             raise SchemaError(f"{source}: row {i} has no {col}", expected=f"a non-empty {col} "

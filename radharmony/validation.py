@@ -207,7 +207,11 @@ def guarded_harmonize(harmonizer, path: Path) -> pd.DataFrame:
         return validate(merge_duplicate_rows(df, source=source), harmonizer.spec, source=source)
 
     try:
-        return run(raw)
+        df = run(raw)
+        if df.empty:
+            warnings.warn(f"{path} holds no image references: the table is empty.",
+                          UserWarning, stacklevel=3)
+        return df
     except (MetadataError, MemoryError):
         raise  # the dataset's own message already names the entry
     except Exception as exc:

@@ -148,7 +148,7 @@ class _ReXGradientHarmonizer(BaseHarmonizer):
             cols["study_date"].append(_study_date(e.get("StudyDate"),
                                                   where=f"{source}: entry {key!r}"))
         reps = np.asarray(counts, dtype=np.int64)
-        df = pd.DataFrame({c: np.repeat(np.asarray(v, dtype=object), reps)
+        df = pd.DataFrame({c: np.repeat(pd.Series(v, dtype=object).to_numpy(), reps)  # 1-D
                            for c, v in cols.items()})
         df.insert(2, "image_path", [p[len(IMAGE_PREFIX):] if isinstance(p, str) and
                                     p.startswith(IMAGE_PREFIX) else p for p in paths])
