@@ -13,7 +13,7 @@ from typing import Iterable
 def message(what: str, *, expected: str | None = None, found: str | None = None,
             fix: str | None = None) -> str:
     """Compose a four-part error message."""
-    parts = [what.rstrip(".") + "."]
+    parts = [what.rstrip().rstrip(".") + "."]
     if expected:
         parts.append(f"Expected: {expected}.")
     if found:

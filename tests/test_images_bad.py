@@ -61,7 +61,8 @@ def _with_jpeg_size(data: bytes, w: int, h: int) -> bytes:
         i += 2 + length
 
 
-def _dicom(path: Path, *, rows: int, cols: int, pixels: bool = True) -> Path:
+def _dicom(path: Path, *, rows: int, cols: int, pixels: bool = True, frames: int = 1,
+           data: np.ndarray | None = None) -> Path:
     from pydicom.dataset import FileDataset, FileMetaDataset
     from pydicom.uid import ExplicitVRLittleEndian, SecondaryCaptureImageStorage, generate_uid
 
@@ -70,17 +71,22 @@ def _dicom(path: Path, *, rows: int, cols: int, pixels: bool = True) -> Path:
     meta.MediaStorageSOPInstanceUID = generate_uid()
     meta.TransferSyntaxUID = ExplicitVRLittleEndian
     ds = FileDataset(str(path), {}, file_meta=meta, preamble=b"\0" * 128)
-    ds.SOPClassUID, ds.SOPInstanceUID = meta.MediaStorageSOPClassUID, meta.MediaStorageSOPInstanceUID
+    ds.SOPClassUID = meta.MediaStorageSOPClassUID
+    ds.SOPInstanceUID = meta.MediaStorageSOPInstanceUID
     ds.Modality, ds.PhotometricInterpretation = "DX", "MONOCHROME2"
     ds.Rows, ds.Columns, ds.SamplesPerPixel = rows, cols, 1
     ds.BitsAllocated, ds.BitsStored, ds.HighBit, ds.PixelRepresentation = 16, 12, 11, 0
-    if pixels:
+    if frames > 1:
+        ds.NumberOfFrames = frames
+    if data is not None:
+        ds.PixelData = data.astype(np.uint16).tobytes()
+    elif pixels:
         ds.PixelData = np.zeros((min(rows, 64), min(cols, 64)), np.uint16).tobytes()
     ds.save_as(path, enforce_file_format=True)
     return path
 
 
-# -- every fault raises ImageReadError naming the file and the sample --------------------------------
+# -- every fault raises ImageReadError naming the file and the sample ---------------------------
 FAULTS = {
     "zero_byte": lambda p: p.write_bytes(b""),
     "truncated_png": lambda p: p.write_bytes(p.read_bytes()[:len(p.read_bytes()) // 2]),
@@ -276,3 +282,57 @@ def test_on_missing_drop_with_no_image_at_all_raises(tmp_path):
 def test_on_missing_bad_value(ds):
     with pytest.raises(RadHarmonyError, match="on_missing"):
         ReXGradientValidDataset(ds.base_image_dir, cache_dir=None, on_missing="skip")
+
+
+def test_error_in_dataloader_worker_keeps_type_and_names_sample(ds):
+    import torch
+
+    from radharmony import collate
+
+    _file(ds, 1).write_bytes(b"")
+    loader = torch.utils.data.DataLoader(ds, batch_size=2, num_workers=1, collate_fn=collate)
+    with pytest.raises(ImageReadError) as info:
+        list(loader)
+    assert ds.harmonized_df["sample_id"][1] in str(info.value)
+
+
+@pytest.mark.parametrize("head,what", [
+    (b"BM\x00\x00", "BMP"), (b"II*\x00", "TIFF"), (b"MM\x00*", "TIFF"),
+    (b"\x00\x00\x00\x0cjP  \r\n", "JPEG 2000"), (b"RIFF\x00\x00\x00\x00WEBP", "WebP"),
+    (b"\x1f\x8b\x08", "gzip"), (b"PK\x03\x04", "ZIP"), (b"  <html><body>", "HTML")])
+def test_other_formats_are_named(tmp_path, head, what):
+    p = tmp_path / "x.png"
+    p.write_bytes(head + b"\x00" * 300)
+    with pytest.raises(ImageReadError, match=what):
+        read_image(p)
+
+
+def _pil_variant(path: Path, kind: str) -> None:
+    from PIL import Image
+
+    g = Image.fromarray(_gray8())
+    {"1bit": lambda: g.convert("1").save(path, format="PNG"),
+     "palette": lambda: g.convert("P").save(path, format="PNG"),
+     "gray_alpha": lambda: g.convert("LA").save(path, format="PNG"),
+     "cmyk": lambda: g.convert("CMYK").save(path, format="JPEG"),
+     "progressive": lambda: g.save(path, format="JPEG", progressive=True),
+     "rgb16": lambda: cv2.imwrite(str(path), np.dstack([_gray8()] * 3).astype(np.uint16) * 257),
+     }[kind]()
+
+
+@pytest.mark.parametrize("kind", ["1bit", "palette", "gray_alpha", "cmyk", "progressive",
+                                  "rgb16"])
+def test_unusual_but_valid_images_are_read(tmp_path, kind):
+    p = tmp_path / f"{kind}.png"  # the content decides, not the name
+    _pil_variant(p, kind)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ColourImageWarning)
+        arr, src = read_image(p)
+    assert arr.ndim == 2 and src == (64, 48)
+
+
+def test_multiframe_dicom_reads_first_frame(tmp_path):
+    frames = np.stack([np.full((32, 24), v, np.uint16) for v in (100, 200, 300)])
+    p = _dicom(tmp_path / "mf.dcm", rows=32, cols=24, frames=3, data=frames)
+    arr, src = read_image(p)
+    assert src == (32, 24) and float(arr.mean()) == 100.0

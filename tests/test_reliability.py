@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 
 import radharmony
+import radharmony.schema
 from radharmony.base import BaseHarmonizer
 from radharmony.datasets.rexgradient import (ReXGradientValidDataset,
                                               ReXGradientValidHarmonizer)
@@ -175,7 +176,8 @@ def test_unexpected_exception_becomes_metadata_error_naming_entry(tmp_path):
     _four_parts(msg, path.name, "entry 's5'", "AttributeError")
     assert not isinstance(info.value, (KeyError, TypeError, AttributeError))
     path.write_text(json.dumps({k: {"path": e["path"]} for k, e in good.items()}))
-    with pytest.raises(MetadataError, match="no key or column 'pid'"):  # every entry: no entry named
+    # every entry lacks the key: a fault of the file's structure, no single entry is named
+    with pytest.raises(MetadataError, match="no key or column 'pid'"):
         Naive(csv_path=path).harmonize()
 
 
@@ -424,3 +426,39 @@ def test_every_image_a_fake_writes_is_in_a_table(tmp_path):
         missing = _image_files(root) - in_tables
         assert not missing or warned, f"{keys}: {len(missing)} images in no table, no warning: " \
             f"{sorted(missing)[:5]}"
+
+
+# -- schema.validate on hand-made tables ----------------------------------------------------------
+def _table(**over) -> pd.DataFrame:
+    df = pd.DataFrame({"patient_id": ["p1", "p2"], "study_id": ["s1", "s2"],
+                       "image_path": ["a/1.png", "a/2.png"], "view_position": ["PA", None],
+                       "report": ["x", None], "effusion": [1.0, np.nan]})
+    for k, v in over.items():
+        df[k] = v
+    return df
+
+
+SPEC = ReXGradientValidHarmonizer.spec.__class__(key="toy", title="toy", label_cols=("effusion",))
+
+
+@pytest.mark.parametrize("over,match", [
+    ({"effusion": ["yes", "no"]}, "not numeric"), ({"effusion": [np.inf, 0.0]}, "infinity"),
+    ({"view_position": [["PA"], None]}, "view_position that is not text"),
+    ({"report": [{"a": 1}, None]}, "report that is not text"),
+    ({"boxes": ["{not json", None]}, "boxes cell"),
+    ({"patient_id": [1.5e300 * 1e10, 2]}, "not an id")])
+def test_validate_refuses_bad_cells(over, match):
+    with pytest.raises(SchemaError, match=match):
+        radharmony.schema.validate(_table(**over), SPEC, source="t.csv")
+
+
+def test_validate_refuses_repeated_columns():
+    df = _table()
+    df = pd.concat([df, df[["report"]]], axis=1)
+    with pytest.raises(SchemaError, match="column names repeat"):
+        radharmony.schema.validate(df, SPEC)
+
+
+def test_validate_keeps_integer_ids_from_csv():
+    out = radharmony.schema.validate(_table(patient_id=[12.0, 13.0]), SPEC)
+    assert list(out["patient_id"]) == ["12", "13"]
