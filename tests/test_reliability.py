@@ -92,14 +92,25 @@ def test_bad_patient_id_names_the_entry(rex, value):
     _four_parts(str(info.value), path.name, key, "patient_id")
 
 
-def test_bad_study_date_names_entry_and_field(rex):
+@pytest.mark.parametrize("value", ["yesterday", 10 ** 30, True, [20200101], 2020.5, "inf"])
+def test_bad_study_date_names_entry_and_field(rex, value):
     path, meta = rex
     key = _first_key(meta)
-    meta[key]["StudyDate"] = "yesterday"
+    meta[key]["StudyDate"] = value
     path.write_text(json.dumps(meta))
     with pytest.raises(MetadataError) as info:
         _harmonize(path)
-    _four_parts(str(info.value), path.name, key, "StudyDate", "'yesterday'")
+    _four_parts(str(info.value), path.name, key, "StudyDate", repr(value))
+
+
+def test_study_date_as_text_or_float_is_read(rex):
+    path, meta = rex
+    a, b = list(meta)[:2]
+    meta[a]["StudyDate"], meta[b]["StudyDate"] = "20200131", 20190101.0
+    path.write_text(json.dumps(meta))
+    df = _harmonize(path).set_index("study_id")
+    assert df.loc[meta[a]["StudyInstanceUid"], "study_date"].iloc[0] == 20200131
+    assert df.loc[meta[b]["StudyInstanceUid"], "study_date"].iloc[0] == 20190101
 
 
 def test_nan_and_null_in_optional_fields_give_a_valid_table(rex):

@@ -82,8 +82,8 @@ def _study_date(value, *, where: str):
     if value is None or isinstance(value, float) and math.isnan(value) or value == "":
         return None
     try:
-        if isinstance(value, bool) or float(value) % 1:
-            raise ValueError("not a whole number")
+        if isinstance(value, bool) or float(value) % 1 or not 0 <= float(value) < 1e8:
+            raise ValueError("not a YYYYMMDD number")
         return int(float(value)) if not isinstance(value, int) else value
     except (TypeError, ValueError, OverflowError):
         raise MetadataError(f"{where}: StudyDate {value!r} is not a date",
