@@ -345,6 +345,11 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
         except (ImageReadError, PathSafetyError) as exc:
             raise type(exc)(f"Sample {sid}: {exc.what}", expected=exc.expected,
                             found=exc.found, fix=exc.fix) from None
+        except Exception as exc:  # e.g. a user transform's own error: keep it, add where
+            if hasattr(exc, "add_note"):  # Python 3.11+
+                exc.add_note(f"radharmony: while loading sample {sid} "
+                             f"({self.base_image_dir / self._paths[index]})")
+            raise
         return sample
 
     def add_outputs(self, index: int, sample: dict, box) -> None:

@@ -189,6 +189,13 @@ def merge_duplicate_rows(df: Any, *, source: str) -> Any:
     return df.drop(index=drop)
 
 
+def _naming_file(exc: RadHarmonyError, path: Path) -> RadHarmonyError:
+    """``exc`` when its message names ``path``'s file, else the same error led by the path."""
+    if path.name in str(exc) or type(exc).__init__ is not RadHarmonyError.__init__:
+        return exc
+    return type(exc)(f"{path}: {exc.what}", expected=exc.expected, found=exc.found, fix=exc.fix)
+
+
 def guarded_harmonize(harmonizer, path: Path) -> pd.DataFrame:
     """``read`` -> ``harmonize_raw`` -> merge repeats -> ``validate``, every fault a radharmony
     error naming ``path`` and, where one is at fault, the entry."""
@@ -197,8 +204,13 @@ def guarded_harmonize(harmonizer, path: Path) -> pd.DataFrame:
     source, description = str(path), harmonizer.metadata_description
     try:
         raw = harmonizer.read(path)
-    except (RadHarmonyError, MemoryError):
+    except MemoryError:
         raise
+    except RadHarmonyError as exc:
+        named = _naming_file(exc, path)
+        if named is exc:
+            raise
+        raise named from None
     except Exception as exc:
         raise read_error(exc, path, description=description) from exc
 
@@ -208,19 +220,22 @@ def guarded_harmonize(harmonizer, path: Path) -> pd.DataFrame:
 
     try:
         df = run(raw)
-        if df.empty:
-            warnings.warn(f"{path} holds no image references: the table is empty.",
-                          UserWarning, stacklevel=3)
-        return df
-    except (MetadataError, MemoryError):
-        raise  # the dataset's own message already names the entry
+    except MemoryError:
+        raise
     except Exception as exc:
-        entry = locate_entry(raw, run, type(exc))
-        if isinstance(exc, RadHarmonyError):
-            if entry is None:
-                raise
-            raise harmonize_error(exc, path, entry, description=description) from None
-        raise harmonize_error(exc, path, entry, description=description) from exc
+        # the dataset's own MetadataError already names the entry; others are located here
+        entry = None if isinstance(exc, MetadataError) else locate_entry(raw, run, type(exc))
+        if not isinstance(exc, RadHarmonyError):
+            raise harmonize_error(exc, path, entry, description=description) from exc
+        named = _naming_file(exc if entry is None else
+                             harmonize_error(exc, path, entry, description=description), path)
+        if named is exc:
+            raise
+        raise named from None
+    if df.empty:
+        warnings.warn(f"{path} holds no image references: the table is empty.", UserWarning,
+                      stacklevel=3)
+    return df
 
 
 # -- images --------------------------------------------------------------------------------------

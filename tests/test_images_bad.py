@@ -336,3 +336,16 @@ def test_multiframe_dicom_reads_first_frame(tmp_path):
     p = _dicom(tmp_path / "mf.dcm", rows=32, cols=24, frames=3, data=frames)
     arr, src = read_image(p)
     assert src == (32, 24) and float(arr.mean()) == 100.0
+
+
+def test_user_transform_error_keeps_type_and_gains_a_note(ds):
+    import sys
+
+    def transform(sample):
+        raise KeyError("image")  # what a MONAI LoadImaged with the wrong key raises
+
+    custom = ReXGradientValidDataset(ds.base_image_dir, cache_dir=None, transform=transform)
+    with pytest.raises(KeyError) as info:
+        custom[2]
+    if sys.version_info >= (3, 11):
+        assert any(custom.harmonized_df["sample_id"][2] in n for n in info.value.__notes__)

@@ -473,3 +473,21 @@ def test_validate_refuses_repeated_columns():
 def test_validate_keeps_integer_ids_from_csv():
     out = radharmony.schema.validate(_table(patient_id=[12.0, 13.0]), SPEC)
     assert list(out["patient_id"]) == ["12", "13"]
+
+
+def test_dataset_error_without_the_file_name_gets_it(tmp_path):
+    class Terse(BaseHarmonizer):
+        spec = ReXGradientValidHarmonizer.spec
+
+        def read(self, path):
+            return {"k": 1}
+
+        @classmethod
+        def harmonize_raw(cls, raw, *, source="metadata"):
+            raise MetadataError("entry 'k' is not an object", expected="an object",
+                                found="1", fix="re-download")
+
+    path = tmp_path / "terse.json"
+    path.write_text("{}")
+    with pytest.raises(MetadataError, match=r"terse\.json: entry 'k' is not an object"):
+        Terse(csv_path=path).harmonize()
