@@ -237,6 +237,8 @@ def test_mutated_metadata_gives_table_or_clear_error(key, replica, data):
     if key not in FAKES:
         pytest.skip(f"{key} has no fake writer")
     cls, kwargs, path = replica(key)
+    if not path.is_file():
+        pytest.skip(f"{key}'s metadata is not a single file: {path}")
     original = path.read_bytes()
     try:
         path.write_bytes(mutate(original, data))
