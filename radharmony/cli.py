@@ -287,6 +287,7 @@ def run_validation(key: str, *, root, csv_path=None, images: bool = False, worke
     from .errors import PathSafetyError
     from .registry import get_harmonizer_class
     from .schema import validate
+    from .validation import read_error
 
     report: dict[str, Any] = {"key": key, "root": str(root), "images_decoded": images,
                               "rows": 0, "checked": 0, "problems": {}, "first": {}}
@@ -301,7 +302,13 @@ def run_validation(key: str, *, root, csv_path=None, images: bool = False, worke
     try:
         meta = h.resolve_metadata_path()
         report["metadata"] = str(meta)
-        df = h.harmonize_raw(h.read(meta), source=str(meta))
+        try:
+            raw = h.read(meta)
+        except RadHarmonyError:
+            raise
+        except Exception as exc:  # the shared guard's message: file, line, expected, found
+            raise read_error(exc, meta, description=h.metadata_description) from None
+        df = h.harmonize_raw(raw, source=str(meta))
     except RadHarmonyError as exc:
         add("metadata", None, str(exc))
         report["ok"] = False

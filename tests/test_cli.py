@@ -212,7 +212,8 @@ def test_validate_reports_unreadable_metadata(capsys, rex, tmp_path):
     code, (report,), _ = run_json(capsys, "validate", "rexgradient_valid", "--root", rex,
                                   "--csv-path", broken)
     assert code == 1 and report["problems"] == {"metadata": 1}
-    assert "not valid JSON" in report["first"]["metadata"][0]["detail"]
+    detail = report["first"]["metadata"][0]["detail"]
+    assert "invalid JSON" in detail and "line 1" in detail and str(broken) in detail
 
 
 def test_validate_lists_escaping_and_duplicate_paths(capsys, rex, tmp_path):

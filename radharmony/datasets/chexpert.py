@@ -10,12 +10,14 @@ table keeps all four apart (-1 and NaN). ``cls`` follows the dataset's ``uncerta
 Views: ``Frontal/Lateral`` says Frontal or Lateral; ``AP/PA`` is AP or PA for frontal images,
 empty for lateral ones -- and ``LL``/``RL`` on 17 rows marked Frontal. ``view_position`` is the
 mapped ``AP/PA`` value when present, else ``LATERAL`` for lateral rows; both raw columns are
-kept. The release's own split is by file (``train.csv`` / ``valid.csv``, same columns, 234
-validation images not in the torchxrayvision wheel); ``split`` comes from the path.
+kept. The release's own split is by file (``train.csv`` key ``chexpert``, ``valid.csv`` key
+``chexpert_valid``; same columns; the 234 validation images are not in the torchxrayvision
+wheel); ``split`` comes from the path.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -44,6 +46,9 @@ SPEC = DatasetSpec(
     key="chexpert", title="CheXpert v1.0 (train)", metadata_files=("train.csv",),
     label_cols=LABELS, extra_cols=EXTRA_COLS, outputs=frozenset({"cls"}), view_map=VIEW_MAP,
     access=ACCESS, expected={"images": 223_414, "studies": 187_641, "patients": 64_540})
+VALID_SPEC = replace(SPEC, key="chexpert_valid", title="CheXpert v1.0 (valid)",
+                     metadata_files=("valid.csv",),
+                     expected={"images": 234, "studies": 200, "patients": 200})
 
 
 # -- harmonizer -----------------------------------------------------------------------------------
@@ -78,7 +83,14 @@ class CheXpertHarmonizer(BaseHarmonizer):
         return df
 
 
-# -- thin dataset class ----------------------------------------------------------------------------
+@register_harmonizer
+class CheXpertValidHarmonizer(CheXpertHarmonizer):
+    """CheXpert validation (radiologist-labelled, no uncertain labels): 234 images."""
+    spec = VALID_SPEC
+    metadata_description = "the CheXpert table valid.csv"
+
+
+# -- thin dataset classes --------------------------------------------------------------------------
 @register_dataset
 class CheXpertDataset(UncertainLabelsMixin, BaseRadiologicalDataset):
     """CheXpert train; ``base_image_dir`` is the release folder (``CheXpert-v1.0-small/``).
@@ -88,4 +100,11 @@ class CheXpertDataset(UncertainLabelsMixin, BaseRadiologicalDataset):
     harmonizer_class = CheXpertHarmonizer
 
 
-__all__ = ["CheXpertHarmonizer", "CheXpertDataset"]
+@register_dataset
+class CheXpertValidDataset(UncertainLabelsMixin, BaseRadiologicalDataset):
+    """CheXpert validation split; ``base_image_dir`` is the release folder."""
+    harmonizer_class = CheXpertValidHarmonizer
+
+
+__all__ = ["CheXpertHarmonizer", "CheXpertDataset", "CheXpertValidHarmonizer",
+           "CheXpertValidDataset"]

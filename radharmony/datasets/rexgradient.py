@@ -88,10 +88,17 @@ def _optional_text(value):
     return str(value)
 
 
-def _study_date(value):
+def _study_date(value, *, where: str):
     if value is None or isinstance(value, float) and math.isnan(value) or value == "":
         return None
-    return int(value)
+    try:
+        if isinstance(value, bool) or float(value) % 1 or not 0 <= float(value) < 1e8:
+            raise ValueError("not a YYYYMMDD number")
+        return int(float(value)) if not isinstance(value, int) else value
+    except (TypeError, ValueError, OverflowError):
+        raise MetadataError(f"{where}: StudyDate {value!r} is not a date",
+                            expected="a YYYYMMDD number, or null", found=repr(value)[:80],
+                            fix="correct or null that StudyDate") from None
 
 
 class ReXGradientRaw(dict):
@@ -140,7 +147,8 @@ class _ReXGradientHarmonizer(BaseHarmonizer):
 
     def read(self, path: Path) -> ReXGradientRaw:
         """The split JSON, plus ``interstitial_pattern_bbox.json`` when it lies beside it."""
-        raw = _load_json(path, "the JSON object ReXGradient ships")
+        with open(path, "rb") as fh:  # parse faults are reported by BaseHarmonizer (line, byte)
+            raw = json.load(fh)  # the stdlib parser accepts the bare NaN these files hold
         if not isinstance(raw, dict):
             raise MetadataError(f"{path} has the wrong top-level type",
                                 expected="a JSON object keyed by study",
@@ -184,9 +192,10 @@ class _ReXGradientHarmonizer(BaseHarmonizer):
             cols["accession_number"].append(_optional_text(e.get("AccessionNumber")))
             cols["patient_sex"].append(_optional_text(e.get("PatientSex")))
             cols["patient_age"].append(_optional_text(e.get("PatientAge")))
-            cols["study_date"].append(_study_date(e.get("StudyDate")))
+            cols["study_date"].append(_study_date(e.get("StudyDate"),
+                                                  where=f"{source}: entry {key!r}"))
         reps = np.asarray(counts, dtype=np.int64)
-        df = pd.DataFrame({c: np.repeat(np.asarray(v, dtype=object), reps)
+        df = pd.DataFrame({c: np.repeat(pd.Series(v, dtype=object).to_numpy(), reps)  # 1-D
                            for c, v in cols.items()})
         df.insert(2, "image_path", [p[len(IMAGE_PREFIX):] if isinstance(p, str) and
                                     p.startswith(IMAGE_PREFIX) else p for p in paths])

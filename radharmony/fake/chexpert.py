@@ -50,7 +50,7 @@ def write_chexpert(root: str | Path, *, n_patients: int = 8, seed: int = 0,
     rng = np.random.default_rng(seed)
     tables: dict[str, list] = {"train": [], "valid": []}
     for p in range(1, n_patients + 1):
-        split = "valid" if p == n_patients else "train"
+        split = "valid" if p > n_patients - max(1, n_patients // 4) else "train"
         sex = "Unknown" if p == 3 else ("Female", "Male")[p % 2]
         for s in range(1, int(rng.integers(1, 4)) + 1):
             for v in range(1, int(rng.integers(1, 3)) + 1):
@@ -77,7 +77,7 @@ def write_chexpert(root: str | Path, *, n_patients: int = 8, seed: int = 0,
     return base
 
 
-@register_fake("chexpert")
+@register_fake("chexpert", "chexpert_valid")
 def make(root: Path) -> dict:
     """Contract-suite maker: a small replica with JPEGs."""
     return {"base_image_dir": write_chexpert(root)}
