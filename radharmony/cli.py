@@ -242,24 +242,14 @@ def cmd_harmonize(args: argparse.Namespace) -> int:
 
 # -- validate -------------------------------------------------------------------------------------
 def check_image_file(root: str, rel: str, *, decode: bool) -> tuple[str, str] | None:
-    """``(kind, detail)`` of the first problem with one image, or None: ``unsafe_path``,
-    ``missing`` or (when ``decode``) ``undecodable``."""
-    from .errors import ImageReadError, PathSafetyError, SchemaError
-    from .imaging import read_image, safe_path
-    from .schema import check_relative_path
+    """``(kind, detail)`` of the first problem with one image, or None (the shared
+    :func:`radharmony.validation.check_image`: ``unsafe_path``, ``missing``, ``not_a_file``,
+    ``empty``, ``undecodable``; without ``decode`` the header checks only)."""
+    from .validation import check_image
 
-    try:
-        path = safe_path(root, check_relative_path(rel, where="image_path"))
-    except (PathSafetyError, SchemaError) as exc:
-        return "unsafe_path", exc.found or str(exc)
-    if not path.is_file():
-        return "missing", "no such file"
-    if decode:
-        try:
-            read_image(path)
-        except ImageReadError as exc:
-            return "undecodable", exc.found or str(exc)
-    return None
+    if not isinstance(rel, str) or not rel:
+        return "unsafe_path", f"image_path {rel!r} is not a path"
+    return check_image(root, rel, decode=decode)
 
 
 def _check_files(root: str, paths: list[str], *, decode: bool, workers: int, quiet: bool):
