@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: install demo test bench clean
 
@@ -23,7 +24,10 @@ install: $(STAMP)
 demo: install
 	$(BIN)/python -m radharmony.demo
 
+# The viewer's browser test drives Debian's chromium through chromium-driver (CI runs as root).
 test: install
+	command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+		($(SUDO) apt-get update && $(SUDO) apt-get install -y chromium chromium-driver)
 	$(BIN)/python -m pytest -q
 
 bench: install

@@ -15,6 +15,7 @@ import gc
 import json
 import os
 import warnings
+import zlib
 from pathlib import Path
 from typing import Any, Callable, ClassVar
 
@@ -23,6 +24,7 @@ import pandas as pd
 import torch
 
 from . import __version__
+from .boxes import BoxSelection, boxes_to_array
 from .cache import ImageCache, TableCache
 from .discovery import discover
 from .errors import (ImageReadError, MetadataNotFoundError, PathSafetyError, RadHarmonyError,
@@ -33,11 +35,19 @@ from .schema import sample_ids, validate
 from .spec import DatasetSpec
 from .splits import assign_folds
 from .transforms import DefaultTransform
+from .validation import drop_missing, guarded_harmonize, shorten
 
 SAVED_FORMAT = "radharmony-harmonizer"
 SAVED_FORMAT_VERSION = 1
 _META_KEY = b"radharmony"
 _COPY_ON_WRITE = int(pd.__version__.split(".")[0]) >= 3
+
+
+def _header_checksum(header: dict, schema_meta: dict) -> int:
+    """CRC-32 of the saved header (less its checksum) and pandas' column-type metadata; the
+    data pages carry their own CRCs."""
+    body = json.dumps({k: v for k, v in header.items() if k != "checksum"}, sort_keys=True)
+    return zlib.crc32(body.encode() + (schema_meta or {}).get(b"pandas", b""))
 
 
 class BaseHarmonizer:
@@ -72,16 +82,15 @@ class BaseHarmonizer:
         raise NotImplementedError
 
     def _harmonize_file(self, path: Path) -> pd.DataFrame:
-        """read -> harmonize_raw -> validate, with the garbage collector paused while the
-        metadata's millions of objects are built (they hold no reference cycles)."""
+        """read -> harmonize_raw -> validate (guarded), with the garbage collector paused
+        while the metadata's millions of objects are built (they hold no reference cycles)."""
         gc_was_on = gc.isenabled()
         gc.disable()
         try:
-            table = self.harmonize_raw(self.read(path), source=str(path))
+            return guarded_harmonize(self, path)  # faults -> errors naming file and entry
         finally:
             if gc_was_on:
                 gc.enable()
-        return validate(table, self.spec, source=str(path))
 
     def table_inputs(self, path: Path) -> list[Path]:
         """Files whose change must invalidate the cached table: the metadata file and the
@@ -131,7 +140,8 @@ class BaseHarmonizer:
     def save(self, path: str | os.PathLike) -> Path:
         """Write the table as Parquet with a JSON header (class, version, arguments).
 
-        Loading it back (``load`` or ``harmonizer_path=``) executes no code.
+        Loading it back (``load`` or ``harmonizer_path=``) executes no code; every data page
+        carries a CRC-32 that loading verifies, so a damaged or altered file is refused.
         """
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -147,11 +157,12 @@ class BaseHarmonizer:
                   "rows": len(df), "json_columns": json_cols}
         table = pa.Table.from_pandas(df, preserve_index=False)
         meta = dict(table.schema.metadata or {})
+        header["checksum"] = _header_checksum(header, meta)
         meta[_META_KEY] = json.dumps(header).encode()
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.tmp")
-        pq.write_table(table.replace_schema_metadata(meta), tmp)
+        pq.write_table(table.replace_schema_metadata(meta), tmp, write_page_checksum=True)
         os.replace(tmp, path)
         return path
 
@@ -164,25 +175,33 @@ class BaseHarmonizer:
         fix = "save it again with harmonizer.save(path), or harmonize afresh"
         if not path.is_file():
             raise MetadataNotFoundError("the saved harmonizer", [path], fix=fix)
-        try:
-            table = pq.read_table(path)
+        try:  # data only: Parquet + a JSON header; nothing is unpickled or imported by name
+            table = pq.read_table(path, page_checksum_verification=True)  # CRC per page
             header = json.loads((table.schema.metadata or {})[_META_KEY])
-            if header.get("format") != SAVED_FORMAT:
-                raise ValueError(f"format {header.get('format')!r}")
+            if not isinstance(header, dict) or header.get("format") != SAVED_FORMAT:
+                raise ValueError(f"header {shorten(header)} is not {SAVED_FORMAT!r}")
+            if header.get("checksum") != _header_checksum(header, table.schema.metadata):
+                raise ValueError("the header or column types were altered (checksum mismatch)")
+            cls = get_harmonizer_class(header["key"])  # a registered class, never a name lookup
+            args = header.get("arguments") or {}
+            h = cls(**{k: v for k, v in args.items() if v is not None})
+            df = table.to_pandas()
+            for c in header.get("json_columns", []):
+                df[c] = df[c].map(lambda v: json.loads(v) if isinstance(v, str)  # NaN/None: missing
+                                  else None).astype(object)
         except Exception as exc:  # pyarrow raises several types for damaged files
             raise SavedFileError(f"{path} is not a readable saved radharmony harmonizer",
                                  expected="a Parquet file written by harmonizer.save()",
-                                 found=f"{type(exc).__name__}: {exc}", fix=fix) from None
-        cls = get_harmonizer_class(header["key"])
-        args = header.get("arguments") or {}
-        h = cls(**{k: v for k, v in args.items() if v is not None})
-        df = table.to_pandas()
-        for c in header.get("json_columns", []):
-            df[c] = df[c].map(lambda v: None if v is None else json.loads(v)).astype(object)
+                                 found=f"{type(exc).__name__}: {shorten(exc)}", fix=fix) from None
         if len(df) != header.get("rows"):
             raise SavedFileError(f"{path} holds {len(df)} rows", expected=f"{header.get('rows')}"
                                  " rows as its header says", found=f"{len(df)}", fix=fix)
-        h._df = validate(df, cls.spec, source=str(path))
+        try:
+            h._df = validate(df, cls.spec, source=str(path))
+        except RadHarmonyError as exc:
+            raise SavedFileError(f"{path} holds a table that is not a valid {cls.spec.key!r} "
+                                 "table", expected="the table harmonizer.save() wrote",
+                                 found=str(exc), fix=fix) from None
         return h
 
 
@@ -195,6 +214,9 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
         csv_path: the dataset's metadata file; auto-discovered when omitted.
         output_cls, output_mask, output_report, output_bbox: add ``cls``, ``mask``,
             ``report``, ``bbox``. A flag the dataset cannot provide warns and adds nothing.
+        bbox_annotator, bbox_merge_iou: which boxes ``bbox`` holds when several annotators
+            boxed an image (see :class:`radharmony.boxes.BoxSelection`): all (default), one
+            annotator (``"first"`` per image, or an id), or merged across annotators by IoU.
         transform: None for the built-in pipeline (:class:`DefaultTransform`; pass an instance
             to change its size or percentiles), or any callable on the sample dict (e.g. a
             MONAI ``Compose`` of dictionary transforms) which then receives ``img`` as the
@@ -204,6 +226,9 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
         dtype: dtype of ``img``.
         harmonized_df, harmonizer_path, harmonizer: where the table comes from, in that order
             of precedence; when all are None the dataset's harmonizer runs.
+        on_missing: ``"raise"`` (default): a row whose image file is absent raises when its
+            sample is read; ``"drop"``: such rows are dropped when the dataset is built, with a
+            warning giving their count and first paths.
     """
 
     harmonizer_class: ClassVar[type[BaseHarmonizer]]
@@ -217,10 +242,11 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
     def __init__(self, base_image_dir: str | os.PathLike, csv_path: str | os.PathLike | None = None,
                  *, output_cls: bool = False, output_mask: bool = False,
                  output_report: bool = False, output_bbox: bool = False,
+                 bbox_annotator: str | None = None, bbox_merge_iou: float | None = None,
                  transform: Callable | None = None, cache_dir: str | os.PathLike | None = "./cache",
                  dtype: torch.dtype = torch.bfloat16, harmonized_df: pd.DataFrame | None = None,
                  harmonizer: BaseHarmonizer | None = None,
-                 harmonizer_path: str | os.PathLike | None = None):
+                 harmonizer_path: str | os.PathLike | None = None, on_missing: str = "raise"):
         if base_image_dir is None:
             raise RadHarmonyError(f"{type(self).__name__} needs base_image_dir",
                                   expected="the folder the images are under", found="None",
@@ -228,9 +254,16 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
         if not isinstance(dtype, torch.dtype):
             raise RadHarmonyError("dtype must be a torch.dtype", expected="e.g. torch.float32",
                                   found=repr(dtype), fix="pass dtype=torch.float32")
+        if on_missing not in ("raise", "drop"):
+            raise RadHarmonyError("on_missing must be 'raise' or 'drop'",
+                                  expected="'raise' (fail when a sample's file is absent) or "
+                                  "'drop' (drop such rows up front)", found=repr(on_missing),
+                                  fix="pass on_missing='drop' or leave the default")
+        self.on_missing = on_missing
         self.base_image_dir = Path(base_image_dir)
         self.csv_path = csv_path
         self.dtype = dtype
+        self.box_selection = BoxSelection(annotator=bbox_annotator, merge_iou=bbox_merge_iou)
         self.outputs = self._supported_outputs(cls=output_cls, mask=output_mask,
                                                report=output_report, bbox=output_bbox)
         self.user_transform = None if isinstance(transform, DefaultTransform) else transform
@@ -241,9 +274,16 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
         if self.cache_dir is not None and self.user_transform is None:
             self._cache = ImageCache(self.cache_dir, self.default_transform.params())
         self.harmonizer = self._table_source(harmonized_df, harmonizer_path, harmonizer)
-        self._set_table(self.harmonizer.harmonize(cache_dir=self.cache_dir)
-                        if harmonized_df is None else
-                        validate(harmonized_df, self.spec, source="harmonized_df"))
+        df = self.harmonizer.harmonize(cache_dir=self.cache_dir) if harmonized_df is None else \
+            validate(harmonized_df, self.spec, source="harmonized_df")
+        if on_missing == "drop":
+            df = drop_missing(df, self.base_image_dir, owner=type(self).__name__)
+        self._set_table(df)
+        if "bbox" in self.outputs and self._boxes is None:
+            warnings.warn(f"{type(self).__name__}: output_bbox=True but its table has no "
+                          "'boxes' column (the dataset's box file was not found); samples will "
+                          "have no 'bbox' key.", UnsupportedOutputWarning, stacklevel=2)
+            self.outputs = self.outputs - {"bbox"}
 
     # -- construction ---------------------------------------------------------------------------
     def _supported_outputs(self, **flags: bool) -> frozenset[str]:
@@ -405,6 +445,11 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
         except (ImageReadError, PathSafetyError) as exc:
             raise type(exc)(f"Sample {sid}: {exc.what}", expected=exc.expected,
                             found=exc.found, fix=exc.fix) from None
+        except Exception as exc:  # e.g. a user transform's own error: keep it, add where
+            if hasattr(exc, "add_note"):  # Python 3.11+
+                exc.add_note(f"radharmony: while loading sample {sid} "
+                             f"({self.base_image_dir / self._paths[index]})")
+            raise
         return sample
 
     def add_outputs(self, index: int, sample: dict, box) -> None:
@@ -415,6 +460,15 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
             sample["cls"] = torch.from_numpy(np.nan_to_num(self._labels[index], nan=0.0))
         if "bbox" in self.outputs:
             self.add_boxes(index, sample, box)
+        if "mask" in self.outputs:
+            from .masks import mask_output
+
+            sample["mask"] = mask_output(self.source_mask(index), box)
+
+    def source_mask(self, index: int) -> np.ndarray:
+        """Row ``index``'s uint8 label mask at source resolution (datasets whose spec lists
+        the ``mask`` output implement this; see :mod:`radharmony.masks`)."""
+        raise NotImplementedError(f"{type(self).__name__} declares no source_mask")
 
     def add_boxes(self, index: int, sample: dict, box) -> None:
         """``bbox`` (N, 4) x_min, y_min, x_max, y_max in output pixels, ``bbox_labels`` and
@@ -423,14 +477,11 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
         With a user transform (``box`` is None) boxes stay in source pixels, or normalized
         [0, 1] when the table stores them so.
         """
-        from .boxes import boxes_to_array
-
-        records = self._boxes[index] if self._boxes is not None else None
+        records = self.box_selection.apply(self._boxes[index] if self._boxes is not None
+                                           else None)
         xyxy, labels, annotators = boxes_to_array(records)
         if box is not None:
-            if self.spec.box_units == "normalized":
-                xyxy = xyxy * np.array([box.src_w, box.src_h, box.src_w, box.src_h], np.float32)
-            xyxy = box.boxes(xyxy)
+            xyxy = box.boxes(xyxy, normalized=self.spec.box_units == "normalized")
         sample["bbox"] = torch.from_numpy(np.ascontiguousarray(xyxy, dtype=np.float32))
         sample["bbox_labels"] = labels
         sample["bbox_annotators"] = annotators
@@ -440,6 +491,14 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
             img = img.as_tensor()
         img = torch.as_tensor(np.asarray(img) if not isinstance(img, torch.Tensor) else img)
         return img.to(self.dtype) if img.is_floating_point() else img
+
+    def validate(self, *, decode: bool = True, num_workers: int = 0, progress: bool = True):
+        """Check every image up front: path safety, existence, non-empty, decodable (header
+        checks only with ``decode=False``). Returns a
+        :class:`~radharmony.validation.ValidationReport`; ``num_workers`` processes."""
+        from .validation import validate_dataset
+
+        return validate_dataset(self, decode=decode, num_workers=num_workers, progress=progress)
 
     def plot(self, index: int, **kwargs):
         """A matplotlib Figure of sample ``index`` (see :func:`radharmony.plotting.plot_sample`)."""

@@ -4,20 +4,38 @@ from __future__ import annotations
 
 import torch
 
+#: Keys kept as per-sample lists even when every sample's tensor happens to share a shape, so
+#: a batch has the same structure whatever the box counts.
+PER_SAMPLE_KEYS = frozenset({"bbox"})
+
 
 def collate(batch: list[dict]) -> dict:
     """Collate sample dicts: equal-shape tensors are stacked, everything else becomes a list.
 
-    Variable-length fields (``bbox`` (N, 4), ``bbox_labels``, ``report`` that may be None)
-    stay per-sample lists, so ``DataLoader(ds, collate_fn=radharmony.collate)`` never fails on
-    them.
+    Variable-length fields (``bbox`` (N, 4), ``bbox_labels``, ``bbox_annotators``,
+    ``report_spans``, a ``report`` that may be None) stay per-sample lists, so
+    ``DataLoader(ds, collate_fn=radharmony.collate)`` never fails on them; turn the boxes into
+    one padded tensor with :func:`pad_boxes` when a model wants that.
     """
     out = {}
     for key in batch[0]:
         values = [s.get(key) for s in batch]
-        if all(isinstance(v, torch.Tensor) for v in values) and \
-                len({tuple(v.shape) for v in values}) == 1 and key != "bbox":
+        if key not in PER_SAMPLE_KEYS and all(isinstance(v, torch.Tensor) for v in values) and \
+                len({tuple(v.shape) for v in values}) == 1:
             out[key] = torch.stack(values)
         else:
             out[key] = values
     return out
+
+
+def pad_boxes(boxes: list[torch.Tensor], *, fill: float = 0.0
+              ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(B, N_max, 4)`` boxes padded with ``fill`` and a ``(B, N_max)`` bool mask of the real
+    ones, from a batch's list of ``(N_i, 4)`` tensors."""
+    n = max((len(b) for b in boxes), default=0)
+    out = torch.full((len(boxes), n, 4), fill, dtype=torch.float32)
+    valid = torch.zeros((len(boxes), n), dtype=torch.bool)
+    for i, b in enumerate(boxes):
+        out[i, :len(b)] = b
+        valid[i, :len(b)] = True
+    return out, valid

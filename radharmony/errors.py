@@ -13,7 +13,7 @@ from typing import Iterable
 def message(what: str, *, expected: str | None = None, found: str | None = None,
             fix: str | None = None) -> str:
     """Compose a four-part error message."""
-    parts = [what.rstrip(".") + "."]
+    parts = [what.rstrip().rstrip(".") + "."]
     if expected:
         parts.append(f"Expected: {expected}.")
     if found:
@@ -77,3 +77,11 @@ class RegistryError(RadHarmonyError, KeyError):
 
 class UnsupportedOutputWarning(UserWarning):
     """An ``output_*`` flag was requested that the dataset cannot provide."""
+
+
+class RowsDroppedWarning(UserWarning):
+    """Rows were dropped or merged (duplicate image references, absent image files)."""
+
+
+class ColourImageWarning(UserWarning):
+    """A colour image was converted to grayscale (its channels differed)."""

@@ -46,11 +46,20 @@ class Letterbox:
         out[self.top:self.top + self.new_h, self.left:self.left + self.new_w] = content
         return out
 
-    def boxes(self, xyxy: np.ndarray) -> np.ndarray:
-        """Source-pixel boxes ``(N, 4)`` x_min, y_min, x_max, y_max -> output pixels."""
+    def boxes(self, xyxy: np.ndarray, *, normalized: bool = False) -> np.ndarray:
+        """Boxes ``(N, 4)`` x_min, y_min, x_max, y_max in source pixels (or, with
+        ``normalized=True``, in [0, 1] of the source image) -> output pixels.
+
+        Coordinates are continuous (pixel ``i`` spans ``[i, i + 1)``), so the box covers the
+        same anatomy before and after. Boxes are clipped to the image content: a box drawn past
+        the image edge never reaches into the padding.
+        """
         xyxy = np.asarray(xyxy, dtype=np.float32).reshape(-1, 4)
         sx, sy = self.new_w / self.src_w, self.new_h / self.src_h
+        if normalized:
+            sx, sy = float(self.new_w), float(self.new_h)
         out = xyxy * np.array([sx, sy, sx, sy], np.float32)
+        np.clip(out, 0, np.array([self.new_w, self.new_h] * 2, np.float32), out=out)
         out += np.array([self.left, self.top, self.left, self.top], np.float32)
         return out
 

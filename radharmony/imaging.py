@@ -1,23 +1,52 @@
 """Reading CXR images: 8/16-bit PNG, JPEG and DICOM into one 2-D array.
 
-Formats are detected from the file's first bytes, not its extension. Every failure raises
-:class:`~radharmony.errors.ImageReadError` naming the file.
+Formats are detected from the file's first bytes, not its extension (a JPEG named ``.png``
+is read as the JPEG it is). Every failure raises :class:`~radharmony.errors.ImageReadError`
+naming the file.
+
+Guards, applied from the file's header before any pixel is decoded:
+
+* :data:`MAX_PIXELS` -- the decompression-bomb guard: an image whose header declares more
+  pixels than this (all frames of a DICOM together) is refused.
+* :data:`MIN_SIDE` -- an image with a side shorter than this (a 1x1 placeholder) is refused.
+* a JPEG must end with its end-of-image marker (a truncated JPEG is refused even by decoders
+  that would fill the missing rows with grey).
+
+Colour (RGB, RGBA, gray + alpha) is converted to grayscale with ITU-R BT.601 luma weights and the
+alpha channel is ignored; a colour JPEG is decoded to its luma (Y) channel. When a PNG's or
+DICOM's colour channels actually differ, or a JPEG has colour components, a
+:class:`~radharmony.errors.ColourImageWarning` is issued once per process.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 import cv2
 import numpy as np
 
-from .errors import ImageReadError, PathSafetyError
+from .errors import ColourImageWarning, ImageReadError, PathSafetyError
 
 cv2.setNumThreads(1)  # decoding runs inside DataLoader workers: one thread each
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 JPEG_MAGIC = b"\xff\xd8\xff"
+#: Decompression-bomb guard: the most pixels (height x width x frames) an image may declare.
+#: 100 megapixels is ~4x the largest radiographs (about 4,300 x 3,500); raise it if needed.
+MAX_PIXELS = 100_000_000
+#: The shortest side an image may have; smaller ones (1x1 placeholders) are refused.
+MIN_SIDE = 8
+#: Formats recognised only to name them in errors: leading bytes -> description.
+OTHER_FORMATS = ((b"GIF8", "a GIF image"), (b"BM", "a BMP image"), (b"II*\x00", "a TIFF image"),
+                 (b"MM\x00*", "a TIFF image"), (b"\x00\x00\x00\x0cjP  ", "a JPEG 2000 image"),
+                 (b"RIFF", "a RIFF (WebP?) file"), (b"\x1f\x8b", "a gzip archive"),
+                 (b"PK\x03\x04", "a ZIP archive"), (b"<!DOCTYPE", "an HTML page (a failed "
+                 "download?)"), (b"<html", "an HTML page (a failed download?)"))
+_JPEG_SOF = frozenset({0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE,
+                       0xCF})
+_colour_warned = False
 
 
 def sniff(head: bytes) -> str | None:
@@ -33,9 +62,16 @@ def sniff(head: bytes) -> str | None:
 
 def safe_path(base_dir: str | os.PathLike, rel: str) -> Path:
     """``base_dir / rel``, refusing paths that resolve outside ``base_dir`` (``..``, symlinks)."""
+    if not isinstance(rel, str) or not rel or "\x00" in rel or os.path.isabs(rel):
+        raise PathSafetyError(f"Image path {rel!r} is not a relative path",
+                              expected="a non-empty path relative to base_image_dir",
+                              found="an absolute path" if isinstance(rel, str) and rel and
+                              os.path.isabs(rel) else repr(rel),
+                              fix="correct the metadata entry; radharmony never reads files "
+                                  "outside the dataset")
     base = os.path.realpath(base_dir)
     full = os.path.realpath(os.path.join(base, rel))
-    if full != base and not full.startswith(base + os.sep):
+    if full == base or os.path.commonpath([base, full]) != base:
         raise PathSafetyError(f"Image path {rel!r} resolves outside base_image_dir {base}",
                               expected="a file inside base_image_dir", found=full,
                               fix="remove the symlink or correct the metadata entry")
@@ -64,10 +100,10 @@ def read_image(path: str | os.PathLike, *, min_side: int | None = None
                              found=str(exc), fix="check the file's permissions") from None
     kind = sniff(head)
     if kind is None:
-        found = "an empty file" if not head else f"unknown leading bytes {head[:8]!r}"
         raise ImageReadError(f"Image file {path} is not a PNG, JPEG or DICOM file",
-                             expected="PNG, JPEG or DICOM content", found=found,
+                             expected="PNG, JPEG or DICOM content", found=describe_bytes(head),
                              fix="re-extract or re-download this file")
+    check_header(path, kind, head)
     try:
         arr, src = _READERS[kind](path, min_side)
     except ImageReadError:
@@ -85,11 +121,112 @@ def read_image(path: str | os.PathLike, *, min_side: int | None = None
     return arr, src
 
 
-def _to_gray(arr: np.ndarray) -> np.ndarray:
+def describe_bytes(head: bytes) -> str:
+    """What a file that is not an image holds, from its first bytes (for error messages)."""
+    if not head:
+        return "an empty file (0 bytes)"
+    for magic, what in OTHER_FORMATS:
+        if head.startswith(magic) or head.lower().lstrip().startswith(magic.lower()):
+            return what
+    return f"unknown leading bytes {head[:8]!r}"
+
+
+def header_size(path: Path, kind: str, head: bytes) -> tuple[int, int, int]:
+    """``(height, width, frames)`` from the file's header, decoding no pixel.
+
+    Raises ValueError when the header is damaged (the caller turns it into ImageReadError).
+    """
+    if kind == "png":
+        if len(head) < 24 or head[12:16] != b"IHDR":
+            raise ValueError("the PNG has no IHDR header chunk")
+        return int.from_bytes(head[20:24], "big"), int.from_bytes(head[16:20], "big"), 1
+    if kind == "jpeg":
+        with open(path, "rb") as fh:
+            fh.seek(-min(1024, os.fstat(fh.fileno()).st_size), os.SEEK_END)
+            if b"\xff\xd9" not in fh.read():
+                raise ValueError("the JPEG has no end-of-image marker: it is truncated")
+            fh.seek(2)
+            h, w, components = _jpeg_frame_size(fh)
+        if components >= 3:  # colour JPEG: decoded to its luma (Y) channel
+            _warn_colour(path)
+        return h, w, 1
+    import pydicom
+
+    ds = pydicom.dcmread(path, stop_before_pixels=True,
+                         specific_tags=["Rows", "Columns", "NumberOfFrames"])
+    if "Rows" not in ds or "Columns" not in ds:
+        raise ValueError("the DICOM has no Rows/Columns: it holds no image")
+    frames = ds.get("NumberOfFrames") or 1
+    return int(ds.Rows), int(ds.Columns), max(1, int(frames))
+
+
+def _jpeg_frame_size(fh) -> tuple[int, int, int]:
+    """Walk the JPEG marker segments after SOI up to the frame header (SOFn)."""
+    while True:
+        marker = fh.read(2)
+        while marker[1:2] == b"\xff":  # fill bytes
+            marker = marker[1:] + fh.read(1)
+        if len(marker) < 2 or marker[0] != 0xFF:
+            raise ValueError(f"no JPEG frame header before byte {fh.tell()}")
+        code = marker[1]
+        if code == 0x01 or 0xD0 <= code <= 0xD7:
+            continue  # stand-alone markers carry no length
+        if code in (0xD9, 0xDA):
+            raise ValueError("the JPEG reaches its scan data without a frame header")
+        length = fh.read(2)
+        if len(length) < 2:
+            raise ValueError("the JPEG header is truncated")
+        if code in _JPEG_SOF:  # precision, height, width, number of components
+            body = fh.read(6)
+            if len(body) < 6:
+                raise ValueError("the JPEG frame header is truncated")
+            return int.from_bytes(body[1:3], "big"), int.from_bytes(body[3:5], "big"), body[5]
+        fh.seek(int.from_bytes(length, "big") - 2, os.SEEK_CUR)
+
+
+def check_header(path: Path, kind: str, head: bytes) -> tuple[int, int, int]:
+    """Refuse an image from its header: damaged, smaller than :data:`MIN_SIDE` or larger than
+    :data:`MAX_PIXELS` (the decompression-bomb guard). Returns ``(height, width, frames)``."""
+    try:
+        h, w, frames = header_size(path, kind, head)
+    except Exception as exc:  # struct, pydicom and OS errors alike
+        raise ImageReadError(f"Image file {path} has a damaged {kind.upper()} header",
+                             expected=f"a complete {kind.upper()} image", found=str(exc),
+                             fix="the file is probably truncated or corrupt; re-extract it") \
+            from None
+    if h * w * frames > MAX_PIXELS:
+        raise ImageReadError(f"Image file {path} declares {w} x {h} pixels x {frames} frame(s)",
+                             expected=f"at most {MAX_PIXELS:,} pixels (the decompression-bomb "
+                             "guard radharmony.imaging.MAX_PIXELS)",
+                             found=f"{h * w * frames:,} pixels",
+                             fix="if the image is genuine, raise radharmony.imaging.MAX_PIXELS; "
+                                 "otherwise remove the file")
+    if min(h, w) < MIN_SIDE:
+        raise ImageReadError(f"Image file {path} is {w} x {h} pixels",
+                             expected=f"at least {MIN_SIDE} pixels on each side "
+                             "(radharmony.imaging.MIN_SIDE)", found=f"{w} x {h}",
+                             fix="remove the placeholder image or its metadata row")
+    return h, w, frames
+
+
+def _warn_colour(path) -> None:
+    global _colour_warned
+    if not _colour_warned:
+        _colour_warned = True
+        warnings.warn(f"Colour image {path} (and any further ones) converted to grayscale with "
+                      "BT.601 luma weights; alpha is ignored.", ColourImageWarning, stacklevel=3)
+
+
+def _to_gray(arr: np.ndarray, *, path: Path | None = None, order: str = "bgr") -> np.ndarray:
+    """Colour -> BT.601 luma (alpha ignored); warns once per process when channels differ."""
     if arr.ndim == 3 and arr.shape[2] == 1:
         return arr[:, :, 0]
     if arr.ndim == 3 and arr.shape[2] in (3, 4):
-        return cv2.cvtColor(np.ascontiguousarray(arr[:, :, :3]), cv2.COLOR_BGR2GRAY)
+        rgb = np.ascontiguousarray(arr[:, :, :3])
+        if not _colour_warned and not (np.array_equal(rgb[:, :, 0], rgb[:, :, 1]) and
+                                       np.array_equal(rgb[:, :, 1], rgb[:, :, 2])):
+            _warn_colour(path)
+        return cv2.cvtColor(rgb, cv2.COLOR_BGR2GRAY if order == "bgr" else cv2.COLOR_RGB2GRAY)
     return arr
 
 
@@ -97,7 +234,7 @@ def _read_png(path: Path, min_side: int | None):
     arr = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
     if arr is None:
         raise ValueError("OpenCV could not decode the PNG stream")
-    arr = _to_gray(arr)
+    arr = _to_gray(arr, path=path)
     return arr, arr.shape[:2]
 
 
@@ -124,7 +261,7 @@ def _read_dicom(path: Path, min_side: int | None):
     arr = apply_voi_lut(apply_modality_lut(arr, ds), ds).astype(np.float32)
     if str(getattr(ds, "PhotometricInterpretation", "")).upper() == "MONOCHROME1":
         arr = arr.max() + arr.min() - arr
-    return _to_gray(arr), arr.shape[:2]
+    return _to_gray(arr, path=path, order="rgb"), arr.shape[:2]
 
 
 _READERS = {"png": _read_png, "jpeg": _read_jpeg, "dicom": _read_dicom}

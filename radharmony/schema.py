@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import posixpath
 
 import numpy as np
@@ -22,12 +23,29 @@ def _as_object(col: pd.Series) -> pd.Series:
     return out.where(col.notna(), None)
 
 
-def _id_text(col: pd.Series) -> pd.Series:
-    """An id column as strings; integers read back from CSV (``12.0``) lose their ``.0``."""
+def _first_bad(bad: pd.Series) -> int:
+    return int(np.flatnonzero(bad.to_numpy(dtype=bool))[0])
+
+
+def _id_text(col: pd.Series, *, name: str, source: str) -> pd.Series:
+    """An id column as strings; integers read back from CSV (``12.0``) lose their ``.0``.
+
+    Only text and finite numbers are ids: lists, dicts, bytes, booleans or infinities raise.
+    """
     if pd.api.types.infer_dtype(col, skipna=False) == "string":  # all str: nothing to convert
         return col.astype(object)
-    if pd.api.types.is_float_dtype(col) and col.notna().all() and (col % 1 == 0).all():
+    if pd.api.types.is_float_dtype(col) and col.notna().all() and (col % 1 == 0).all() and \
+            np.isfinite(col.to_numpy(dtype=np.float64)).all():
         col = col.astype(np.int64)
+    col = _as_object(col)
+    bad = col.map(lambda v: v is not None and not isinstance(v, (str, int, np.integer)) and not
+                  (isinstance(v, (float, np.floating)) and np.isfinite(v)) or isinstance(v, bool))
+    if bad.any():
+        i = _first_bad(bad)
+        raise SchemaError(f"{source}: row {i} has a {name} that is not an id",
+                          expected="text or a whole number", found=f"{col.iloc[i]!r} "
+                          f"({type(col.iloc[i]).__name__}), {int(bad.sum())} such row(s)",
+                          fix="check the metadata entry for this image")
     return _as_object(col.map(lambda v: v if v is None or isinstance(v, str) else str(v)))
 
 
@@ -39,12 +57,38 @@ def _plainly_clean(p: str) -> bool:
                 "\x00" in p)
 
 
+def parse_literal(text: str):
+    """Nested cell text -> value: JSON, else a Python literal as ``DataFrame.to_csv`` writes
+    lists and dicts. Parsed as data only (``json`` / ``ast.literal_eval``): never executes code."""
+    import ast
+
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    try:
+        return ast.literal_eval(text)
+    except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError) as exc:
+        raise ValueError(f"neither JSON nor a Python literal: {text[:60]!r} "
+                         f"({type(exc).__name__})") from None
+
+
 def check_relative_path(path: object, *, where: str) -> str:
-    """``path`` if it is a clean relative POSIX path inside the image root, else raise."""
-    if not isinstance(path, str) or not path:
-        raise SchemaError(f"{where}: image_path is not a path", expected="a non-empty string",
-                          found=repr(path), fix="check the metadata entry for this image")
+    """``path`` if it is a clean relative POSIX path inside the image root, else raise.
+
+    Refused: non-text or empty values, NUL bytes, absolute paths (POSIX, ``C:``, UNC), and
+    paths that leave the root through ``..``. (Symlinks are resolved when the image is read,
+    by :func:`radharmony.imaging.safe_path`.)
+    """
+    if not isinstance(path, str) or not path.strip() or "\x00" in path:
+        raise SchemaError(f"{where}: image_path is not a path", expected="a non-empty string "
+                          "without NUL bytes", found=repr(path)[:120],
+                          fix="check the metadata entry for this image")
     norm = posixpath.normpath(path.replace("\\", "/"))
+    if norm == ".":
+        raise SchemaError(f"{where}: image_path {path!r} names the image root itself",
+                          expected="the path of an image file", found=repr(path),
+                          fix="check the metadata entry for this image")
     if posixpath.isabs(norm) or norm.startswith("../") or norm == ".." or (
             len(norm) > 1 and norm[1] == ":"):
         raise PathSafetyError(f"{where}: image_path {path!r} leaves base_image_dir",
@@ -67,6 +111,10 @@ def validate(df: pd.DataFrame, spec: DatasetSpec, *, source: str = "harmonized t
     if not isinstance(df, pd.DataFrame):
         raise SchemaError(f"{source}: not a table", expected="a pandas DataFrame",
                           found=type(df).__name__, fix="pass the DataFrame a harmonizer returned")
+    if df.columns.duplicated().any():
+        raise SchemaError(f"{source}: column names repeat", expected="unique column names",
+                          found=f"{sorted(set(df.columns[df.columns.duplicated()]))} more than "
+                          "once", fix="rename or drop the repeated columns")
     wanted = list(spec.columns)
     missing = [c for c in wanted if c not in df.columns]
     if missing:
@@ -75,8 +123,8 @@ def validate(df: pd.DataFrame, spec: DatasetSpec, *, source: str = "harmonized t
                           f"missing {missing}", fix="re-create the table with "
                           f"{spec.key!r}'s harmonizer, or add the missing columns")
     out = df[wanted + [c for c in df.columns if c not in wanted]].reset_index(drop=True).copy()
-    for col in ID_COLUMNS:
-        out[col] = _id_text(out[col])
+    for col in ("patient_id", "study_id"):  # image_path: check_relative_path below
+        out[col] = _id_text(out[col], name=col, source=source)
         values = out[col].tolist()
         if all(type(v) is str for v in values) and all(values) and \
                 not any(map(str.isspace, values)):
@@ -99,6 +147,13 @@ def validate(df: pd.DataFrame, spec: DatasetSpec, *, source: str = "harmonized t
                           fix="merge the duplicate rows in the harmonizer (one sample per image)")
     for col in ("view_position", "report"):
         out[col] = _as_object(out[col])
+        bad = out[col].map(lambda v: v is not None and not isinstance(v, str))
+        if bad.any():
+            i = _first_bad(bad)
+            raise SchemaError(f"{source}: row {i} has a {col} that is not text",
+                              expected="text or missing", found=f"{out[col].iloc[i]!r}"[:120]
+                              + f" ({type(out[col].iloc[i]).__name__})",
+                              fix="check the metadata entry for this image")
     for col in spec.label_cols:
         try:
             out[col] = pd.to_numeric(out[col]).astype(np.float32)
@@ -106,14 +161,30 @@ def validate(df: pd.DataFrame, spec: DatasetSpec, *, source: str = "harmonized t
             raise SchemaError(f"{source}: label column {col!r} is not numeric",
                               expected="1, 0, -1 (uncertain) or missing", found=str(exc),
                               fix="harmonize again with this dataset's harmonizer") from None
+        if np.isinf(out[col].to_numpy()).any():
+            raise SchemaError(f"{source}: label column {col!r} holds an infinity",
+                              expected="finite labels or missing (NaN)", found="inf",
+                              fix="check the metadata entries of this label")
     if "boxes" in out.columns:
-        from .boxes import parse_boxes
-
-        out["boxes"] = out["boxes"].map(parse_boxes).astype(object)
+        out["boxes"] = [_boxes_cell(v, where=f"{source}, row {i}")
+                        for i, v in enumerate(out["boxes"])]
+        out["boxes"] = out["boxes"].astype(object)
     for col in out.columns:
         if pd.api.types.is_string_dtype(out[col]) and col != "boxes":
             out[col] = _as_object(out[col])
     return out
+
+
+def _boxes_cell(value, *, where: str) -> list[dict]:
+    from .boxes import parse_boxes
+
+    try:
+        return parse_boxes(value)
+    except (TypeError, ValueError, KeyError) as exc:
+        raise SchemaError(f"{where}: boxes cell cannot be read", expected="a list of box "
+                          "dicts, its JSON text, or missing", found=f"{type(exc).__name__}: "
+                          f"{exc}"[:200], fix="check the metadata entries of this image's boxes"
+                          ) from None
 
 
 def sample_ids(df: pd.DataFrame, spec: DatasetSpec) -> np.ndarray:

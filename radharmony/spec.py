@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 #: Output flags a dataset may support; each maps to the sample key it adds.
-OUTPUT_KEYS = {"cls": "cls", "mask": "mask", "report": "report", "bbox": "bbox"}
+OUTPUT_KEYS = {"cls": "cls", "mask": "mask", "report": "report", "bbox": "bbox",
+               "report_spans": "report_spans", "report_labels": "report_cls"}
 
 
 @dataclass(frozen=True)

@@ -5,11 +5,19 @@ Source of truth: ``metadata/<split>_metadata_view_position.json`` -- a JSON obje
 per-image lists (``ImagePath``, ``ImageViewPosition``, ...). Bare ``NaN`` numbers occur. The
 plain ``<split>_metadata.json`` has the same form with empty view positions and is used when
 the view-position file is absent. The per-study CSV cannot give per-image rows and is refused.
+
+Boxes: ``interstitial_pattern_bbox.json`` (interstitial-pattern subtypes, ~398 boxes), found
+beside the split JSON, joins on ``<StudyInstanceUid>_<SopInstanceUid>.png``; its form (Label
+Studio JSON or JSON-MIN, or an object keyed by image name) is detected by
+:func:`radharmony.boxes.read_label_studio`. With it the table gets a ``boxes`` column
+(normalized) and ``output_bbox=True`` works; without it that flag warns.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import posixpath
 from operator import itemgetter
 from pathlib import Path
 from typing import ClassVar
@@ -18,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ..base import BaseHarmonizer, BaseRadiologicalDataset
+from ..boxes import join_boxes, read_label_studio
 from ..errors import MetadataError, MetadataFormatError
 from ..jsonio import load_json
 from ..registry import register_dataset, register_harmonizer
@@ -37,6 +46,7 @@ VIEW_MAP = {"PA": "PA", "POSTERO_ANTERIOR": "PA", "AP": "AP", "LATERAL": "LATERA
 ACCESS = ("HuggingFace rajpurkarlab/ReXGradient-160K, gated: ReXGradient-160K Non-Commercial "
           "Data Access and Use Agreement (non-commercial research only, no clinical use)")
 LABEL_COLS: tuple[str, ...] = ()
+BBOX_FILE = "interstitial_pattern_bbox.json"
 
 
 def view_position_file(split: str) -> str:
@@ -47,7 +57,8 @@ def split_spec(split: str) -> DatasetSpec:
     return DatasetSpec(
         key=f"rexgradient_{split}", title=f"ReXGradient-160K ({split})",
         metadata_files=(view_position_file(split), f"{split}_metadata.json"),
-        label_cols=LABEL_COLS, extra_cols=EXTRA_OUTPUT_COLS, outputs=frozenset({"report"}),
+        label_cols=LABEL_COLS, extra_cols=EXTRA_OUTPUT_COLS,
+        outputs=frozenset({"report", "bbox"}),
         view_map=VIEW_MAP, expected=SPLITS[split], access=ACCESS)
 
 
@@ -101,10 +112,45 @@ def _optional_text(value):
     return str(value)
 
 
-def _study_date(value):
+def _study_date(value, *, where: str):
     if value is None or isinstance(value, float) and math.isnan(value) or value == "":
         return None
-    return int(value)
+    try:
+        if isinstance(value, bool) or float(value) % 1 or not 0 <= float(value) < 1e8:
+            raise ValueError("not a YYYYMMDD number")
+        return int(float(value)) if not isinstance(value, int) else value
+    except (TypeError, ValueError, OverflowError):
+        raise MetadataError(f"{where}: StudyDate {value!r} is not a date",
+                            expected="a YYYYMMDD number, or null", found=repr(value)[:80],
+                            fix="correct or null that StudyDate") from None
+
+
+class ReXGradientRaw(dict):
+    """What ``read`` returns: the split JSON object as read (a dict), carrying the parsed box
+    file, when one was found, as ``boxes`` (and its path as ``boxes_source``)."""
+
+    def __init__(self, studies: dict, boxes=None, boxes_source: str = BBOX_FILE):
+        super().__init__(studies)
+        self.boxes, self.boxes_source = boxes, boxes_source
+
+
+def _load_json(path: Path, what: str):
+    try:
+        with open(path, "rb") as fh:
+            return json.load(fh)  # the stdlib parser accepts the bare NaN these files hold
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise MetadataError(f"{path} is not valid JSON", expected=what, found=str(exc),
+                            fix="re-download the metadata file") from None
+
+
+def _box_column(df: pd.DataFrame, shapes: list, raw: ReXGradientRaw) -> list:
+    """Each row's normalized boxes from the box file (joined on ``<study>_<sop>.png``)."""
+    names = [f"{study}_{posixpath.splitext(posixpath.basename(str(p)))[0]}.png"
+             for study, p in zip(df["study_id"], df["image_path"])]
+    sizes = {n: tuple(s) if isinstance(s, (list, tuple)) and len(s) == 2 else None
+             for n, s in zip(names, shapes)}
+    by_name, _ = read_label_studio(raw.boxes, source=raw.boxes_source, image_sizes=sizes)
+    return join_boxes(names, by_name)[0]
 
 
 def _fields(studies: list[dict], names: tuple[str, ...]) -> dict[str, tuple | list]:
@@ -133,25 +179,28 @@ class _ReXGradientHarmonizer(BaseHarmonizer):
                 found="a .csv file",
                 fix=f"pass csv_path='{path.with_name(view_position_file(self.split))}'")
 
-    def read(self, path: Path) -> dict:
-        try:
-            raw = load_json(path)  # bare NaN (not strict JSON) is read as None
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise MetadataError(f"{path} is not valid JSON", expected="the JSON object "
-                                "ReXGradient ships", found=str(exc),
-                                fix="re-download the metadata file") from None
+    def read(self, path: Path) -> ReXGradientRaw:
+        """The split JSON, plus ``interstitial_pattern_bbox.json`` when it lies beside it."""
+        raw = load_json(path)  # parse faults are reported by BaseHarmonizer (line, byte)
         if not isinstance(raw, dict):
             raise MetadataError(f"{path} has the wrong top-level type",
                                 expected="a JSON object keyed by study",
                                 found=type(raw).__name__, fix="re-download the metadata file")
-        return raw
+        box_path = path.with_name(BBOX_FILE)
+        if not box_path.is_file():
+            return ReXGradientRaw(raw)
+        return ReXGradientRaw(raw, _load_json(box_path, "a Label Studio box export"),
+                              str(box_path))
 
     @classmethod
     def harmonize_raw(cls, raw: dict, *, source: str = "metadata") -> pd.DataFrame:
-        # Column-wise: one checking pass over the studies, then one comprehension per field
-        # (the 140,000-study train split harmonizes in well under a second this way).
+        """The table from the split JSON (a plain dict) or ``read``'s result (boxes too).
+
+        Column-wise: one checking pass over the studies, then one C-level pass per field.
+        """
+        boxes = getattr(raw, "boxes", None)
         studies = list(raw.values())
-        paths, views, counts = [], [], []
+        paths, views, counts, shapes = [], [], [], []
         for key, e in raw.items():
             if not isinstance(e, dict) or not isinstance(e.get("ImagePath"), list):
                 raise MetadataError(f"{source}: entry {key!r} has no ImagePath list",
@@ -168,6 +217,8 @@ class _ReXGradientHarmonizer(BaseHarmonizer):
                                     expected=f"{n} view positions", found=repr(vp)[:80],
                                     fix="re-download the metadata file")
             counts.append(n)
+            shape = e.get("ImageShape")
+            shapes += shape if isinstance(shape, list) and len(shape) == n else [None] * n
             paths += e["ImagePath"]
             views += vp
 
@@ -184,7 +235,9 @@ class _ReXGradientHarmonizer(BaseHarmonizer):
                                    *(_section_texts(field(f)) for _, f in SECTIONS))),
                 "accession_number": text("AccessionNumber"), "patient_sex": text("PatientSex"),
                 "patient_age": text("PatientAge"),
-                "study_date": [_study_date(v) for v in field("StudyDate")]}
+                "study_date": [v if type(v) is int and 0 <= v < 10**8 else  # YYYYMMDD as shipped
+                               _study_date(v, where=f"{source}: entry {key!r}")
+                               for key, v in zip(raw, field("StudyDate"))]}
         reps = np.asarray(counts, dtype=np.int64)
         df = pd.DataFrame({c: pd.Series(np.repeat(np.asarray(v, dtype=object), reps),
                                         dtype=object) for c, v in cols.items()})
@@ -194,6 +247,8 @@ class _ReXGradientHarmonizer(BaseHarmonizer):
         df.insert(3, "view_position", pd.Series(
             [v if isinstance(v, str) and v != "" else None for v in views], dtype=object))
         df["study_date"] = df["study_date"].astype("Int64")
+        if boxes is not None:
+            df["boxes"] = _box_column(df, shapes, raw)
         return df
 
 

@@ -32,10 +32,16 @@ def make_fake(key: str, root: str | Path) -> dict:
 
 
 def _load_all() -> None:
-    from . import rexgradient  # noqa: F401
+    from importlib import import_module
+
+    from ..datasets import MODULES
+
+    for name in MODULES:
+        import_module(f"{__name__}.{name}")
 
 
 from .rexgradient import write_rexgradient  # noqa: E402
+from .xraydar import write_xraydar  # noqa: E402
 
 __all__ = ["FAKES", "make_fake", "register_fake", "synthetic_cxr", "write_png",
-           "write_rexgradient"]
+           "write_rexgradient", "write_xraydar"]

@@ -13,6 +13,13 @@ alphabetical order, bare ``NaN`` for weight/size, ``"None"``/``"None."``/``"Comp
 comparisons, empty and null sections (one study with all four empty), null and non-standard
 view positions, ``ImageShape`` at the original (4x) detector size, ``""`` shapes, patients
 with several studies, 1-5 images per study, ages like ``"007Y"``/``"002D"`` or null.
+
+With ``bbox=`` it also writes ``download/metadata/interstitial_pattern_bbox.json`` for about a
+third of the images (all splits in one file), in one of the forms radharmony detects: the Label
+Studio full JSON export (tasks, ``data.image`` with Label Studio's upload prefix
+``/data/upload/<project>/<8 hex>-<study>_<sop>.png``, percent coordinates, ``completed_by``),
+JSON-MIN (flat records, ``annotator``), or an object keyed by ``<study>_<sop>.png`` with pixel
+boxes in the ``ImageShape`` frame.
 """
 
 from __future__ import annotations
@@ -115,13 +122,16 @@ def make_metadata(n_studies: int, *, seed: int = 0, patients_ratio: float = 0.7)
 
 
 def write_rexgradient(root: str | Path, *, studies: dict[str, int] | None = None, seed: int = 0,
-                      images: bool = True, image_size: tuple[int, int] = (320, 288)) -> Path:
+                      images: bool = True, image_size: tuple[int, int] = (320, 288),
+                      bbox: str | None = None, bbox_rotation: float = 0.0) -> Path:
     """Write a ReXGradient-160K replica under ``root`` and return ``root/deid_png``.
 
     Args:
         studies: studies per split, default ``{"train": 24, "valid": 8, "test": 8}``.
         images: also write the 16-bit PNGs (``False`` writes metadata only).
         image_size: the PNGs' largest ``(height, width)``; each image varies around it.
+        bbox: also write the box file, as ``"label_studio_json"``, ``"label_studio_json_min"``
+            or ``"keyed_by_image"``. bbox_rotation: rotation of the first box (degrees).
     """
     root = Path(root)
     meta_dir = root / "download" / "metadata"
@@ -129,8 +139,10 @@ def write_rexgradient(root: str | Path, *, studies: dict[str, int] | None = None
     image_root = root / "deid_png"
     image_root.mkdir(parents=True, exist_ok=True)
     studies = studies or {"train": 24, "valid": 8, "test": 8}
+    all_meta = []
     for i, (split, n) in enumerate(studies.items()):
         meta = make_metadata(n, seed=seed * 1000 + i)
+        all_meta.append(meta)
         _dump(meta_dir / f"{split}_metadata_view_position.json", meta)
         plain = {k: {**e, "ImageViewPosition": [""] * len(e["ImagePath"])}
                  for k, e in meta.items()}
@@ -147,9 +159,67 @@ def write_rexgradient(root: str | Path, *, studies: dict[str, int] | None = None
                 for p in e["ImagePath"]:
                     hh, ww = int(h * rng.uniform(0.8, 1)), int(w * rng.uniform(0.8, 1))
                     write_png(root / p.replace("../", "", 1), synthetic_cxr(hh, ww, rng=rng))
+    if bbox is not None:
+        _dump(meta_dir / BBOX_FILE, make_bbox_file(all_meta, form=bbox, seed=seed,
+                                                   rotation=bbox_rotation))
     (root / "download" / "README.md").write_text("Synthetic ReXGradient-160K replica "
                                                   "(radharmony.fake); no real data.\n")
     return image_root
+
+
+BBOX_FILE = "interstitial_pattern_bbox.json"
+BBOX_LABELS = ["reticular", "reticulonodular", "nodular", "ground glass", "honeycombing"]
+
+
+def make_bbox_file(metas: list[dict], *, form: str, seed: int = 0, rotation: float = 0.0):
+    """``interstitial_pattern_bbox.json`` content for about a third of the images of ``metas``
+    (images with a known ``ImageShape``), each boxed by one or two annotators."""
+    rng = np.random.default_rng(seed + 77)
+    regions = []  # (name, annotator, shape (rows, cols), x, y, w, h in percent, label)
+    for meta in metas:
+        for e in meta.values():
+            for p, shape in zip(e["ImagePath"], e["ImageShape"]):
+                if shape == "" or rng.random() > 0.35:
+                    continue
+                name = f"{e['StudyInstanceUid']}_{Path(p).stem}.png"
+                for who in [11, 14][: int(rng.integers(1, 3))]:
+                    for _ in range(int(rng.integers(1, 3))):
+                        x, y = rng.uniform(5, 60, 2)
+                        w, h = rng.uniform(5, 35, 2)
+                        regions.append((name, who, shape, round(x, 3), round(y, 3),
+                                        round(w, 3), round(h, 3), _pick(rng, BBOX_LABELS)))
+    if form == "keyed_by_image":
+        out: dict[str, list] = {}
+        for k, (name, who, (rows, cols), x, y, w, h, label) in enumerate(regions):
+            out.setdefault(name, []).append(
+                {"x": x * cols / 100, "y": y * rows / 100, "width": w * cols / 100,
+                 "height": h * rows / 100, "rotation": rotation if k == 0 else 0,
+                 "label": label, "annotator": str(who)})
+        return out
+    tasks: dict[str, dict] = {}
+    for k, (name, who, (rows, cols), x, y, w, h, label) in enumerate(regions):
+        task = tasks.setdefault(name, {"id": len(tasks) + 1, "annotations": {}, "data": {
+            "image": f"/data/upload/3/{int(rng.integers(16**8)):08x}-{name}"}})
+        task["annotations"].setdefault(who, []).append({
+            "original_width": cols, "original_height": rows, "image_rotation": 0,
+            "value": {"x": x, "y": y, "width": w, "height": h,
+                      "rotation": rotation if k == 0 else 0, "rectanglelabels": [label]},
+            "id": f"r{k}", "from_name": "label", "to_name": "image", "type": "rectanglelabels",
+            "origin": "manual"})
+    if form == "label_studio_json_min":
+        return [{"image": t["data"]["image"], "id": t["id"],
+                 "label": [{**r["value"], "original_width": r["original_width"],
+                            "original_height": r["original_height"]} for r in res],
+                 "annotator": who, "annotation_id": t["id"] * 10 + who,
+                 "created_at": "2024-05-02T10:11:12.000000Z",
+                 "updated_at": "2024-05-02T10:11:12.000000Z", "lead_time": 12.5}
+                for t in tasks.values() for who, res in t["annotations"].items()]
+    return [{"id": t["id"], "annotations": [
+        {"id": t["id"] * 10 + who, "completed_by": who, "result": res, "was_cancelled": False,
+         "ground_truth": False, "created_at": "2024-05-02T10:11:12.000000Z", "lead_time": 12.5,
+         "task": t["id"]} for who, res in t["annotations"].items()],
+        "predictions": [], "data": t["data"], "meta": {}, "project": 3}
+        for t in tasks.values()]
 
 
 def _dump(path: Path, obj) -> None:
@@ -160,5 +230,6 @@ def _dump(path: Path, obj) -> None:
 
 @register_fake("rexgradient_train", "rexgradient_valid", "rexgradient_test")
 def make(root: Path) -> dict:
-    """Contract-suite maker: a small replica with images; kwargs for any split."""
-    return {"base_image_dir": write_rexgradient(root)}
+    """Contract-suite maker: a small replica with images and the box file; kwargs for any
+    split."""
+    return {"base_image_dir": write_rexgradient(root, bbox="label_studio_json")}

@@ -1,0 +1,110 @@
+"""CheXpert (Stanford ML Group): 8-bit JPEGs, 14 report-mined labels with uncertainty.
+
+Source of truth: ``train.csv`` of the release (``CheXpert-v1.0-small/`` or ``CheXpert-v1.0/``),
+one row per image. ``Path`` starts with the release folder, which is ``base_image_dir`` and is
+stripped: ``image_path`` is ``train/patient00001/study1/view1_frontal.jpg``. Label cells are
+``1.0`` (positive), ``0.0`` (negative), ``-1.0`` (uncertain) or empty (not mentioned); the
+table keeps all four apart (-1 and NaN). ``cls`` follows the dataset's ``uncertain=`` policy
+(:mod:`radharmony.labels`; default ``"keep"``: -1 stays -1, missing becomes 0).
+
+Views: ``Frontal/Lateral`` says Frontal or Lateral; ``AP/PA`` is AP or PA for frontal images,
+empty for lateral ones -- and ``LL``/``RL`` on 17 rows marked Frontal. ``view_position`` is the
+mapped ``AP/PA`` value when present, else ``LATERAL`` for lateral rows; both raw columns are
+kept. The release's own split is by file (``train.csv`` key ``chexpert``, ``valid.csv`` key
+``chexpert_valid``; same columns; the 234 validation images are not in the torchxrayvision
+wheel); ``split`` comes from the path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+
+from ..base import BaseHarmonizer, BaseRadiologicalDataset
+from ..tables import check_cells, read_csv_table
+from ..labels import UncertainLabelsMixin, decode_cells
+from ..registry import register_dataset, register_harmonizer
+from ..spec import DatasetSpec
+
+# -- declarative spec ----------------------------------------------------------------------------
+LABELS = ("No Finding", "Enlarged Cardiomediastinum", "Cardiomegaly", "Lung Opacity",
+          "Lung Lesion", "Edema", "Consolidation", "Pneumonia", "Atelectasis", "Pneumothorax",
+          "Pleural Effusion", "Pleural Other", "Fracture", "Support Devices")
+COLUMNS = ("Path", "Sex", "Age", "Frontal/Lateral", "AP/PA") + LABELS
+#: positive, negative, uncertain; an empty cell is "not mentioned" (NaN)
+LABEL_CODES = {"1.0": 1.0, "0.0": 0.0, "-1.0": -1.0, "1": 1.0, "0": 0.0, "-1": -1.0}
+VIEW_MAP = {"AP": "AP", "PA": "PA", "LL": "LATERAL", "RL": "LATERAL", "Lateral": "LATERAL"}
+SEX_MAP = {"Male": "M", "Female": "F"}  # "Unknown" -> missing
+SPLIT_MAP = {"train": "train", "valid": "val"}
+EXTRA_COLS = ("patient_sex", "patient_age", "frontal_lateral", "ap_pa", "split")
+ACCESS = ("Stanford AIMI, free registration: Stanford University School of Medicine CheXpert "
+          "Dataset Research Use Agreement (non-commercial research)")
+
+SPEC = DatasetSpec(
+    key="chexpert", title="CheXpert v1.0 (train)", metadata_files=("train.csv",),
+    label_cols=LABELS, extra_cols=EXTRA_COLS, outputs=frozenset({"cls"}), view_map=VIEW_MAP,
+    access=ACCESS, expected={"images": 223_414, "studies": 187_641, "patients": 64_540})
+VALID_SPEC = replace(SPEC, key="chexpert_valid", title="CheXpert v1.0 (valid)",
+                     metadata_files=("valid.csv",),
+                     expected={"images": 234, "studies": 200, "patients": 200})
+
+
+# -- harmonizer -----------------------------------------------------------------------------------
+@register_harmonizer
+class CheXpertHarmonizer(BaseHarmonizer):
+    """CheXpert train: 223,414 images, 187,641 studies, 64,540 patients."""
+    spec = SPEC
+    metadata_description = "the CheXpert table train.csv"
+
+    def read(self, path: Path) -> pd.DataFrame:
+        return read_csv_table(path, COLUMNS, description=self.metadata_description)
+
+    @classmethod
+    def harmonize_raw(cls, raw: pd.DataFrame, *, source: str = "metadata") -> pd.DataFrame:
+        path = raw["Path"]
+        check_cells(path.str.fullmatch(r"[^/]+/(train|valid)/patient\d+/study\d+/[^/]+\.jpg"),
+                    path, source=source, what="Path is not <release>/<split>/patient/study/"
+                    "view.jpg", expected="e.g. CheXpert-v1.0-small/train/patient00001/study1/"
+                    "view1_frontal.jpg")
+        rel = path.str.replace(r"^[^/]+/", "", regex=True)
+        study = rel.str.replace(r"^[^/]+/|/[^/]+$", "", regex=True)
+        view = raw["AP/PA"].map(VIEW_MAP).fillna(raw["Frontal/Lateral"].map(VIEW_MAP))
+        df = pd.DataFrame({
+            "patient_id": study.str.replace(r"/.*$", "", regex=True), "study_id": study,
+            "image_path": rel, "view_position": view.astype(object), "report": None})
+        df[list(LABELS)] = decode_cells(raw[list(LABELS)], LABEL_CODES, source=source)
+        df["patient_sex"] = raw["Sex"].map(SEX_MAP)
+        df["patient_age"] = pd.to_numeric(raw["Age"]).astype("Int64")
+        df["frontal_lateral"] = raw["Frontal/Lateral"]
+        df["ap_pa"] = raw["AP/PA"]
+        df["split"] = rel.str.replace(r"/.*$", "", regex=True).map(SPLIT_MAP)
+        return df
+
+
+@register_harmonizer
+class CheXpertValidHarmonizer(CheXpertHarmonizer):
+    """CheXpert validation (radiologist-labelled, no uncertain labels): 234 images."""
+    spec = VALID_SPEC
+    metadata_description = "the CheXpert table valid.csv"
+
+
+# -- thin dataset classes --------------------------------------------------------------------------
+@register_dataset
+class CheXpertDataset(UncertainLabelsMixin, BaseRadiologicalDataset):
+    """CheXpert train; ``base_image_dir`` is the release folder (``CheXpert-v1.0-small/``).
+
+    ``uncertain=`` (keyword): ``"keep"`` (default, -1 in ``cls``), ``"zeros"`` or ``"ones"``.
+    """
+    harmonizer_class = CheXpertHarmonizer
+
+
+@register_dataset
+class CheXpertValidDataset(UncertainLabelsMixin, BaseRadiologicalDataset):
+    """CheXpert validation split; ``base_image_dir`` is the release folder."""
+    harmonizer_class = CheXpertValidHarmonizer
+
+
+__all__ = ["CheXpertHarmonizer", "CheXpertDataset", "CheXpertValidHarmonizer",
+           "CheXpertValidDataset"]

@@ -1,0 +1,167 @@
+"""MIMIC-CXR-JPG 2.x (PhysioNet): 377,110 JPEGs of 227,827 studies, CheXpert and NegBio labels.
+
+Source of truth: ``mimic-cxr-2.0.0-metadata.csv.gz`` (one row per image: ``dicom_id,
+subject_id, study_id, PerformedProcedureStepDescription, ViewPosition, Rows, Columns,
+StudyDate, StudyTime, ProcedureCodeSequence_CodeMeaning, ViewCodeSequence_CodeMeaning,
+PatientOrientationCodeSequence_CodeMeaning``). Read beside it: the per-*study* label tables
+``mimic-cxr-2.0.0-chexpert.csv.gz`` and ``mimic-cxr-2.0.0-negbio.csv.gz`` (``subject_id,
+study_id`` then 14 findings, values ``1.0`` / ``0.0`` / ``-1.0`` uncertain / empty = not
+mentioned), and the official split ``mimic-cxr-2.0.0-split.csv.gz`` (``dicom_id, study_id,
+subject_id, split`` with ``train`` / ``validate`` / ``test``). Reports are not part of
+MIMIC-CXR-JPG: extract MIMIC-CXR's ``mimic-cxr-reports.zip`` into the same root and each study's
+``files/pXX/p<subject>/s<study>.txt`` becomes the ``report`` (as written, stripped).
+
+Harmonized: one row per image ``files/p<first 2 digits>/p<subject>/s<study>/<dicom_id>.jpg``;
+the CheXpert labeler's values are the label columns (1, 0, -1 and NaN kept distinct), NegBio's
+are the ``negbio_*`` columns; every image of a study carries its study's labels (labels come
+from the study's report; no value crosses to another study of the patient). No table is
+bundled for tests: the counts below are the published ones.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..base import BaseHarmonizer, BaseRadiologicalDataset
+from ..registry import register_dataset, register_harmonizer
+from ..spec import DatasetSpec
+from ..tables import (canonical_views, find_optional, numeric_columns, read_table,
+                      require_columns)
+
+# -- declarative spec ----------------------------------------------------------------------------
+VERSION = "2.0.0"  # MIMIC-CXR-JPG 2.1.0 still ships the 2.0.0-named tables
+METADATA_COLUMNS = ("dicom_id", "subject_id", "study_id", "PerformedProcedureStepDescription",
+                    "ViewPosition", "Rows", "Columns", "StudyDate", "StudyTime",
+                    "ProcedureCodeSequence_CodeMeaning", "ViewCodeSequence_CodeMeaning",
+                    "PatientOrientationCodeSequence_CodeMeaning")
+LABEL_COLS = ("Atelectasis", "Cardiomegaly", "Consolidation", "Edema",
+              "Enlarged Cardiomediastinum", "Fracture", "Lung Lesion", "Lung Opacity",
+              "No Finding", "Pleural Effusion", "Pleural Other", "Pneumonia", "Pneumothorax",
+              "Support Devices")
+NEGBIO_COLS = tuple(f"negbio_{c}" for c in LABEL_COLS)
+SPLIT_COLUMNS = ("dicom_id", "study_id", "subject_id", "split")
+SIDE_COLUMNS = {"chexpert": ("subject_id", "study_id", *LABEL_COLS),
+                "negbio": ("subject_id", "study_id", *LABEL_COLS), "split": SPLIT_COLUMNS}
+SIDE_FILES = {kind: (f"mimic-cxr-{VERSION}-{kind}.csv.gz", f"mimic-cxr-{VERSION}-{kind}.csv")
+              for kind in ("chexpert", "negbio", "split")}
+VIEW_MAP = {"PA": "PA", "AP": "AP", "LATERAL": "LATERAL", "LL": "LATERAL", "LAO": "LAO",
+            "RAO": "RAO"}
+EXTRA_COLS = ("dicom_id", "split", "study_date", "study_time", "rows", "columns", "procedure",
+              *NEGBIO_COLS)
+SPEC = DatasetSpec(
+    key="mimic_cxr_jpg", title="MIMIC-CXR-JPG 2.x",
+    metadata_files=(f"mimic-cxr-{VERSION}-metadata.csv.gz", f"mimic-cxr-{VERSION}-metadata.csv"),
+    label_cols=LABEL_COLS, extra_cols=EXTRA_COLS, outputs=frozenset({"cls", "report"}),
+    view_map=VIEW_MAP, id_col="dicom_id",
+    expected={"images": 377_110, "studies": 227_827, "patients": 65_379},  # published
+    access=("PhysioNet mimic-cxr-jpg 2.1.0, credentialed access, PhysioNet Credentialed "
+            "Health Data License 1.5.0 (reports: mimic-cxr 2.1.0)"))
+
+
+def report_file(subject: str, study: str) -> str:
+    """``files/p10/p10000032/s50414267.txt`` -- where MIMIC-CXR keeps a study's report."""
+    return f"files/p{subject[:2]}/p{subject}/s{study}.txt"
+
+
+# -- harmonizer -----------------------------------------------------------------------------------
+@register_harmonizer
+class MIMICCXRJPGHarmonizer(BaseHarmonizer):
+    """MIMIC-CXR-JPG: 377,110 images, 227,827 studies, 65,379 patients; official split."""
+
+    spec = SPEC
+    metadata_description = f"the MIMIC-CXR-JPG metadata (mimic-cxr-{VERSION}-metadata.csv.gz)"
+
+    def read(self, path: Path) -> dict:
+        ids = {"dicom_id": str, "subject_id": str, "study_id": str}
+        raw = {"metadata": read_table(path, description=self.metadata_description,
+                                      columns=METADATA_COLUMNS,
+                                      dtype={**ids, "ViewPosition": str})}
+        for kind, names in SIDE_FILES.items():
+            found = find_optional(names, path.parent, self.base_image_dir)
+            raw[kind] = None if found is None else read_table(
+                found, description=names[0], columns=SIDE_COLUMNS[kind], dtype=ids)
+        raw["reports"] = self._read_reports(raw["metadata"])
+        return raw
+
+    def _read_reports(self, metadata: pd.DataFrame) -> dict[str, str]:
+        roots = [r for r in (self.base_image_dir, self.base_image_dir and
+                             self.base_image_dir / "mimic-cxr-reports") if r is not None]
+        studies = metadata[["subject_id", "study_id"]].drop_duplicates().to_numpy(str)
+        for root in roots:
+            if not (root / "files").is_dir():
+                continue
+            texts = {}
+            for subject, study in studies:
+                p = root / report_file(subject, study)
+                if p.is_file():
+                    texts[study] = p.read_text(encoding="utf-8", errors="replace")
+            if texts:
+                return texts
+        return {}
+
+    @classmethod
+    def harmonize_raw(cls, raw: dict, *, source: str = "metadata") -> pd.DataFrame:
+        meta = raw["metadata"]
+        require_columns(meta, METADATA_COLUMNS, source=source,
+                        description="the MIMIC-CXR-JPG metadata")
+        ids = ["dicom_id", "subject_id", "study_id"]
+        if meta[ids].isna().any(axis=None):
+            warnings.warn(f"{source}: {int(meta[ids].isna().any(axis=1).sum())} rows without "
+                          f"dicom_id, subject_id or study_id are dropped", stacklevel=2)
+            meta = meta.dropna(subset=ids)
+        subject, study = meta["subject_id"].astype(str), meta["study_id"].astype(str)
+        reports = raw.get("reports") or {}
+        df = pd.DataFrame({
+            "patient_id": subject.to_numpy(object), "study_id": study.to_numpy(object),
+            "image_path": ("files/p" + subject.str[:2] + "/p" + subject + "/s" + study + "/"
+                           + meta["dicom_id"] + ".jpg").to_numpy(object),
+            "view_position": canonical_views(meta["ViewPosition"], VIEW_MAP),
+            "report": study.map(lambda s: (reports.get(s) or "").strip() or None)
+            .to_numpy(object)})
+        df[list(LABEL_COLS)] = _study_labels(raw.get("chexpert"), study, source)
+        df["dicom_id"] = meta["dicom_id"].to_numpy(object)
+        split = raw.get("split")
+        df["split"] = None if split is None else \
+            split.drop_duplicates("dicom_id").set_index("dicom_id")["split"] \
+            .reindex(meta["dicom_id"]).to_numpy(object)
+        df["study_date"] = pd.array(pd.to_numeric(meta["StudyDate"], errors="coerce"),
+                                    dtype="Int64")
+        df["study_time"] = pd.to_numeric(meta["StudyTime"], errors="coerce").to_numpy()
+        df["rows"] = pd.array(pd.to_numeric(meta["Rows"], errors="coerce"), dtype="Int64")
+        df["columns"] = pd.array(pd.to_numeric(meta["Columns"], errors="coerce"), dtype="Int64")
+        df["procedure"] = meta["PerformedProcedureStepDescription"].to_numpy(object)
+        df[list(NEGBIO_COLS)] = _study_labels(raw.get("negbio"), study, source)
+        if raw.get("chexpert") is not None:
+            unlabeled = int((~study.isin(raw["chexpert"]["study_id"])).sum())
+            if unlabeled:
+                warnings.warn(f"{source}: {unlabeled} images belong to studies without a row "
+                              f"in the CheXpert label table; their labels are missing",
+                              stacklevel=2)
+        return df
+
+
+def _study_labels(table: pd.DataFrame | None, study: pd.Series, source: str) -> np.ndarray:
+    """A label table's values for each image's study (NaN where absent), float32."""
+    if table is None:
+        return np.full((len(study), len(LABEL_COLS)), np.nan, np.float32)
+    require_columns(table, ("study_id", *LABEL_COLS), source=source,
+                    description="a MIMIC-CXR-JPG label table")
+    per_study = table.drop_duplicates("study_id").set_index("study_id")
+    values = numeric_columns(per_study, LABEL_COLS, source=source)
+    return values.reindex(study).to_numpy(np.float32)
+
+
+# -- dataset --------------------------------------------------------------------------------------
+@register_dataset
+class MIMICCXRJPGDataset(BaseRadiologicalDataset):
+    """MIMIC-CXR-JPG; ``base_image_dir`` is the release root (holding ``files/`` and the
+    CSVs). The official split is the ``split`` column."""
+
+    harmonizer_class = MIMICCXRJPGHarmonizer
+
+
+__all__ = ["MIMICCXRJPGHarmonizer", "MIMICCXRJPGDataset"]

@@ -1,0 +1,223 @@
+"""NIH ChestX-ray14 and the Google expert relabelling of part of it (8-bit 1024x1024 PNGs).
+
+Source of truth: ``Data_Entry_2017_v2020.csv`` -- one row per image, ``Finding Labels`` joined
+by ``|``. Its header writes two columns over four fields (``OriginalImage[Width,Height]``,
+``OriginalImagePixelSpacing[x,y]``); the 2017 release ends each line with a comma; the sex
+column is ``Patient Gender`` or ``Patient Sex``. ``Follow-up #`` disagrees with the file-name
+suffix in 24,106 rows: the file name (``<patient>_<follow-up>.png``) is taken as truth for
+``patient_id``, ``study_id`` (each image is its own visit) and ``follow_up``.
+
+``BBox_List_2017.csv`` (984 boxes on 880 images, pixels of the 1024x1024 PNG) has a 9-field
+header over 6-field rows and says ``Infiltrate`` for the ``Infiltration`` label; boxes are
+stored normalized to [0, 1]. The official split lists ``train_val_list.txt`` /
+``test_list.txt`` ship with the images (not with the torchxrayvision wheel); when found beside
+the table they fill ``split`` (``train_val`` / ``test``), else ``split`` is missing.
+
+``google2019_nih-chest-xray-labels.csv`` (CRLF line endings): the same columns plus four
+adjudicated expert labels (``YES`` / ``NO``) and ``Set Id`` (``val`` / ``test``).
+``base_image_dir`` for both keys is the ``images/`` folder all twelve archives extract into
+(the Kaggle mirror's ``images_NNN/images/`` nesting is not read: merge those folders).
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..base import BaseHarmonizer, BaseRadiologicalDataset
+from ..discovery import search_dirs
+from ..tables import check_cells, read_csv_table
+from ..labels import decode_cells, multi_hot
+from ..registry import register_dataset, register_harmonizer
+from ..spec import DatasetSpec
+
+# -- declarative spec ----------------------------------------------------------------------------
+COLUMNS = ("Image Index", "Finding Labels", "Follow-up #", "Patient ID", "Patient Age",
+           "Patient Gender", "View Position", "OriginalImage[Width,Height]",
+           "OriginalImagePixelSpacing[x,y]")
+ALIASES = {"Patient Gender": ("Patient Sex",)}
+BOX_COLUMNS = ("Image Index", "Finding Label", "Bbox [x,y,w,h]")
+GOOGLE_LABELS = ("Fracture", "Pneumothorax", "Airspace opacity", "Nodule or mass")
+GOOGLE_COLUMNS = COLUMNS + GOOGLE_LABELS + ("Set Id",)
+LABELS = ("Atelectasis", "Cardiomegaly", "Effusion", "Infiltration", "Mass", "Nodule",
+          "Pneumonia", "Pneumothorax", "Consolidation", "Edema", "Emphysema", "Fibrosis",
+          "Pleural_Thickening", "Hernia")
+NO_FINDING = "No Finding"
+#: published per-label image counts of Data_Entry_2017_v2020.csv
+LABEL_COUNTS = {"Atelectasis": 11_559, "Cardiomegaly": 2_776, "Effusion": 13_317,
+                "Infiltration": 19_894, "Mass": 5_782, "Nodule": 6_331, "Pneumonia": 1_431,
+                "Pneumothorax": 5_302, "Consolidation": 4_667, "Edema": 2_303,
+                "Emphysema": 2_516, "Fibrosis": 1_686, "Pleural_Thickening": 3_385,
+                "Hernia": 227}
+BOX_LABELS = {"Infiltrate": "Infiltration"}  # the box file's spelling -> the label's
+PNG_SIDE = 1024.0  # every released PNG is 1024x1024; box pixels are divided by it
+SPLIT_FILES = {"train_val": "train_val_list.txt", "test": "test_list.txt"}
+BOX_FILES = ("BBox_List_2017.csv", "BBox_List_2017.csv.gz")
+GOOGLE_VALUES = {"YES": 1.0, "NO": 0.0}
+GOOGLE_SETS = {"val": "val", "test": "test"}
+VIEW_MAP = {"PA": "PA", "AP": "AP"}
+EXTRA_COLS = ("follow_up", "patient_age", "patient_sex", "original_width", "original_height",
+              "pixel_spacing_x", "pixel_spacing_y", "split")
+ACCESS = ("NIH Clinical Center, public (nihcc.app.box.com/v/ChestXray-NIHCC); cite Wang et al., "
+          "CVPR 2017; Google labels: Majkowska et al., Radiology 2020, CC BY 4.0")
+
+NIH_SPEC = DatasetSpec(
+    key="nih_cxr14", title="NIH ChestX-ray14",
+    metadata_files=("Data_Entry_2017_v2020.csv", "Data_Entry_2017_v2020.csv.gz",
+                    "Data_Entry_2017.csv"),
+    label_cols=LABELS, extra_cols=EXTRA_COLS + ("boxes",), outputs=frozenset({"cls", "bbox"}),
+    view_map=VIEW_MAP, access=ACCESS,
+    expected={"images": 112_120, "studies": 112_120, "patients": 30_805, "boxes": 984,
+              "box_images": 880, "train_val": 86_524, "test": 25_596})
+GOOGLE_SPEC = DatasetSpec(
+    key="nih_cxr14_google", title="NIH ChestX-ray14, Google expert labels (2019)",
+    metadata_files=("google2019_nih-chest-xray-labels.csv",
+                    "google2019_nih-chest-xray-labels.csv.gz"),
+    label_cols=GOOGLE_LABELS, extra_cols=EXTRA_COLS, outputs=frozenset({"cls"}),
+    view_map=VIEW_MAP, access=ACCESS,
+    expected={"images": 4_376, "studies": 4_376, "patients": 1_695, "val": 2_414,
+              "test": 1_962})
+
+
+# -- pure helpers ---------------------------------------------------------------------------------
+def _number(col: pd.Series, kind: str = "Int64") -> pd.Series:
+    """Numeric column from text; ``"058Y"``-style ages keep their digits."""
+    try:
+        return pd.to_numeric(col).astype(kind)
+    except (ValueError, TypeError):
+        return pd.to_numeric(col.str.extract(r"^\s*(\d+)", expand=False)).astype(kind)
+
+
+def nih_table(e: pd.DataFrame, *, source: str) -> pd.DataFrame:
+    """The columns both NIH tables share, from the raw text columns."""
+    name = e["Image Index"]
+    check_cells(name.str.fullmatch(r"\d+_\d+\.png"), name, source=source,
+                what="Image Index is not <patient>_<follow-up>.png",
+                expected="e.g. 00000001_000.png")
+    stem = name.str.slice(0, -4)
+    patient = stem.str.replace(r"_\d+$", "", regex=True)
+    listed = pd.to_numeric(e["Patient ID"], errors="coerce")
+    wrong = int((listed != patient.astype(np.int64)).sum())
+    if wrong:
+        warnings.warn(f"{source}: Patient ID differs from the file-name prefix in {wrong} rows; "
+                      "the file name is used", UserWarning, stacklevel=3)
+    return pd.DataFrame({
+        "patient_id": patient, "study_id": stem, "image_path": name,
+        "view_position": e["View Position"].map(VIEW_MAP), "report": None,
+        "follow_up": stem.str.replace(r"^\d+_", "", regex=True).astype(np.int64),
+        "patient_age": _number(e["Patient Age"]),
+        "patient_sex": e["Patient Gender"],
+        "original_width": _number(e["OriginalImage[Width]"]),
+        "original_height": _number(e["OriginalImage[Height]"]),
+        "pixel_spacing_x": _number(e["OriginalImagePixelSpacing[x]"], "float64"),
+        "pixel_spacing_y": _number(e["OriginalImagePixelSpacing[y]"], "float64")})
+
+
+def box_records(b: pd.DataFrame, *, source: str) -> dict[str, list[dict]]:
+    """Image name -> its boxes (normalized xyxy, label spelled as in ``LABELS``)."""
+    label = b["Finding Label"].replace(BOX_LABELS)
+    check_cells(label.isin(LABELS), b["Finding Label"], source=f"{source} (boxes)",
+                what="unknown Finding Label", expected=f"one of {sorted({*LABELS, *BOX_LABELS})}",
+                fix="pass the released BBox_List_2017.csv")
+    x, y, w, h = (pd.to_numeric(b[f"Bbox [{k}]"]) / PNG_SIDE for k in "xywh")
+    recs = pd.DataFrame({"label": label, "annotator": None, "x_min": x, "y_min": y,
+                         "x_max": x + w, "y_max": y + h}).to_dict("records")
+    out: dict[str, list[dict]] = {}
+    for name, rec in zip(b["Image Index"], recs):
+        out.setdefault(name, []).append(rec)
+    return out
+
+
+def find_beside(path: Path, names, base_image_dir) -> Path | None:
+    """The first of ``names`` beside ``path``, else near ``base_image_dir``; None if absent."""
+    for d in [path.parent, *search_dirs(base_image_dir)]:
+        for n in names:
+            if (d / n).is_file():
+                return d / n
+    return None
+
+
+# -- harmonizers ----------------------------------------------------------------------------------
+@register_harmonizer
+class NIHChestXray14Harmonizer(BaseHarmonizer):
+    """NIH ChestX-ray14: 112,120 images, 30,805 patients, 14 labels, 984 boxes on 880 images."""
+    spec = NIH_SPEC
+    metadata_description = "the NIH ChestX-ray14 table Data_Entry_2017_v2020.csv"
+
+    def read(self, path: Path) -> dict:
+        raw = {"entries": read_csv_table(path, COLUMNS, description=self.metadata_description,
+                                         aliases=ALIASES), "boxes": None, "splits": {}}
+        box_file = find_beside(path, BOX_FILES, self.base_image_dir)
+        if box_file is None:
+            warnings.warn(f"No {BOX_FILES[0]} beside {path} or near base_image_dir: the table "
+                          "has no boxes (output_bbox gives empty boxes)", UserWarning,
+                          stacklevel=3)
+        else:
+            raw["boxes"] = read_csv_table(box_file, BOX_COLUMNS,
+                                          description="the NIH box list BBox_List_2017.csv")
+        for split, name in SPLIT_FILES.items():
+            if (path.parent / name).is_file():
+                raw["splits"][split] = (path.parent / name).read_text().split()
+        return raw
+
+    @classmethod
+    def harmonize_raw(cls, raw: dict, *, source: str = "metadata") -> pd.DataFrame:
+        e = raw["entries"]
+        df = nih_table(e, source=source)
+        labels, _ = multi_hot(e["Finding Labels"], lambda s: s.split("|"),
+                              {k: (k,) for k in LABELS}, vocabulary=(*LABELS, NO_FINDING),
+                              source=source, column="Finding Labels")
+        df[list(LABELS)] = labels
+        names = df["image_path"].tolist()
+        which = {n: s for s, listed in raw.get("splits", {}).items() for n in listed}
+        df["split"] = pd.Series([which.get(n) for n in names], dtype=object) if which else None
+        boxes = {} if raw.get("boxes") is None else box_records(raw["boxes"], source=source)
+        stray = set(boxes).difference(names)
+        if stray:
+            warnings.warn(f"{source}: {len(stray)} boxed images are not in the table and were "
+                          f"dropped, e.g. {sorted(stray)[0]}", UserWarning, stacklevel=2)
+        df["boxes"] = [boxes.get(n, []) for n in names]
+        return df
+
+
+@register_harmonizer
+class NIHGoogleHarmonizer(BaseHarmonizer):
+    """Google's expert labels on 4,376 NIH images: validation 2,414, test 1,962."""
+    spec = GOOGLE_SPEC
+    metadata_description = ("the Google NIH expert-label table "
+                            "google2019_nih-chest-xray-labels.csv")
+
+    def read(self, path: Path) -> pd.DataFrame:
+        return read_csv_table(path, GOOGLE_COLUMNS, description=self.metadata_description,
+                              aliases=ALIASES)
+
+    @classmethod
+    def harmonize_raw(cls, raw: pd.DataFrame, *, source: str = "metadata") -> pd.DataFrame:
+        df = nih_table(raw, source=source)
+        df[list(GOOGLE_LABELS)] = decode_cells(raw[list(GOOGLE_LABELS)], GOOGLE_VALUES,
+                                               source=source)
+        check_cells(raw["Set Id"].isin(list(GOOGLE_SETS)), raw["Set Id"], source=source,
+                    what="unexpected Set Id", expected=f"one of {sorted(GOOGLE_SETS)}")
+        df["split"] = raw["Set Id"].map(GOOGLE_SETS)
+        return df
+
+
+# -- thin dataset classes --------------------------------------------------------------------------
+@register_dataset
+class NIHChestXray14Dataset(BaseRadiologicalDataset):
+    """NIH ChestX-ray14; ``base_image_dir`` is the ``images/`` folder. ``output_bbox`` gives the
+    984 expert boxes (images without boxes get none)."""
+    harmonizer_class = NIHChestXray14Harmonizer
+
+
+@register_dataset
+class NIHGoogleDataset(BaseRadiologicalDataset):
+    """The 4,376 NIH images Google relabelled; ``base_image_dir`` is NIH's ``images/`` folder."""
+    harmonizer_class = NIHGoogleHarmonizer
+
+
+__all__ = ["NIHChestXray14Harmonizer", "NIHChestXray14Dataset", "NIHGoogleHarmonizer",
+           "NIHGoogleDataset"]

@@ -1,0 +1,144 @@
+"""PadChest (BIMCV, Hospital San Juan, Alicante): 16-bit PNGs with Spanish reports.
+
+Source of truth: ``PADCHEST_chest_x_ray_images_labels_160K_01.02.19.csv.gz`` -- one row per
+image, 36 columns, the first unnamed (a row index). Quoted fields hold newlines (numpy-printed
+CUI lists wrap), so the file has 166,738 lines for 160,861 records. ``Labels`` is a Python list
+literal (``"['pleural effusion', ' pneumonia']"``), parsed with :func:`ast.literal_eval` (never
+``eval``); terms may carry a leading space and some lists hold ``''``: terms are stripped and
+empty ones dropped (``labels`` keeps each image's terms). A missing ``Labels``, ``Report`` or
+sex cell is written as the text ``nan`` (103, 116 and 4 rows). 193 terms remain (194 distinct
+strings with the empty one). Images live in ``<ImageDir>/<ImageID>`` below ``base_image_dir``
+(extract each ``<ImageDir>.zip`` into a folder of that number).
+
+Label columns map exact terms only (never substrings): ``pericardial effusion`` is not an
+``Effusion``, ``pseudonodule`` not a ``Nodule``, ``subcutaneous emphysema`` not ``Emphysema``.
+A label is 1 when one of its terms is listed, 0 when not, NaN when the row has no ``Labels``.
+PadChest has no official split; use ``get_datasets``/``get_folds`` (grouped by patient).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pandas as pd
+
+from ..base import BaseHarmonizer, BaseRadiologicalDataset
+from ..errors import MetadataError
+from ..tables import read_csv_table
+from ..labels import multi_hot
+from ..registry import register_dataset, register_harmonizer
+from ..spec import DatasetSpec
+
+# -- declarative spec ----------------------------------------------------------------------------
+COLUMNS = ("", "ImageID", "ImageDir", "StudyDate_DICOM", "StudyID", "PatientID", "PatientBirth",
+           "PatientSex_DICOM", "ViewPosition_DICOM", "Projection", "MethodProjection",
+           "Pediatric", "Modality_DICOM", "Manufacturer_DICOM", "PhotometricInterpretation_DICOM",
+           "PixelRepresentation_DICOM", "PixelAspectRatio_DICOM", "SpatialResolution_DICOM",
+           "BitsStored_DICOM", "WindowCenter_DICOM", "WindowWidth_DICOM", "Rows_DICOM",
+           "Columns_DICOM", "XRayTubeCurrent_DICOM", "Exposure_DICOM", "ExposureInuAs_DICOM",
+           "ExposureTime", "RelativeXRayExposure_DICOM", "ReportID", "Report", "MethodLabel",
+           "Labels", "Localizations", "LabelsLocalizationsBySentence", "labelCUIS",
+           "LocalizationsCUIS")
+#: harmonized label -> the exact PadChest terms (children in PadChest's own hierarchy) that
+#: make it positive
+LABEL_TERMS = {
+    "Atelectasis": ("atelectasis", "laminar atelectasis", "lobar atelectasis",
+                    "segmental atelectasis", "total atelectasis", "round atelectasis",
+                    "atelectasis basal"),
+    "Cardiomegaly": ("cardiomegaly",),
+    "Effusion": ("pleural effusion", "loculated pleural effusion", "loculated fissural effusion"),
+    "Infiltration": ("infiltrates",),
+    "Mass": ("mass", "pulmonary mass"),
+    "Nodule": ("nodule", "multiple nodules"),
+    "Pneumonia": ("pneumonia", "atypical pneumonia"),
+    "Pneumothorax": ("pneumothorax", "hydropneumothorax"),
+    "Consolidation": ("consolidation",),
+    "Edema": ("pulmonary edema",),
+    "Emphysema": ("emphysema",),
+    "Fibrosis": ("pulmonary fibrosis",),
+    "Pleural_Thickening": ("pleural thickening", "apical pleural thickening",
+                           "calcified pleural thickening"),
+    "Hernia": ("hiatal hernia",),
+    "Fracture": ("fracture", "rib fracture", "callus rib fracture", "clavicle fracture",
+                 "humeral fracture", "vertebral fracture"),
+    "No Finding": ("normal",),
+}
+LABELS = tuple(LABEL_TERMS)
+VIEW_MAP = {"PA": "PA", "L": "LATERAL", "AP": "AP", "AP_horizontal": "AP"}  # COSTAL, EXCLUDE,
+# UNK -> missing (raw value kept in ``projection``)
+EXTRA_COLS = ("patient_sex", "patient_birth_year", "study_date", "projection", "method_label",
+              "labels")
+MISSING = "nan"  # how the table writes a missing Labels, Report or sex cell (pandas' repr)
+TEXT_COLS = ("Labels", "Report", "PatientSex_DICOM", "Localizations")
+FILE = "PADCHEST_chest_x_ray_images_labels_160K_01.02.19.csv"
+ACCESS = ("BIMCV PadChest (bimcv.cipf.es/bimcv-projects/padchest), free registration: "
+          "PadChest Dataset Research Use Agreement")
+
+SPEC = DatasetSpec(
+    key="padchest", title="PadChest", metadata_files=(f"{FILE}.gz", FILE),
+    label_cols=LABELS, extra_cols=EXTRA_COLS, outputs=frozenset({"cls", "report"}),
+    view_map=VIEW_MAP, access=ACCESS,
+    expected={"images": 160_861, "studies": 109_931, "patients": 67_625,
+              "label_strings": 194})
+
+
+# -- pure helpers ---------------------------------------------------------------------------------
+def literal_list(cell: str, *, source: str = "metadata") -> list[str]:
+    """A ``Labels`` cell (a Python list literal of strings) as that list, or raise."""
+    try:
+        value = ast.literal_eval(cell)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        value = None
+    if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
+        raise MetadataError(f"{source}: a Labels cell is not a list of strings",
+                            expected="a Python list literal such as \"['normal']\"",
+                            found=repr(cell[:80]), fix="pass the table as released")
+    return value
+
+
+def terms(cell: str, *, source: str = "metadata") -> list[str]:
+    """The cell's terms, stripped, empty ones dropped."""
+    return [t for t in (s.strip() for s in literal_list(cell, source=source)) if t]
+
+
+# -- harmonizer -----------------------------------------------------------------------------------
+@register_harmonizer
+class PadChestHarmonizer(BaseHarmonizer):
+    """PadChest: 160,861 images, 109,931 studies, 67,625 patients."""
+    spec = SPEC
+    metadata_description = f"the PadChest table {FILE}.gz"
+
+    def read(self, path: Path) -> pd.DataFrame:
+        return read_csv_table(path, COLUMNS, description=self.metadata_description)
+
+    @classmethod
+    def harmonize_raw(cls, raw: pd.DataFrame, *, source: str = "metadata") -> pd.DataFrame:
+        raw = raw.replace({c: MISSING for c in TEXT_COLS}, None)
+        report = raw["Report"].str.strip()
+        df = pd.DataFrame({
+            "patient_id": raw["PatientID"], "study_id": raw["StudyID"],
+            "image_path": raw["ImageDir"] + "/" + raw["ImageID"],
+            "view_position": raw["Projection"].map(VIEW_MAP).astype(object),
+            "report": report.where(report != "", None).astype(object)})
+        labels, lists = multi_hot(raw["Labels"], lambda c: terms(c, source=source), LABEL_TERMS,
+                                  source=source, column="Labels")
+        df[list(LABELS)] = labels
+        df["patient_sex"] = raw["PatientSex_DICOM"]
+        birth = pd.to_numeric(raw["PatientBirth"].replace("None", None), errors="coerce")
+        df["patient_birth_year"] = birth.round().astype("Int64")
+        df["study_date"] = pd.to_numeric(raw["StudyDate_DICOM"]).astype("Int64")
+        df["projection"] = raw["Projection"]
+        df["method_label"] = raw["MethodLabel"]
+        df["labels"] = pd.Series(lists, dtype=object)
+        return df
+
+
+# -- thin dataset class ----------------------------------------------------------------------------
+@register_dataset
+class PadChestDataset(BaseRadiologicalDataset):
+    """PadChest; ``base_image_dir`` holds the ``<ImageDir>/`` folders (``0/`` ... ``54/``)."""
+    harmonizer_class = PadChestHarmonizer
+
+
+__all__ = ["PadChestHarmonizer", "PadChestDataset"]

@@ -1,0 +1,153 @@
+"""RSNA Pneumonia Detection Challenge (2018, stage 2 training set): 26,684 DICOMs with boxes.
+
+Source of truth: ``stage_2_train_labels.csv`` -- one row per box (``patientId, x, y, width,
+height, Target``), a single row with empty box fields for an image without one. Read beside it
+when present: ``stage_2_detailed_class_info.csv`` (``patientId, class``), the DICOM header
+table torchxrayvision extracted (``kaggle_stage_2_train_images_dicom_headers.csv.gz``: view
+position, sex, age) and RSNA's ``pneumonia-challenge-dataset-mappings_2018.json``, which maps
+each image to its NIH ChestX-ray14 original.
+
+Patients, honestly: ``patientId`` names an *image* (one DICOM each), and the DICOM header's
+``PatientID`` equals it, so the challenge files carry no patient grouping. The images come from
+NIH ChestX-ray14, where one patient often has several; only RSNA's mapping file restores them
+(``patient_id`` = the NIH patient, the 8 digits before ``_`` in its ``img_id``). Without the
+mapping, ``patient_id`` is the image id and a warning says that patient-grouped splits may
+then put one patient's images on both sides.
+
+Harmonized: one row per image (``<patientId>.dcm`` in ``stage_2_train_images/``), label
+``Pneumonia`` = ``Target``, boxes in the DICOM's pixels (1024 x 1024), labelled ``Pneumonia``.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..base import BaseHarmonizer, BaseRadiologicalDataset
+from ..errors import MetadataError
+from ..registry import register_dataset, register_harmonizer
+from ..spec import DatasetSpec
+from ..tables import (canonical_views, find_optional, lists_by, numeric_columns, read_table,
+                      records, require_columns)
+
+# -- declarative spec ----------------------------------------------------------------------------
+COLUMNS = ("patientId", "x", "y", "width", "height", "Target")
+CLASS_INFO = ("stage_2_detailed_class_info.csv",)
+HEADERS = ("kaggle_stage_2_train_images_dicom_headers.csv.gz",
+           "stage_2_train_images_dicom_headers.csv")
+HEADER_COLUMNS = ("PatientID", "ViewPosition", "PatientSex", "PatientAge")
+MAPPING = ("pneumonia-challenge-dataset-mappings_2018.json",)
+LABEL = "Pneumonia"
+SPEC = DatasetSpec(
+    key="rsna_pneumonia", title="RSNA Pneumonia Detection Challenge (stage 2 train)",
+    metadata_files=("stage_2_train_labels.csv", "kaggle_stage_2_train_labels.csv.zip"),
+    label_cols=(LABEL,),
+    extra_cols=("detailed_class", "patient_sex", "patient_age", "nih_image"),
+    outputs=frozenset({"cls", "bbox"}), view_map={"PA": "PA", "AP": "AP"},
+    expected={"images": 26_684, "studies": 26_684, "positive": 6_012, "boxes": 9_555,
+              "rows": 30_227, "patients_without_mapping": 26_684},
+    access=("Kaggle 'rsna-pneumonia-detection-challenge' (competition rules); NIH-derived "
+            "images; mapping file from rsna.org (RSNA Pneumonia Detection Challenge 2018)"),
+    box_units="pixel")
+
+
+# -- harmonizer -----------------------------------------------------------------------------------
+@register_harmonizer
+class RSNAPneumoniaHarmonizer(BaseHarmonizer):
+    """RSNA Pneumonia stage 2 train: 26,684 images, 6,012 positive, 9,555 boxes."""
+
+    spec = SPEC
+    metadata_description = "the RSNA Pneumonia labels (stage_2_train_labels.csv)"
+
+    def read(self, path: Path) -> dict:
+        near = (path.parent, self.base_image_dir)
+        raw = {"labels": read_table(path, description=self.metadata_description,
+                                    columns=COLUMNS, dtype={"patientId": str}),
+               "classes": None, "headers": None, "mapping": None}
+        if (p := find_optional(CLASS_INFO, *near)) is not None:
+            raw["classes"] = read_table(p, description="stage_2_detailed_class_info.csv",
+                                        columns=("patientId", "class"))
+        if (p := find_optional(HEADERS, *near)) is not None:
+            raw["headers"] = read_table(p, description="the RSNA DICOM header table",
+                                        columns=HEADER_COLUMNS, dtype={"PatientID": str})
+        if (p := find_optional(MAPPING, *near)) is not None:
+            try:
+                raw["mapping"] = json.loads(p.read_text())
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise MetadataError(f"{p} is not valid JSON", expected="RSNA's list of "
+                                    "{img_id, subset_img_id, ...} objects", found=str(exc),
+                                    fix="re-download the mapping file") from None
+        return raw
+
+    @classmethod
+    def harmonize_raw(cls, raw: dict, *, source: str = "metadata") -> pd.DataFrame:
+        labels = raw["labels"]
+        require_columns(labels, COLUMNS, source=source, description="the RSNA labels")
+        labels = labels.dropna(subset=["patientId"])
+        labels = labels.assign(**numeric_columns(labels, COLUMNS[1:], source=source))
+        ids = pd.Index(pd.unique(labels["patientId"]))
+        target = labels.groupby("patientId")["Target"].max().reindex(ids)
+        df = pd.DataFrame({"patient_id": ids, "study_id": ids, "image_path": ids + ".dcm",
+                           "view_position": None, "report": None,
+                           LABEL: target.to_numpy(np.float32)})
+        df["detailed_class"] = _lookup(raw.get("classes"), ids, "patientId", "class")
+        headers = raw.get("headers")
+        df["view_position"] = canonical_views(_lookup(headers, ids, "PatientID", "ViewPosition"),
+                                              SPEC.view_map)
+        df["patient_sex"] = _lookup(headers, ids, "PatientID", "PatientSex")
+        df["patient_age"] = pd.array(_lookup(headers, ids, "PatientID", "PatientAge"),
+                                     dtype="Int64")
+        df["nih_image"] = None
+        if raw.get("mapping"):
+            df["nih_image"] = _mapping_images(raw["mapping"], ids, source)
+            known = df["nih_image"].notna().to_numpy()
+            df.loc[known, "patient_id"] = df.loc[known, "nih_image"].str.split("_").str[0]
+        if not df["nih_image"].notna().all():
+            warnings.warn(f"{source}: {int(df['nih_image'].isna().sum())} RSNA images have no "
+                          f"NIH original in {MAPPING[0]}; their patient_id is the image id, so "
+                          f"patient-grouped splits cannot keep a patient's images together. Put "
+                          f"{MAPPING[0]} (rsna.org) beside the labels to fix", stacklevel=2)
+        boxes = labels.dropna(subset=["x", "y", "width", "height"])
+        x, y = boxes["x"].to_numpy(float), boxes["y"].to_numpy(float)
+        recs = records(label=[LABEL] * len(x), annotator=[None] * len(x), x_min=x, y_min=y,
+                       x_max=x + boxes["width"].to_numpy(float),
+                       y_max=y + boxes["height"].to_numpy(float))
+        df["boxes"] = lists_by(ids, boxes["patientId"], recs)
+        return df
+
+
+def _lookup(table: pd.DataFrame | None, ids: pd.Index, key: str, column: str) -> np.ndarray:
+    """``table[column]`` for each id (first row per key), None where absent."""
+    if table is None:
+        return np.full(len(ids), None, dtype=object)
+    first = table.drop_duplicates(subset=key).set_index(key)[column]
+    out = first.reindex(ids).astype(object)
+    return out.where(out.notna(), None).to_numpy(dtype=object)
+
+
+def _mapping_images(mapping, ids: pd.Index, source: str) -> np.ndarray:
+    """The NIH file stem (``00000013_005``) of each RSNA image id, None where unmapped."""
+    if not isinstance(mapping, list) or not all(isinstance(m, dict) for m in mapping):
+        raise MetadataError(f"{source}: the mapping file has the wrong form",
+                            expected="a JSON list of {img_id, subset_img_id, ...} objects",
+                            found=type(mapping).__name__, fix="re-download the mapping file")
+    table = pd.DataFrame({"subset_img_id": [m.get("subset_img_id") for m in mapping],
+                          "img_id": [m.get("img_id") for m in mapping]}).dropna()
+    table["img_id"] = table["img_id"].astype(str).str.replace(r"\.png$", "", regex=True)
+    return _lookup(table, ids, "subset_img_id", "img_id")
+
+
+# -- dataset --------------------------------------------------------------------------------------
+@register_dataset
+class RSNAPneumoniaDataset(BaseRadiologicalDataset):
+    """RSNA Pneumonia stage 2 train; ``base_image_dir`` is ``stage_2_train_images/`` and the
+    labels CSV is found beside or above it."""
+
+    harmonizer_class = RSNAPneumoniaHarmonizer
+
+
+__all__ = ["RSNAPneumoniaHarmonizer", "RSNAPneumoniaDataset"]

@@ -1,0 +1,116 @@
+"""SIIM-ACR Pneumothorax Segmentation (2019): 12,047 DICOMs with run-length pneumothorax masks.
+
+Source of truth: ``train-rle.csv`` (torchxrayvision ships it as
+``siim-pneumothorax-train-rle.csv.gz``), header ``ImageId, EncodedPixels`` -- the second
+column's name starts with a space. One row per pneumothorax *instance*: an image with three
+separate regions has three rows, an image without one a single ``-1`` row. The run-length code
+is SIIM's own: pairs ``start length`` where each start counts from the end of the previous run
+(relative), over pixels numbered down the columns (column-major) of the 1024 x 1024 image.
+
+Harmonized: one row per image; ``Pneumothorax`` is 1 when any instance is encoded; ``rle`` keeps
+the image's instance codes (empty for negatives) and ``output_mask=True`` decodes and merges
+them all into one mask. The images sit in ``dicom-images-train/<study>/<series>/<ImageId>.dcm``
+(folders named by DICOM UIDs the CSV does not give), so the harmonizer lists the ``.dcm`` files
+under ``base_image_dir`` once; without that folder the path is ``<ImageId>.dcm`` (flat layout).
+The images are NIH ChestX-ray14 images re-anonymized one per patient: the DICOM ``PatientID`` is
+a per-image uuid, so ``patient_id`` is the image id (no grouping of a patient's images exists).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..base import BaseHarmonizer, BaseRadiologicalDataset
+from ..masks import merge_masks, rle_decode
+from ..registry import register_dataset, register_harmonizer
+from ..spec import DatasetSpec
+from ..tables import lists_by, read_table, require_columns
+
+# -- declarative spec ----------------------------------------------------------------------------
+COLUMNS = ("ImageId", " EncodedPixels")  # sic: leading space
+RLE_COL = COLUMNS[1]
+NO_MASK = "-1"
+MASK_SHAPE = (1024, 1024)
+LABEL = "Pneumothorax"
+SPEC = DatasetSpec(
+    key="siim_acr_ptx", title="SIIM-ACR Pneumothorax Segmentation",
+    metadata_files=("train-rle.csv", "siim-pneumothorax-train-rle.csv.gz"),
+    label_cols=(LABEL,), extra_cols=("rle",), outputs=frozenset({"cls", "mask"}),
+    id_col="study_id",  # the ImageId, whatever folder layout the images are in
+    expected={"images": 12_047, "studies": 12_047, "patients": 12_047, "positive": 2_669,
+              "rows": 12_954},
+    access="Kaggle 'siim-acr-pneumothorax-segmentation' (competition rules; NIH-derived images)")
+
+
+# -- harmonizer -----------------------------------------------------------------------------------
+@register_harmonizer
+class SIIMPneumothoraxHarmonizer(BaseHarmonizer):
+    """SIIM-ACR pneumothorax: 12,047 images, 2,669 with a mask."""
+
+    spec = SPEC
+    metadata_description = "the SIIM-ACR run-length table (train-rle.csv)"
+
+    def read(self, path: Path) -> dict:
+        table = read_table(path, description=self.metadata_description, columns=COLUMNS,
+                           dtype=str, keep_default_na=False)
+        files = None
+        if self.base_image_dir is not None and self.base_image_dir.is_dir():
+            files = {}
+            for folder, _, names in os.walk(self.base_image_dir):
+                rel = Path(folder).relative_to(self.base_image_dir).as_posix()
+                for name in names:
+                    if name.endswith(".dcm"):
+                        files[name[:-4]] = name if rel == "." else f"{rel}/{name}"
+        return {"rle": table, "files": files}
+
+    @classmethod
+    def harmonize_raw(cls, raw: dict, *, source: str = "metadata") -> pd.DataFrame:
+        table = raw["rle"]
+        require_columns(table, COLUMNS, source=source, description="the SIIM-ACR table")
+        ids = pd.Index(pd.unique(table["ImageId"].str.strip()))
+        codes = table[RLE_COL].astype(str).str.strip()
+        masked = codes.ne(NO_MASK) & codes.ne("")
+        rle = lists_by(ids, table["ImageId"].str.strip()[masked], codes[masked].to_numpy(object))
+        files = raw.get("files")
+        paths = ids + ".dcm"
+        if files is not None:
+            found = pd.Series(files, dtype=object).reindex(ids)
+            if found.isna().any():
+                warnings.warn(f"{source}: {int(found.isna().sum())} of {len(ids)} images have "
+                              f"no .dcm file under the image folder; their image_path is "
+                              f"'<ImageId>.dcm'", stacklevel=2)
+            paths = found.where(found.notna(), paths)
+        return pd.DataFrame({"patient_id": ids, "study_id": ids,
+                             "image_path": np.asarray(paths, dtype=object),
+                             "view_position": None, "report": None,
+                             LABEL: np.array([float(bool(r)) for r in rle], np.float32),
+                             "rle": rle})
+
+
+# -- dataset --------------------------------------------------------------------------------------
+@register_dataset
+class SIIMPneumothoraxDataset(BaseRadiologicalDataset):
+    """SIIM-ACR pneumothorax; ``base_image_dir`` is ``dicom-images-train/`` (searched for
+    ``.dcm`` files); ``output_mask=True`` gives ``mask`` (1, 224, 224) uint8, every instance
+    of the image merged."""
+
+    harmonizer_class = SIIMPneumothoraxHarmonizer
+
+    def source_mask(self, index: int) -> np.ndarray:
+        image_id = self.harmonized_df["study_id"].iat[index]
+        where = f"{self.harmonizer.csv_path or 'train-rle.csv'}, ImageId {image_id}"
+        codes = self.harmonized_df["rle"].iat[index]
+        if isinstance(codes, str):  # a table read back from CSV holds the list as JSON
+            codes = json.loads(codes) if codes.strip() else []
+        return merge_masks((rle_decode(code, height=MASK_SHAPE[0], width=MASK_SHAPE[1],
+                                       relative=True, order="F", where=where)
+                            for code in codes), shape=MASK_SHAPE)
+
+
+__all__ = ["SIIMPneumothoraxHarmonizer", "SIIMPneumothoraxDataset"]

@@ -1,0 +1,132 @@
+"""The viewer's HTTP side: a read-only, standard-library server.
+
+Routes (GET only; anything else is refused):
+
+* ``/`` -- the page; ``/static/<name>`` -- its script and style sheet (a fixed list);
+* ``/api/meta`` -- splits, their labels and view positions;
+* ``/api/samples?split=&label=&view=&offset=&limit=`` -- one page of the filtered list;
+* ``/api/sample?split=&index=`` or ``?id=<sample_id>`` -- one sample;
+* ``/image.png?split=&index=`` or ``?id=`` -- its preprocessed image.
+
+Samples are addressed by index or sample id only; no URL part is ever used as a file path.
+The server binds to loopback unless ``allow_remote=True`` and, when on loopback, answers
+only requests whose ``Host`` is a loopback name (no DNS rebinding).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import resources
+from typing import Sequence
+from urllib.parse import parse_qs, urlsplit
+
+from ..errors import RadHarmonyError
+from .app import ViewerApp, ViewerError
+
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+#: the only files the server sends: name -> content type
+STATIC = {"index.html": "text/html; charset=utf-8", "viewer.js": "text/javascript; charset=utf-8",
+          "viewer.css": "text/css; charset=utf-8"}
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+       "img-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'")
+
+
+def _static(name: str) -> bytes:
+    return (resources.files(__package__) / "static" / name).read_bytes()
+
+
+class ViewerServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, app: ViewerApp, host: str, port: int, *, allow_remote: bool):
+        self.app, self.allow_remote = app, allow_remote
+        self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        super().__init__((host, port), ViewerHandler)
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        host = f"[{host}]" if ":" in host else host
+        return f"http://{host}:{port}/"
+
+
+class ViewerHandler(BaseHTTPRequestHandler):
+    server: ViewerServer
+    server_version = "radharmony-viewer"
+
+    def log_message(self, format, *args):  # noqa: A002  (quiet: the CLI owns stderr)
+        pass
+
+    def _send(self, status: int, body: bytes, ctype: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.send_header("Content-Security-Policy", CSP)
+        self.send_header("Referrer-Policy", "no-referrer")
+        self.send_header("Cache-Control", "no-store")  # another run may serve other data
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _json(self, obj, status: int = 200) -> None:
+        self._send(status, json.dumps(obj).encode(), "application/json")
+
+    def _host_ok(self) -> bool:
+        if self.server.allow_remote:
+            return True
+        host = (self.headers.get("Host") or "").strip()
+        name = host[1:].split("]")[0] if host.startswith("[") else host.rsplit(":", 1)[0]
+        return name in LOOPBACK
+
+    def do_HEAD(self):  # noqa: N802
+        self.do_GET()
+
+    def do_GET(self):  # noqa: N802
+        if not self._host_ok():
+            return self._json({"error": "Host header is not a loopback name"}, 403)
+        url = urlsplit(self.path)
+        q = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        app = self.server.app
+        where = {"split": q.get("split"), "index": q.get("index"), "sample_id": q.get("id")}
+        try:
+            if url.path in ("/", "/index.html"):
+                return self._send(200, _static("index.html"), STATIC["index.html"])
+            if url.path.startswith("/static/") and url.path[8:] in STATIC:
+                name = url.path[8:]
+                return self._send(200, _static(name), STATIC[name])
+            if url.path == "/favicon.ico":
+                return self._send(204, b"", "image/x-icon")
+            if url.path == "/api/meta":
+                return self._json(app.meta())
+            if url.path == "/api/samples":
+                return self._json(app.samples(split=q.get("split"), label=q.get("label"),
+                                              view=q.get("view"), offset=q.get("offset", 0),
+                                              limit=q.get("limit")))
+            if url.path == "/api/sample":
+                return self._json(app.sample(**where))
+            if url.path == "/image.png":
+                return self._send(200, app.image_png(**where), "image/png")
+        except ViewerError as exc:
+            return self._json({"error": str(exc)}, exc.status)
+        except RadHarmonyError as exc:  # e.g. an image that cannot be read
+            return self._json({"error": str(exc)}, HTTPStatus.UNPROCESSABLE_ENTITY)
+        return self._json({"error": f"no such page: {url.path}"}, 404)
+
+
+def make_server(datasets: Sequence, *, host: str = "127.0.0.1", port: int = 8765,
+                allow_remote: bool = False, page_size: int = 50) -> ViewerServer:
+    """A ready (not yet serving) viewer server; ``port=0`` picks a free port (see ``.url``).
+
+    Call ``serve_forever()`` on it, in a thread for tests.
+    """
+    if host not in LOOPBACK and not allow_remote:
+        raise RadHarmonyError(f"Refusing to serve the viewer on {host}",
+                              expected="a loopback address (127.0.0.1, localhost, ::1)",
+                              found=host, fix="pass allow_remote=True (--allow-remote) to "
+                              "expose it beyond this machine on purpose")
+    return ViewerServer(ViewerApp(datasets, page_size=page_size), host, port,
+                        allow_remote=allow_remote)

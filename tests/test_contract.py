@@ -1,0 +1,131 @@
+"""The contract every registered dataset satisfies, run on its fake replica."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import radharmony
+from radharmony.base import BaseHarmonizer
+from radharmony.errors import UnsupportedOutputWarning
+from radharmony.fake import make_fake
+from radharmony.schema import REQUIRED_COLUMNS, validate
+
+KEYS = radharmony.list_datasets()
+
+
+@pytest.fixture(scope="module", params=KEYS)
+def case(request, tmp_path_factory):
+    key = request.param
+    root = tmp_path_factory.mktemp(key)
+    kwargs = make_fake(key, root / "data")
+    cls = radharmony.get_dataset_class(key)
+    ds = cls(**kwargs, cache_dir=root / "cache", dtype=torch.float32)
+    return key, cls, kwargs, ds, root
+
+
+def test_every_key_has_dataset_harmonizer_and_fake():
+    from radharmony.fake import FAKES, _load_all
+
+    _load_all()
+    assert KEYS, "no dataset registered"
+    for key in KEYS:
+        assert radharmony.get_harmonizer_class(key).spec.key == key
+        assert radharmony.get_dataset_class(key).spec.key == key
+        assert key in FAKES, f"{key} has no fake writer"
+
+
+def test_table_passes_schema(case):
+    key, cls, kwargs, ds, _ = case
+    df = ds.harmonized_df.drop(columns="sample_id")
+    assert list(df.columns[:len(cls.spec.columns)]) == list(cls.spec.columns)
+    assert tuple(df.columns[:5]) == REQUIRED_COLUMNS
+    pd.testing.assert_frame_equal(validate(df, cls.spec), df)
+    assert len(df) > 0
+    assert not df["image_path"].str.startswith(("/", "..")).any()
+
+
+def test_sample_ids_unique_and_deterministic(case):
+    key, cls, kwargs, ds, root = case
+    ids = ds.harmonized_df["sample_id"]
+    assert ids.is_unique
+    assert ids.str.startswith(f"{key}:").all()
+    again = cls(**kwargs, cache_dir=None)
+    assert list(again.harmonized_df["sample_id"]) == list(ids)
+
+
+def test_harmonizing_needs_no_images(case, tmp_path):
+    key, cls, kwargs, ds, _ = case
+    meta = cls.harmonizer_class(base_image_dir=kwargs["base_image_dir"],
+                                csv_path=kwargs.get("csv_path")).resolve_metadata_path()
+    h = cls.harmonizer_class(csv_path=meta, base_image_dir=tmp_path / "no-images-here")
+    assert len(h.harmonize()) == len(ds)
+
+
+def test_sample_shape_range_dtype(case):
+    key, cls, kwargs, ds, _ = case
+    for i in (0, len(ds) - 1):
+        s = ds[i]
+        assert s["img"].shape == (1, 224, 224)
+        assert s["img"].dtype == torch.float32
+        assert -1.0 <= float(s["img"].min()) and float(s["img"].max()) <= 1.0
+        assert float(s["img"].max()) > float(s["img"].min())
+        assert s["sample_id"] == ds.harmonized_df["sample_id"].iloc[i]
+    bf = cls(**kwargs, cache_dir=None)
+    assert bf[0]["img"].dtype == torch.bfloat16
+
+
+def test_outputs_supported_or_warned(case):
+    key, cls, kwargs, ds, root = case
+    for name in ("cls", "mask", "report", "bbox"):
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always")
+            d = cls(**kwargs, cache_dir=root / "cache", **{f"output_{name}": True})
+        warned = any(issubclass(w.category, UnsupportedOutputWarning) for w in rec)
+        sample = d[0]
+        if name in d.outputs:
+            assert not warned and name in sample
+        else:
+            assert warned and name not in sample
+
+
+def test_splits_group_by_patient_and_are_deterministic(case):
+    key, cls, kwargs, ds, _ = case
+    group = cls.spec.group_col
+    full = ds.get_datasets()
+    assert len(full) == len(ds)
+    n = min(5, ds.harmonized_df[group].nunique())
+    train, val = ds.get_datasets(n_splits=n, seed=3)
+    assert len(train) + len(val) == len(ds) and len(val) > 0
+    assert not set(train.harmonized_df[group]) & set(val.harmonized_df[group])
+    train2, val2 = ds.get_datasets(n_splits=n, seed=3)
+    assert list(val2.harmonized_df["sample_id"]) == list(val.harmonized_df["sample_id"])
+    folds = ds.get_folds(n)
+    seen = np.concatenate([v.harmonized_df["sample_id"].to_numpy() for _, v in folds])
+    assert sorted(seen) == sorted(ds.harmonized_df["sample_id"])
+    for tr, va in folds:
+        assert not set(tr.harmonized_df[group]) & set(va.harmonized_df[group])
+
+
+def test_save_and_load_roundtrip(case, tmp_path):
+    key, cls, kwargs, ds, root = case
+    h = cls.harmonizer_class(base_image_dir=kwargs["base_image_dir"],
+                             csv_path=kwargs.get("csv_path"))
+    path = h.save(tmp_path / "h.parquet")
+    back = BaseHarmonizer.load(path)
+    assert type(back) is cls.harmonizer_class
+    pd.testing.assert_frame_equal(back.harmonize(), h.harmonize())
+    d2 = cls(**kwargs, harmonizer_path=path, cache_dir=None)
+    assert list(d2.harmonized_df["sample_id"]) == list(ds.harmonized_df["sample_id"])
+
+
+def test_csv_roundtrip_builds_same_dataset(case, tmp_path):
+    key, cls, kwargs, ds, root = case
+    csv = tmp_path / "t.csv"
+    ds.harmonized_df.drop(columns="sample_id").to_csv(csv, index=False)
+    d2 = cls(**kwargs, harmonized_df=pd.read_csv(csv), cache_dir=None)
+    assert list(d2.harmonized_df["sample_id"]) == list(ds.harmonized_df["sample_id"])
