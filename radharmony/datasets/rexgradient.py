@@ -239,8 +239,8 @@ class _ReXGradientHarmonizer(BaseHarmonizer):
                                _study_date(v, where=f"{source}: entry {key!r}")
                                for key, v in zip(raw, field("StudyDate"))]}
         reps = np.asarray(counts, dtype=np.int64)
-        df = pd.DataFrame({c: pd.Series(np.repeat(np.asarray(v, dtype=object), reps),
-                                        dtype=object) for c, v in cols.items()})
+        df = pd.DataFrame({c: pd.Series(np.repeat(pd.Series(v, dtype=object).to_numpy(),  # 1-D
+                                                  reps), dtype=object) for c, v in cols.items()})
         df.insert(2, "image_path", pd.Series(
             [p[len(IMAGE_PREFIX):] if isinstance(p, str) and p.startswith(IMAGE_PREFIX) else p
              for p in paths], dtype=object))
