@@ -67,7 +67,7 @@ class _BatchReader:
             extras = []
             for i, p, r in zip(indices, which, rows):
                 sample: dict = {}
-                box = Letterbox(**packs[p].info_dict(int(r))) if "bbox" in ds.outputs else None
+                box = Letterbox(**packs[p].info_dict(int(r)))  # boxes and masks follow it
                 ds.add_outputs(int(i), sample, box)
                 extras.append(sample)
             batch.update(collate(extras))
