@@ -195,8 +195,11 @@ def sample_ids(df: pd.DataFrame, spec: DatasetSpec) -> np.ndarray:
 
     native = pa.array([v if type(v) is str else str(v) for v in df[spec.id_col].tolist()],
                       type=pa.string())
-    if spec.id_col == "image_path":  # RE2 in Arrow, as pandas' str.replace used
-        native = pc.replace_substring_regex(native, pattern=r"\.[A-Za-z0-9]{2,5}$",
-                                            replacement="")
-    ids = pc.binary_join_element_wise(spec.key + ":", native, "")
+    parts = [native]
+    if spec.id_col == "image_path":  # RE2 in Arrow, as pandas' str.replace used; a match
+        # spans at most 6 characters, so only each path's last 7 are searched
+        tail = pc.replace_substring_regex(pc.utf8_slice_codeunits(native, -7),
+                                          pattern=r"\.[A-Za-z0-9]{2,5}$", replacement="")
+        parts = [pc.utf8_slice_codeunits(native, 0, -7), tail]
+    ids = pc.binary_join_element_wise(spec.key + ":", *parts, "")
     return ids.to_numpy(zero_copy_only=False).astype(object, copy=False)
