@@ -526,5 +526,9 @@ class _Encoder(torch.utils.data.Dataset):
     def __getitem__(self, i: int) -> int:
         todo = self.indices[i * self.chunk:(i + 1) * self.chunk]
         for index in todo:
-            self.dataset[index]  # caches the image; errors name the sample
+            try:
+                self.dataset.load_image(index)  # decodes and caches; no other outputs
+            except (ImageReadError, PathSafetyError):
+                self.dataset[index]  # raises the standard error naming the sample
+                raise
         return len(todo)

@@ -395,3 +395,15 @@ def test_table_cache_round_trips_nested_and_nullable_columns(tmp_path):
         assert table["report"].tolist() == ["x", None, "z"]
         assert table["boxes"].tolist() == df["boxes"].tolist()
         assert table.drop(columns="boxes").equals(df.drop(columns="boxes"))
+
+
+def test_pre_cache_names_the_sample_of_a_missing_image(tmp_path):
+    root = write_rexgradient(tmp_path / "data", studies={"train": 3})
+    ds = _ds(root, tmp_path / "c")
+    ds.image_file(1).unlink()
+    with pytest.raises(radharmony.RadHarmonyError, match=r"Sample rexgradient_train:.*"
+                       r"does not exist"):
+        ds.pre_cache(progress=False)
+    ds.image_file(1).write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 40)  # present but undecodable
+    with pytest.raises(radharmony.RadHarmonyError, match=r"Sample rexgradient_train:.*PNG"):
+        _ds(root, tmp_path / "c").pre_cache(progress=False)
