@@ -68,9 +68,16 @@ def _atomic_write(path: Path, write: Callable) -> None:
 
 
 def _word_sums(records: np.ndarray) -> np.ndarray:
-    """Per-record checksum: the sum of the record's little-endian 64-bit words (mod 2**64)."""
-    flat = np.ascontiguousarray(records).reshape(len(records), -1)
-    return flat.view("<u8").sum(axis=1, dtype=np.uint64)
+    """Per-record checksum: the sum of the record's little-endian 64-bit words (mod 2**64),
+    plus its trailing bytes (weighted by position) when its length is not a multiple of 8."""
+    flat = np.ascontiguousarray(records).reshape(len(records), -1).view(np.uint8)
+    whole = flat.shape[1] // 8 * 8
+    sums = flat[:, :whole].view("<u8").sum(axis=1, dtype=np.uint64)
+    if whole < flat.shape[1]:
+        tail = flat[:, whole:].astype(np.uint64) * np.arange(1, flat.shape[1] - whole + 1,
+                                                              dtype=np.uint64)
+        sums += tail.sum(axis=1, dtype=np.uint64)
+    return sums
 
 
 class Pack:

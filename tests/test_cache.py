@@ -407,3 +407,12 @@ def test_pre_cache_names_the_sample_of_a_missing_image(tmp_path):
     ds.image_file(1).write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 40)  # present but undecodable
     with pytest.raises(radharmony.RadHarmonyError, match=r"Sample rexgradient_train:.*PNG"):
         _ds(root, tmp_path / "c").pre_cache(progress=False)
+
+
+def test_odd_output_size_packs_and_reads_back(replica, tmp_path):
+    tf = DefaultTransform(size=101)  # 101 * 101 bytes: not a whole number of 64-bit words
+    ds = _ds(replica, tmp_path, transform=tf)
+    batch = next(iter(CachedLoader(ds, batch_size=len(ds), progress=False)))
+    plain = _ds(replica, None, transform=tf)
+    assert batch["img"].shape == (len(ds), 1, 101, 101)
+    assert torch.equal(batch["img"], torch.stack([plain[i]["img"] for i in range(len(ds))]))
