@@ -368,9 +368,10 @@ def _as_list(batch):
 
 
 def run_pre_cache(dataset, *, workers: int = 0, quiet: bool = False) -> dict:
-    """Preprocess every image of ``dataset`` into its cache with a DataLoader; failures are
-    counted, not raised. Replace the body with ``dataset.pre_cache(num_workers=workers)``
-    when that API lands; the command only reads this report."""
+    """Preprocess every image of ``dataset`` into its cache with a DataLoader, counting
+    failures instead of stopping at the first; when every image succeeded,
+    ``dataset.pre_cache`` then consolidates the entries into the pack that
+    :class:`radharmony.loader.CachedLoader` reads a batch at a time."""
     import torch
 
     if dataset.cache_dir is None:
@@ -389,6 +390,8 @@ def run_pre_cache(dataset, *, workers: int = 0, quiet: bool = False) -> dict:
                         first.append({"sample_id": dataset.harmonized_df["sample_id"].iat[index],
                                       "detail": error})
             bar.update(len(batch))
+    if failures == 0:
+        dataset.pre_cache(num_workers=0, progress=not quiet)  # all cached: only packs them
     seconds = time.perf_counter() - start
     return {"key": dataset.spec.key, "cache_dir": str(dataset.cache_dir), "images": done,
             "cached": done - failures, "failed": failures, "first_failures": first,

@@ -16,7 +16,7 @@ import pytest
 
 from radharmony import cli
 from radharmony.base import BaseHarmonizer
-from radharmony.datasets import ReXGradientValidHarmonizer
+from radharmony.datasets import ReXGradientValidDataset, ReXGradientValidHarmonizer
 from radharmony.fake import make_fake
 
 REPO = Path(__file__).resolve().parents[1]
@@ -239,11 +239,19 @@ def test_cache_builds_every_entry(capsys, rex, tmp_path):
     code, (report,), err = run_json(capsys, "cache", "rexgradient_valid", "--root", rex,
                                     "--cache-dir", cache, "--workers", 2)
     assert code == 0 and (report["images"], report["cached"], report["failed"]) == (n, n, 0)
-    assert len(list(cache.rglob("*.rhc"))) == n
     assert "caching" in err
+
+    def packed():  # every image in a pack (what CachedLoader reads), no loose entry left
+        ds = ReXGradientValidDataset(base_image_dir=rex, cache_dir=cache)
+        _, pack_of, _ = ds._cache.locate(ds.cache_keys())
+        return bool((pack_of >= 0).all()) and not list(cache.rglob("*.rhc"))
+
+    assert packed()
+    packs = sorted(p.stat().st_mtime_ns for p in cache.rglob("*.rhp"))
     code, (report,), _ = run_json(capsys, "cache", "rexgradient_valid", "--root", rex,
                                   "--cache-dir", cache, "-q")
-    assert code == 0 and len(list(cache.rglob("*.rhc"))) == n  # hits, nothing rebuilt
+    assert code == 0 and packed()
+    assert sorted(p.stat().st_mtime_ns for p in cache.rglob("*.rhp")) == packs  # nothing rebuilt
 
 
 def test_cache_reports_failures(capsys, damaged, tmp_path):
