@@ -271,8 +271,10 @@ def run_validation(key: str, *, root, csv_path=None, images: bool = False, worke
     """Validate one split: metadata, schema, path safety, missing (and undecodable) files.
 
     Returns a JSON-ready report ``{"key", "ok", "rows", "checked", "problems": {kind:
-    count}, "first": {kind: [{"image_path", "detail"}]}}``. Replace this function's body with
-    the shared validation API when it lands; the command only reads this report.
+    count}, "first": {kind: [{"image_path", "detail"}]}}``. Metadata faults are reported
+    through the shared guard (:func:`radharmony.validation.read_error`) and every file through
+    :func:`radharmony.validation.check_image`; unlike ``dataset.validate()`` it keeps going
+    past a schema fault so that every unsafe path is listed.
     """
     from .errors import PathSafetyError
     from .registry import get_harmonizer_class
