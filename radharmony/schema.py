@@ -190,16 +190,14 @@ def _boxes_cell(value, *, where: str) -> list[dict]:
 def sample_ids(df: pd.DataFrame, spec: DatasetSpec) -> np.ndarray:
     """Deterministic ``"<key>:<native id>"`` for every row (native id from ``spec.id_col``;
     an ``image_path`` id loses its file extension, ``.`` + 2-5 ASCII letters/digits)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    native = pa.array([v if type(v) is str else str(v) for v in df[spec.id_col].tolist()],
-                      type=pa.string())
-    parts = [native]
-    if spec.id_col == "image_path":  # RE2 in Arrow, as pandas' str.replace used; a match
-        # spans at most 6 characters, so only each path's last 7 are searched
-        tail = pc.replace_substring_regex(pc.utf8_slice_codeunits(native, -7),
-                                          pattern=r"\.[A-Za-z0-9]{2,5}$", replacement="")
-        parts = [pc.utf8_slice_codeunits(native, 0, -7), tail]
-    ids = pc.binary_join_element_wise(spec.key + ":", *parts, "")
-    return ids.to_numpy(zero_copy_only=False).astype(object, copy=False)
+    prefix, strip_ext = spec.key + ":", spec.id_col == "image_path"
+    out = []
+    for v in df[spec.id_col].tolist():
+        v = v if type(v) is str else str(v)
+        if strip_ext:
+            i = v.rfind(".")
+            ext = v[i + 1:]
+            if i >= 0 and 2 <= len(ext) <= 5 and ext.isascii() and ext.isalnum():
+                v = v[:i]
+        out.append(prefix + v)
+    return np.array(out, dtype=object)
