@@ -34,12 +34,15 @@ from .registry import get_harmonizer_class
 from .schema import sample_ids, validate
 from .spec import DatasetSpec
 from .splits import assign_folds
+from .tables import canonical_views
 from .transforms import DefaultTransform
 from .validation import drop_missing, guarded_harmonize, shorten
 
 SAVED_FORMAT = "radharmony-harmonizer"
 SAVED_FORMAT_VERSION = 1
 _META_KEY = b"radharmony"
+#: columns a dataset adds to its table: the sample id and the canonical view (spec.view_map)
+DERIVED_COLUMNS = ("sample_id", "view")
 _COPY_ON_WRITE = int(pd.__version__.split(".")[0]) >= 3
 
 
@@ -314,8 +317,11 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
         return h
 
     def _set_table(self, df: pd.DataFrame) -> None:
-        df = df.reset_index(drop=True)
+        # a table saved from a dataset carries the derived columns: recompute them
+        df = df.drop(columns=[c for c in DERIVED_COLUMNS if c in df.columns]).reset_index(drop=True)
         df.insert(0, "sample_id", sample_ids(df, self.spec))
+        df["view"] = pd.Series(canonical_views(df["view_position"], self.spec.view_map),
+                               index=df.index, dtype=object)
         self.harmonized_df = df
         self._ids = df["sample_id"].to_numpy(dtype=object)
         self._paths = df["image_path"].to_numpy(dtype=object)
@@ -326,8 +332,24 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
 
     def _subset(self, rows: np.ndarray) -> "BaseRadiologicalDataset":
         new = copy.copy(self)
-        new._set_table(self.harmonized_df.iloc[rows].drop(columns="sample_id"))
+        new._set_table(self.harmonized_df.iloc[rows])
         return new
+
+    def filter(self, mask) -> "BaseRadiologicalDataset":
+        """A dataset of the rows where ``mask`` is True: a boolean array or Series over
+        :attr:`harmonized_df`, or a callable that takes the table and returns one. E.g.
+        frontal images only: ``ds.filter(ds.harmonized_df["view"].isin(["PA", "AP"]))``.
+        Splits and folds of the result still group by patient."""
+        if callable(mask):
+            mask = mask(self.harmonized_df)
+        mask = np.asarray(mask)
+        if mask.dtype != bool or mask.shape != (len(self),):
+            raise RadHarmonyError("filter() needs one boolean per row",
+                                  expected=f"a boolean array of length {len(self)}",
+                                  found=f"dtype {mask.dtype}, shape {mask.shape}",
+                                  fix="build it from ds.harmonized_df, e.g. "
+                                      "ds.harmonized_df['view'] == 'PA'")
+        return self._subset(np.flatnonzero(mask))
 
     # -- splits -----------------------------------------------------------------------------
     def get_datasets(self, n_splits: int | None = None, *, seed: int = 0):

@@ -148,12 +148,17 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 # -- info -----------------------------------------------------------------------------------------
 def table_info(df, *, spec) -> dict:
-    """Counts, view positions, label prevalence and report coverage of a harmonized table."""
+    """Counts, view positions (raw and canonical), label prevalence and report coverage of a
+    harmonized table."""
     import pandas as pd
+
+    from .tables import canonical_views
 
     n = len(df)
     reports = df["report"].map(lambda r: isinstance(r, str) and r.strip() != "")
     views = df["view_position"].fillna("(missing)").value_counts()
+    canonical = pd.Series(canonical_views(df["view_position"], spec.view_map),
+                          dtype=object).fillna("(missing)").value_counts()
     labels = {}
     for col in spec.label_cols:
         v = df[col]
@@ -164,6 +169,7 @@ def table_info(df, *, spec) -> dict:
     out = {"images": n, "studies": int(df["study_id"].nunique()),
            "patients": int(df["patient_id"].nunique()), "expected": dict(spec.expected),
            "view_positions": {str(k): int(c) for k, c in views.items()},
+           "views": {str(k): int(c) for k, c in canonical.items()},
            "labels": labels,
            "reports": {"with_report": int(reports.sum()),
                        "coverage": round(float(reports.mean()), 4) if n else None}}
@@ -186,6 +192,9 @@ def _info_text(results: list[dict]) -> str:
             lines.append(f"  {what:<9}{r[what]:>10,}{full}")
         lines.append("  view positions: " + ", ".join(f"{k} {v}" for k, v in
                                                       r["view_positions"].items()))
+        if r["views"] != r["view_positions"]:
+            lines.append("  canonical views: " + ", ".join(f"{k} {v}" for k, v in
+                                                         r["views"].items()))
         rep = r["reports"]
         if rep["coverage"] is not None:
             lines.append(f"  reports: {rep['with_report']:,} images "

@@ -84,10 +84,11 @@ def find_optional(names: Iterable[str], *near: str | Path | None) -> Path | None
 def canonical_views(values, view_map) -> np.ndarray:
     """Raw view names -> canonical ones via ``view_map`` (exact, after strip/upper-casing);
     unmapped names stay as written (stripped), missing or empty ones become None."""
-    s = pd.Series(values, dtype=object)
-    key = s.map(lambda v: v.strip().upper() if isinstance(v, str) else None)
-    out = key.map(lambda k: view_map.get(k, k) if k else None)
-    return out.to_numpy(dtype=object)
+    out = np.empty(len(values), dtype=object)
+    for i, v in enumerate(values):
+        k = v.strip().upper() if isinstance(v, str) else None
+        out[i] = view_map.get(k, v.strip()) if k else None
+    return out
 
 
 def records(**columns) -> list[dict]:

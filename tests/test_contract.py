@@ -41,7 +41,7 @@ def test_every_key_has_dataset_harmonizer_and_fake():
 
 def test_table_passes_schema(case):
     key, cls, kwargs, ds, _ = case
-    df = ds.harmonized_df.drop(columns="sample_id")
+    df = ds.harmonized_df.drop(columns=["sample_id", "view"])
     assert list(df.columns[:len(cls.spec.columns)]) == list(cls.spec.columns)
     assert tuple(df.columns[:5]) == REQUIRED_COLUMNS
     pd.testing.assert_frame_equal(validate(df, cls.spec), df)
@@ -126,6 +126,33 @@ def test_save_and_load_roundtrip(case, tmp_path):
 def test_csv_roundtrip_builds_same_dataset(case, tmp_path):
     key, cls, kwargs, ds, root = case
     csv = tmp_path / "t.csv"
-    ds.harmonized_df.drop(columns="sample_id").to_csv(csv, index=False)
+    ds.harmonized_df.drop(columns=["sample_id", "view"]).to_csv(csv, index=False)
     d2 = cls(**kwargs, harmonized_df=pd.read_csv(csv), cache_dir=None)
     assert list(d2.harmonized_df["sample_id"]) == list(ds.harmonized_df["sample_id"])
+
+
+def test_dataset_table_with_derived_columns_feeds_back_in(case, tmp_path):
+    key, cls, kwargs, ds, root = case
+    csv = tmp_path / "d.csv"
+    ds.harmonized_df.to_csv(csv, index=False)  # sample_id and view included
+    # only empty cells are missing ("N/A" is a view name in ReXGradient, not a null)
+    back = pd.read_csv(csv, keep_default_na=False, na_values=[""])
+    d2 = cls(**kwargs, harmonized_df=back, cache_dir=None)
+    assert list(d2.harmonized_df["sample_id"]) == list(ds.harmonized_df["sample_id"])
+    assert list(d2.harmonized_df["view"]) == list(ds.harmonized_df["view"])
+
+
+def test_canonical_view_and_filter(case):
+    key, cls, kwargs, ds, _ = case
+    vmap = {k.upper(): v for k, v in cls.spec.view_map.items()}
+    raw, view = ds.harmonized_df["view_position"], ds.harmonized_df["view"]
+    for r, v in zip(raw, view):
+        if r is None or not str(r).strip():
+            assert v is None
+        else:
+            assert v == vmap.get(str(r).strip().upper(), str(r).strip())
+    frontal = ds.filter(lambda df: df["view"].isin(["PA", "AP"]))
+    assert len(frontal) == int(view.isin(["PA", "AP"]).sum())
+    assert frontal.harmonized_df["view"].isin(["PA", "AP"]).all()
+    with pytest.raises(radharmony.RadHarmonyError, match="one boolean per row"):
+        ds.filter([True])

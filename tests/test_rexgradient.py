@@ -82,6 +82,16 @@ def test_report_format(sections, expected):
     assert _format_report is format_report
 
 
+def test_dataset_adds_canonical_view_keeping_raw(tmp_path):
+    from radharmony.dataset import ReXGradientValidDataset
+
+    df = harmonize(tmp_path, {"k": entry(ImageViewPosition=["POSTERO_ANTERIOR", "LL"])})
+    ds = ReXGradientValidDataset(base_image_dir=tmp_path, harmonized_df=df, cache_dir=None)
+    assert ds.harmonized_df["view_position"].tolist() == ["POSTERO_ANTERIOR", "LL"]
+    assert ds.harmonized_df["view"].tolist() == ["PA", "LATERAL"]
+    assert len(ds.filter(ds.harmonized_df["view"] == "PA")) == 1
+
+
 def test_empty_view_string_is_missing_and_lengths_checked(tmp_path):
     df = harmonize(tmp_path, {"k": entry(ImageViewPosition=["", "LL"])})
     assert df["view_position"].tolist() == [None, "LL"]

@@ -116,7 +116,7 @@ def test_real_siim_dicom_decodes():
 def test_sample_ids_are_image_ids_and_csv_tables_still_give_masks(tmp_path):
     image_dir = write_siim(tmp_path, n_images=3)
     ds = SIIMPneumothoraxDataset(image_dir, output_mask=True, cache_dir=None)
-    df = ds.harmonized_df.drop(columns="sample_id")
+    df = ds.harmonized_df.drop(columns=["sample_id", "view"])
     assert ds[1]["sample_id"] == f"siim_acr_ptx:{df['study_id'].iat[1]}"
     df.assign(rle=df["rle"].map(json.dumps)).to_csv(tmp_path / "table.csv", index=False)
     back = pd.read_csv(tmp_path / "table.csv")  # lists travel as JSON text, as save() writes

@@ -97,7 +97,8 @@ class _Split:
         df = dataset.harmonized_df
         self.n = len(df)
         self.ids = df["sample_id"].to_numpy(dtype=object)
-        codes, uniques = pd.factorize(df["view_position"].fillna(MISSING_VIEW), sort=True)
+        views = df["view"] if "view" in df.columns else df["view_position"]  # canonical
+        codes, uniques = pd.factorize(views.fillna(MISSING_VIEW), sort=True)
         self.view_codes, self.views = codes.astype(np.int32), [str(u) for u in uniques]
         self.label_cols = list(self.spec.label_cols)
         self.labels = df[self.label_cols].to_numpy(np.float32) if self.label_cols else \
