@@ -7,7 +7,7 @@ peak RSS is its own):
 
 (a) radharmony first epoch -- ``DataLoader(dataset, collate_fn=radharmony.collate)`` on an
     empty cache (decodes, writes loose cache entries); (b) radharmony cached epoch --
-    :class:`radharmony.loader.CachedLoader` after ``pre_cache`` consolidated the entries into
+    :class:`radharmony.CachedLoader` after ``pre_cache`` consolidated the entries into
     a pack; (c) MONAI ``PersistentDataset`` running the pipeline radharmony documents
     (LoadImaged -> EnsureChannelFirstd -> percentile 0.5-99.5 scaling to [-1, 1] -> resize
     the long side to 224 (area) -> pad to 224 -> cast to bfloat16), first and cached
@@ -149,7 +149,7 @@ def run_radharmony(a) -> dict:
     import torch
 
     import radharmony
-    from radharmony.loader import CachedLoader
+    from radharmony.data.loader import CachedLoader
 
     cache = Path(a.scratch) / "rh-cache"
     shutil.rmtree(cache, ignore_errors=True)
@@ -246,7 +246,7 @@ def run_loop(a) -> dict:
     """The straightforward way: json.load, one dict per image, DataFrame of the dicts."""
     import pandas as pd
 
-    from radharmony.datasets.rexgradient import format_report
+    from radharmony.reports.format import format_report
 
     t0 = time.perf_counter()
     with open(a.meta) as fh:
@@ -488,7 +488,7 @@ METHOD = """## What each row runs
 - **(a) radharmony first epoch**: `DataLoader(ReXGradientTrainDataset(..., cache_dir=empty),
   batch_size=64, collate_fn=radharmony.collate)`: decode, area resize of the long side to 224,
   0.5-99.5 percentile window, uint8 quantization, pad, write the cache entry, bfloat16 tensor.
-- **(b) radharmony cached epoch**: `radharmony.loader.CachedLoader(ds, batch_size=64,
+- **(b) radharmony cached epoch**: `radharmony.CachedLoader(ds, batch_size=64,
   shuffle=True, num_workers=w)`, reading each batch from the memory-mapped pack with one
   gather; its `num_workers` are read-ahead threads (processes would copy every batch
   through shared memory).

@@ -1,10 +1,12 @@
 """radharmony: public chest X-ray datasets as one harmonized table and ready PyTorch datasets."""
 
-__version__ = "0.1.0"
+from .version import __version__
+from .data.collate import collate, pad_boxes
+from .data.loader import CachedLoader
+from .errors import RadHarmonyError
+from .registry import (families, get_dataset_class, get_harmonizer_class, list_datasets,
+                       load_harmonizer, register_dataset)
 
-from .collate import collate  # noqa: E402
-from .errors import RadHarmonyError  # noqa: E402
-from .registry import get_dataset_class, get_harmonizer_class, list_datasets  # noqa: E402
-
-__all__ = ["__version__", "collate", "RadHarmonyError", "get_dataset_class",
-           "get_harmonizer_class", "list_datasets"]
+__all__ = ["__version__", "CachedLoader", "collate", "pad_boxes", "RadHarmonyError", "families",
+           "get_dataset_class", "get_harmonizer_class", "list_datasets", "load_harmonizer",
+           "register_dataset"]

@@ -1,6 +1,6 @@
 """Dataset classes: ``from radharmony.dataset import ReXGradientTrainDataset``."""
 
-from .base import BaseRadiologicalDataset
+from .data.dataset import BaseRadiologicalDataset
 from .datasets import __all__ as _all
 from . import datasets as _datasets
 

@@ -3,7 +3,7 @@
 Writes a small ReXGradient-160K replica (synthetic CXR-like 16-bit PNGs and reports) in the
 real layout, then runs what the public page shows: harmonize, build the three splits, split
 train 10-fold, iterate a DataLoader with a progress bar (first epoch: decode and cache), then the
-cached epoch through :class:`radharmony.loader.CachedLoader`. Prints images, studies, patients
+cached epoch through :class:`radharmony.CachedLoader`. Prints images, studies, patients
 and view positions per split and writes a PNG grid of samples with their impressions.
 """
 
@@ -42,11 +42,11 @@ def main(argv: list[str] | None = None) -> int:
     from torch.utils.data import DataLoader
     from tqdm import tqdm
 
-    from .collate import collate
+    from .data.collate import collate
     from .dataset import ReXGradientTestDataset, ReXGradientTrainDataset, ReXGradientValidDataset
     from .fake import write_rexgradient
     from .harmonizer import ReXGradientValidHarmonizer
-    from .loader import CachedLoader
+    from .data.loader import CachedLoader
     from .plotting import plot_grid
 
     t0 = time.perf_counter()

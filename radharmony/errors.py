@@ -9,6 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
+#: How many problem paths a warning or a summary lists.
+SHOW = 5
+
 
 def message(what: str, *, expected: str | None = None, found: str | None = None,
             fix: str | None = None) -> str:
@@ -21,6 +24,12 @@ def message(what: str, *, expected: str | None = None, found: str | None = None,
     if fix:
         parts.append(f"Fix: {fix}.")
     return " ".join(parts)
+
+
+def shorten(text: object, limit: int = 160) -> str:
+    """``text`` on one line, cut to ``limit`` characters (for quoting values in messages)."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 class RadHarmonyError(Exception):
@@ -85,3 +94,14 @@ class RowsDroppedWarning(UserWarning):
 
 class ColourImageWarning(UserWarning):
     """A colour image was converted to grayscale (its channels differed)."""
+
+
+def check_choice(name: str, value, choices: Iterable, *, what: str | None = None,
+                 error: type[RadHarmonyError] = RadHarmonyError):
+    """``value`` when it is one of ``choices``, else a four-part error listing them."""
+    choices = tuple(choices)
+    if isinstance(value, (str, int, float, type(None))) and value in choices:
+        return value
+    listed = ", ".join(repr(c) for c in choices)
+    raise error(f"{what or name} must be one of {listed}", expected=f"{name} in ({listed})",
+                found=shorten(repr(value), 80), fix=f"pass {name}={choices[0]!r}, for example")

@@ -1,6 +1,6 @@
 """Harmonizer classes: ``from radharmony.harmonizer import ReXGradientValidHarmonizer``."""
 
-from .base import BaseHarmonizer
+from .table.harmonizer import BaseHarmonizer
 from .datasets import __all__ as _all
 from . import datasets as _datasets
 

@@ -1,60 +1,83 @@
-"""Dataset registry: key -> (dataset class, harmonizer class)."""
+"""The dataset registry: key -> dataset class and harmonizer class.
+
+Built-in datasets come from the catalog in :mod:`radharmony.datasets`; users add their own with
+:func:`register_dataset`. Nothing below this module imports it.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import difflib
+import os
 
+from . import datasets as _builtin
+from .data.dataset import BaseRadiologicalDataset
 from .errors import RegistryError
+from .table.harmonizer import BaseHarmonizer
+from .table.store import load_table
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .base import BaseHarmonizer, BaseRadiologicalDataset
-
-_DATASETS: dict[str, type["BaseRadiologicalDataset"]] = {}
-_HARMONIZERS: dict[str, type["BaseHarmonizer"]] = {}
+_USER: dict[str, type[BaseRadiologicalDataset]] = {}
 
 
-def register_harmonizer(cls):
-    """Class decorator: register a harmonizer under ``cls.spec.key``."""
-    _HARMONIZERS[cls.spec.key] = cls
+def _catalog() -> dict[str, type[BaseRadiologicalDataset]]:
+    return {**_builtin.CATALOG, **_USER}
+
+
+def register_dataset(cls: type[BaseRadiologicalDataset]) -> type[BaseRadiologicalDataset]:
+    """Register a dataset class (with a ``harmonizer_class`` whose spec has a new ``key``) so
+    that the CLI, the viewer and :func:`get_dataset_class` find it; usable as a decorator."""
+    h = getattr(cls, "harmonizer_class", None)
+    if not (isinstance(cls, type) and issubclass(cls, BaseRadiologicalDataset) and
+            isinstance(h, type) and issubclass(h, BaseHarmonizer)):
+        raise RegistryError("register_dataset needs a dataset class with a harmonizer",
+                            expected="a BaseRadiologicalDataset subclass whose harmonizer_class "
+                            "is a BaseHarmonizer subclass with a spec", found=repr(cls),
+                            fix="set harmonizer_class on the dataset class")
+    key = h.spec.key
+    if key in _builtin.CATALOG and _builtin.CATALOG[key] is not cls:
+        raise RegistryError(f"Dataset key {key!r} is a built-in dataset's",
+                            expected="a new key", found=repr(key),
+                            fix="give the harmonizer's spec another key")
+    _USER[key] = cls
     return cls
-
-
-def register_dataset(cls):
-    """Class decorator: register a dataset class under its harmonizer's key."""
-    _DATASETS[cls.harmonizer_class.spec.key] = cls
-    return cls
-
-
-def _load_all() -> None:
-    from . import datasets  # noqa: F401  (importing registers every built-in dataset)
 
 
 def list_datasets() -> list[str]:
     """Sorted registry keys of every dataset radharmony knows."""
-    _load_all()
-    return sorted(_DATASETS)
+    return sorted(_catalog())
 
 
-def _lookup(table: dict, key: str, kind: str):
-    _load_all()
-    try:
+def families() -> dict[str, list[str]]:
+    """Dataset family (the dataset module's name, e.g. ``rexgradient``) -> its keys."""
+    out: dict[str, list[str]] = {}
+    for key in list_datasets():
+        module = get_harmonizer_class(key).__module__.rsplit(".", 1)[-1]
+        out.setdefault(module, []).append(key)
+    return out
+
+
+def _lookup(key: str, kind: str) -> type[BaseRadiologicalDataset]:
+    table = _catalog()
+    if isinstance(key, str) and key in table:
         return table[key]
-    except KeyError:
-        import difflib
-
-        close = difflib.get_close_matches(str(key), table, n=3)
-        hint = f"did you mean {', '.join(map(repr, close))}?" if close else \
-            "call radharmony.list_datasets() for the valid keys"
-        raise RegistryError(f"No {kind} registered under key {key!r}",
-                            expected=f"one of {sorted(table)}", found=repr(key),
-                            fix=hint) from None
+    close = difflib.get_close_matches(str(key), table, n=3)
+    hint = f"did you mean {', '.join(map(repr, close))}?" if close else \
+        "call radharmony.list_datasets() for the valid keys"
+    raise RegistryError(f"No {kind} registered under key {key!r}",
+                        expected=f"one of {sorted(table)}", found=repr(key), fix=hint)
 
 
-def get_dataset_class(key: str) -> type["BaseRadiologicalDataset"]:
+def get_dataset_class(key: str) -> type[BaseRadiologicalDataset]:
     """The dataset class registered under ``key`` (e.g. ``"rexgradient_train"``)."""
-    return _lookup(_DATASETS, key, "dataset")
+    return _lookup(key, "dataset")
 
 
-def get_harmonizer_class(key: str) -> type["BaseHarmonizer"]:
+def get_harmonizer_class(key: str) -> type[BaseHarmonizer]:
     """The harmonizer class registered under ``key``."""
-    return _lookup(_HARMONIZERS, key, "harmonizer")
+    return _lookup(key, "harmonizer").harmonizer_class
+
+
+def load_harmonizer(path: str | os.PathLike) -> BaseHarmonizer:
+    """A harmonizer saved by ``harmonizer.save(path)``, of whichever dataset it belongs to
+    (the class is chosen from the registry by the key in the file; no code is executed)."""
+    header, df = load_table(path)
+    return get_harmonizer_class(header.get("key"))._from_saved(path, header, df)

@@ -5,9 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-#: Output flags a dataset may support; each maps to the sample key it adds.
-OUTPUT_KEYS = {"cls": "cls", "mask": "mask", "report": "report", "bbox": "bbox",
-               "report_spans": "report_spans", "report_labels": "report_cls"}
+#: Columns every harmonized table starts with, in this order.
+REQUIRED_COLUMNS = ("patient_id", "study_id", "image_path", "view_position", "report")
+#: Columns that identify a row and may never be missing.
+ID_COLUMNS = ("patient_id", "study_id", "image_path")
+#: Columns a dataset derives from its table: the sample id and the canonical view
+#: (``view_map`` applied to the raw ``view_position``).
+DERIVED_COLUMNS = ("sample_id", "view")
 
 
 @dataclass(frozen=True)
@@ -28,6 +32,8 @@ class DatasetSpec:
         id_col: the column whose value is the native id in ``sample_id``.
         box_units: units of the ``boxes`` column: ``"normalized"`` ([0, 1] of the source image)
             or ``"pixel"`` (source pixels, when the metadata gives no image size).
+        root_col: for a table spanning several image roots (e.g. a merged dataset), the
+            column whose value names each row's root; None: every row is under one root.
     """
 
     key: str
@@ -42,9 +48,8 @@ class DatasetSpec:
     group_col: str = "patient_id"
     id_col: str = "image_path"
     box_units: str = "normalized"
+    root_col: str | None = None
 
     @property
     def columns(self) -> tuple[str, ...]:
-        from .schema import REQUIRED_COLUMNS
-
         return REQUIRED_COLUMNS + self.label_cols + self.extra_cols

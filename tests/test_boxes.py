@@ -1,6 +1,7 @@
 """Boxes for every dataset: IoU, selection/merging, agreement, geometry, collate, Label Studio
 box files and ReXGradient's interstitial-pattern boxes."""
 
+import radharmony
 import json
 import warnings
 from pathlib import Path
@@ -11,15 +12,16 @@ import pytest
 import torch
 
 from radharmony import collate
-from radharmony.agreement import box_agreement, pair_ious
-from radharmony.boxes import (BoxSelection, box_record, detect_label_studio_form, iou_matrix,
-                              join_boxes, match_pairs, merge_boxes, normalize_boxes,
-                              read_label_studio)
-from radharmony.collate import pad_boxes
+from radharmony.annotations.agreement import box_agreement, pair_ious
+from radharmony.annotations.boxes import (BoxSelection, box_record, iou_matrix, match_pairs,
+                                          merge_boxes, normalize_boxes)
+from radharmony.annotations.label_studio import (detect_label_studio_form, join_boxes,
+                                                 read_label_studio)
+from radharmony.data.collate import pad_boxes
 from radharmony.errors import MetadataError, RadHarmonyError, UnsupportedOutputWarning
 from radharmony.fake import write_rexgradient
 from radharmony.fake.rexgradient import BBOX_FILE, make_bbox_file, make_metadata
-from radharmony.geometry import Letterbox
+from radharmony.imaging.geometry import Letterbox
 
 
 def rec(label, who, *xyxy):
@@ -289,7 +291,7 @@ def test_rexgradient_rotation_warns_and_saved_table_keeps_boxes(tmp_path):
     with pytest.warns(UserWarning, match="rotated rectangle"):
         h = ReXGradientTrainHarmonizer(base_image_dir=root)
         df = h.harmonize()
-    back = BaseHarmonizer.load(h.save(tmp_path / "h.parquet")).harmonize()
+    back = radharmony.load_harmonizer(h.save(tmp_path / "h.parquet")).harmonize()
     assert back["boxes"].tolist() == df["boxes"].tolist()
 
 

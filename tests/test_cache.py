@@ -14,13 +14,14 @@ import pytest
 import torch
 
 import radharmony
-from radharmony import cache as cache_mod
-from radharmony.cache import ImageCache, TableCache
-from radharmony.datasets.rexgradient import (ReXGradientTrainDataset,
-                                             ReXGradientTrainHarmonizer)
+from radharmony.imaging import cache as cache_mod
+from radharmony.imaging.cache import ImageCache
+from radharmony.table.store import TableCache
+from radharmony.datasets.rexgradient import ReXGradientTrainDataset, ReXGradientTrainHarmonizer
+from radharmony.fake.rexgradient import BBOX_FILE
 from radharmony.fake import write_rexgradient
-from radharmony.loader import CachedLoader
-from radharmony.transforms import DefaultTransform
+from radharmony.data.loader import CachedLoader
+from radharmony.imaging.pipeline import DefaultTransform
 
 
 @pytest.fixture(scope="module")
@@ -258,7 +259,7 @@ def test_concurrent_writers_leave_no_corrupt_entry(replica, tmp_path):
         ds = _ds(replica, tmp_path)
         for i in range(len(ds)):
             assert torch.equal(ds[i]["img"], plain[i]["img"])
-        cache = ds._cache
+        cache = ds.image_cache
         for entry in _entries(tmp_path):
             assert cache.load(entry.stem) is not None
         for pack in cache.packs(rescan=True):
@@ -342,15 +343,17 @@ def test_table_cache_invalidated_when_metadata_changes(tmp_path):
     assert len(list((tmp_path / "c" / "tables").glob("*.arrow"))) == 3
 
 
-def test_table_cache_invalidated_when_a_sibling_file_changes(tmp_path):
+def test_table_cache_key_follows_the_declared_side_file(tmp_path):
     root = write_rexgradient(tmp_path / "data", studies={"train": 4}, images=False)
     meta = _meta(root)
     h = ReXGradientTrainHarmonizer(csv_path=meta)
     tables = TableCache(tmp_path / "c")
     owner = {"class": "x"}
-    before = tables.path(owner, h.table_inputs(meta))
-    (meta.parent / "train_metadata.csv").write_text("changed\n")
-    assert tables.path(owner, h.table_inputs(meta)) != before
+    before = tables.path(owner, h.inputs(meta).identity())
+    (meta.parent / "unrelated.txt").write_text("not an input\n")
+    assert tables.path(owner, h.inputs(meta).identity()) == before  # only inputs key it
+    (meta.parent / BBOX_FILE).write_text("[]")
+    assert tables.path(owner, h.inputs(meta).identity()) != before
 
 
 def test_damaged_table_cache_is_rebuilt(tmp_path):

@@ -1,11 +1,13 @@
 """CheXpert: hand-written rows, the uncertain-label policy, the real train table, the fake."""
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from radharmony.datasets.chexpert import LABELS, CheXpertDataset, CheXpertHarmonizer
 from radharmony.errors import MetadataError, RadHarmonyError
 from radharmony.fake.chexpert import chexpert_row, write_chexpert, write_table
+from radharmony.table.schema import canonical_views
 
 from txv_data import txv_file
 
@@ -19,14 +21,17 @@ def test_hand_written_rows_keep_one_zero_uncertain_missing_apart(tmp_path):
                          ap_pa="", sex="Unknown"),
             chexpert_row("CheXpert-v1.0-small/valid/patient64541/study1/view1_frontal.jpg",
                          {"No Finding": "1.0"}, frontal="Frontal", ap_pa="LL", sex="Male")]
-    df = CheXpertHarmonizer(csv_path=write_table(tmp_path / "train.csv", rows)).harmonize()
+    h = CheXpertHarmonizer(csv_path=write_table(tmp_path / "train.csv", rows))
+    df = h.harmonize()
     first = df.iloc[0]
     assert (first.Edema, first.Pneumonia, first.Pneumothorax) == (1, -1, 0)
     assert np.isnan(first.Atelectasis) and np.isnan(first["No Finding"])
     assert df.loc[1, "Edema"] == -1 and np.isnan(df.loc[1, "Pneumonia"])  # never borrowed
     assert (first.patient_id, first.study_id, first.image_path) == \
         ("patient00042", "patient00042/study3", "train/patient00042/study3/view1_frontal.jpg")
-    assert df["view_position"].tolist() == ["PA", "LATERAL", "LATERAL"]  # LL on a "Frontal" row
+    assert df["view_position"].tolist() == ["PA", "Lateral", "LL"]  # LL on a "Frontal" row
+    assert list(canonical_views(df["view_position"], h.spec.view_map)) == \
+        ["PA", "LATERAL", "LATERAL"]
     assert df["patient_sex"].tolist() == ["F", None, "M"]
     assert df["split"].tolist() == ["train", "train", "val"]
 
@@ -70,7 +75,9 @@ def test_real_train_table_counts():
         (33_376, 1_328, 33_739, 154_971)
     assert (df[list(LABELS)] == -1).sum().sum() == 139_958
     assert df["view_position"].value_counts().to_dict() == \
-        {"AP": 161_590, "LATERAL": 32_404, "PA": 29_420}
+        {"AP": 161_590, "Lateral": 32_387, "PA": 29_420, "LL": 16, "RL": 1}
+    views = pd.Series(canonical_views(df["view_position"], h.spec.view_map))
+    assert views.value_counts().to_dict() == {"AP": 161_590, "LATERAL": 32_404, "PA": 29_420}
     assert set(df["split"]) == {"train"} and df["patient_sex"].isna().sum() == 1
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import radharmony
 import json
 import os
 import re
@@ -15,8 +16,9 @@ import pandas as pd
 import pytest
 
 from radharmony import cli
-from radharmony.base import BaseHarmonizer
-from radharmony.datasets import ReXGradientValidDataset, ReXGradientValidHarmonizer
+from radharmony.cli import commands
+from radharmony.table.harmonizer import BaseHarmonizer
+from radharmony.datasets.rexgradient import ReXGradientValidDataset, ReXGradientValidHarmonizer
 from radharmony.fake import make_fake
 
 REPO = Path(__file__).resolve().parents[1]
@@ -158,7 +160,7 @@ def test_info_label_prevalence():
     df = pd.DataFrame({"patient_id": ["1", "1", "2", "3"], "study_id": ["a", "b", "c", "d"],
                        "image_path": list("wxyz"), "view_position": ["PA", None, "PA", "AP"],
                        "report": ["r", None, " ", "r"], "A": [1.0, -1.0, float("nan"), 0.0]})
-    info = cli.table_info(df, spec=spec)
+    info = commands.table_info(df, spec=spec)
     assert info["labels"]["A"] == {"positive": 1, "negative": 1, "uncertain": 1, "missing": 1,
                                    "prevalence": 0.25}
     assert info["view_positions"] == {"PA": 2, "(missing)": 1, "AP": 1}
@@ -171,7 +173,7 @@ def test_harmonize_parquet_and_csv(capsys, rex, tmp_path):
     code, result, _ = run_json(capsys, "harmonize", "rexgradient_valid", "--root", rex,
                                "--out", tmp_path / "valid.parquet")
     assert code == 0 and result["rows"] == len(df)
-    loaded = BaseHarmonizer.load(tmp_path / "valid.parquet").harmonize()
+    loaded = radharmony.load_harmonizer(tmp_path / "valid.parquet").harmonize()
     pd.testing.assert_frame_equal(loaded, df)
     code, out, _ = run(capsys, "harmonize", "rexgradient_valid", "--root", rex, "--out",
                        tmp_path / "sub" / "valid.csv")
@@ -243,7 +245,7 @@ def test_cache_builds_every_entry(capsys, rex, tmp_path):
 
     def packed():  # every image in a pack (what CachedLoader reads), no loose entry left
         ds = ReXGradientValidDataset(base_image_dir=rex, cache_dir=cache)
-        _, pack_of, _ = ds._cache.locate(ds.cache_keys())
+        _, pack_of, _ = ds.image_cache.locate(ds.cache_keys())
         return bool((pack_of >= 0).all()) and not list(cache.rglob("*.rhc"))
 
     assert packed()

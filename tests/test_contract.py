@@ -10,10 +10,11 @@ import pytest
 import torch
 
 import radharmony
-from radharmony.base import BaseHarmonizer
+from radharmony.table.harmonizer import BaseHarmonizer
 from radharmony.errors import UnsupportedOutputWarning
 from radharmony.fake import make_fake
-from radharmony.schema import REQUIRED_COLUMNS, validate
+from radharmony.spec import REQUIRED_COLUMNS
+from radharmony.table.schema import validate
 
 KEYS = radharmony.list_datasets()
 
@@ -116,7 +117,7 @@ def test_save_and_load_roundtrip(case, tmp_path):
     h = cls.harmonizer_class(base_image_dir=kwargs["base_image_dir"],
                              csv_path=kwargs.get("csv_path"))
     path = h.save(tmp_path / "h.parquet")
-    back = BaseHarmonizer.load(path)
+    back = radharmony.load_harmonizer(path)
     assert type(back) is cls.harmonizer_class
     pd.testing.assert_frame_equal(back.harmonize(), h.harmonize())
     d2 = cls(**kwargs, harmonizer_path=path, cache_dir=None)

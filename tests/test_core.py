@@ -11,18 +11,18 @@ import pytest
 import torch
 
 import radharmony
-from radharmony.base import BaseHarmonizer
-from radharmony.cache import ImageCache
-from radharmony.collate import collate
+from radharmony.table.harmonizer import BaseHarmonizer
+from radharmony.imaging.cache import ImageCache
+from radharmony.data.collate import collate
 from radharmony.dataset import ReXGradientTestDataset, ReXGradientValidDataset
 from radharmony.errors import (ImageReadError, RadHarmonyError, RegistryError, SavedFileError,
                                UnsupportedOutputWarning)
 from radharmony.fake import synthetic_cxr, write_png
-from radharmony.geometry import Letterbox
+from radharmony.imaging.geometry import Letterbox
 from radharmony.harmonizer import ReXGradientTestHarmonizer, ReXGradientValidHarmonizer
-from radharmony.imaging import read_image
-from radharmony.splits import assign_folds
-from radharmony.transforms import DefaultTransform
+from radharmony.imaging.read import read_image
+from radharmony.data.splits import assign_folds
+from radharmony.imaging.pipeline import DefaultTransform
 
 from conftest import shared_file
 
@@ -249,10 +249,10 @@ def test_saved_harmonizer_is_parquet_not_pickle(rex_images, tmp_path):
     assert blob[:4] == b"PAR1" and b"radharmony-harmonizer" in blob
     saved.write_bytes(blob[: len(blob) // 2])
     with pytest.raises(SavedFileError, match="v.parquet"):
-        BaseHarmonizer.load(saved)
+        radharmony.load_harmonizer(saved)
     pd.DataFrame({"a": [1]}).to_parquet(tmp_path / "other.parquet")
     with pytest.raises(SavedFileError, match="not a readable saved radharmony harmonizer"):
-        BaseHarmonizer.load(tmp_path / "other.parquet")
+        radharmony.load_harmonizer(tmp_path / "other.parquet")
 
 
 # -- splits, registry, collate ----------------------------------------------------------------

@@ -11,12 +11,12 @@ import cv2
 import numpy as np
 import pytest
 
-from radharmony import imaging
-from radharmony.datasets.rexgradient import ReXGradientValidDataset
+from radharmony.imaging import read as imaging
+from radharmony.dataset import ReXGradientValidDataset
 from radharmony.errors import (ColourImageWarning, ImageReadError, RadHarmonyError,
                                RowsDroppedWarning)
 from radharmony.fake import synthetic_cxr, write_rexgradient
-from radharmony.imaging import read_image
+from radharmony.imaging.read import read_image
 
 
 @pytest.fixture

@@ -26,7 +26,8 @@ from hypothesis import strategies as st
 from radharmony.errors import RadHarmonyError
 from radharmony.fake import FAKES, _load_all
 from radharmony.registry import get_harmonizer_class, list_datasets
-from radharmony.schema import REQUIRED_COLUMNS, validate
+from radharmony.spec import REQUIRED_COLUMNS
+from radharmony.table.schema import validate
 
 _load_all()
 KEYS = list_datasets()
@@ -257,7 +258,7 @@ def test_unmutated_replica_harmonizes(key, replica):
 
 # -- the same property for metadata formats no built-in dataset uses yet (CSV, gzipped JSON Lines):
 # naive harmonizers, written the way a quick dataset module would be, registered nowhere.
-from radharmony.base import BaseHarmonizer  # noqa: E402
+from radharmony.table.harmonizer import BaseHarmonizer  # noqa: E402
 from radharmony.spec import DatasetSpec  # noqa: E402
 
 
@@ -265,9 +266,9 @@ class _NaiveCsv(BaseHarmonizer):
     spec = DatasetSpec(key="naive_csv", title="naive CSV", metadata_files=("labels.csv",),
                        label_cols=("effusion",))
 
-    def read(self, path):
+    def read(self, inputs):
         import pandas as pd
-        return pd.read_csv(path)
+        return pd.read_csv(inputs.metadata)
 
     @classmethod
     def harmonize_raw(cls, raw, *, source="metadata"):
@@ -283,8 +284,8 @@ class _NaiveCsv(BaseHarmonizer):
 class _NaiveJsonlGz(BaseHarmonizer):
     spec = DatasetSpec(key="naive_jsonl", title="naive JSONL", metadata_files=("a.jsonl.gz",))
 
-    def read(self, path):
-        with gzip.open(path, "rt", encoding="utf-8") as fh:
+    def read(self, inputs):
+        with gzip.open(inputs.metadata, "rt", encoding="utf-8") as fh:
             return [json.loads(line) for line in fh if line.strip()]
 
     @classmethod

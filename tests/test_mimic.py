@@ -14,7 +14,7 @@ from radharmony.datasets.mimic import (LABEL_COLS, METADATA_COLUMNS, SPEC, MIMIC
                                        MIMICCXRJPGHarmonizer)
 from radharmony.errors import MetadataError
 from radharmony.fake.mimic import write_mimic
-from radharmony.schema import validate
+from radharmony.table.schema import validate
 
 META = ",".join(METADATA_COLUMNS) + """
 d1,10000032,50414267,CHEST (PA AND LAT),PA,3056,2544,21800506,213014.531,\

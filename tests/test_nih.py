@@ -11,7 +11,7 @@ from radharmony.datasets.nih import (LABEL_COUNTS, LABELS, NIHChestXray14Dataset
                                      NIHGoogleHarmonizer)
 from radharmony.errors import MetadataError
 from radharmony.fake.nih import GOOGLE_EXTRA, entry_row, write_boxes, write_entries, write_nih
-from radharmony.tables import field_names, logical_names
+from radharmony.table.read_csv import field_names, logical_names
 
 from txv_data import txv_file
 
@@ -125,7 +125,7 @@ def test_real_data_entry_counts():
     boxed = df.loc[n_boxes > 0, "boxes"].explode()
     assert set(boxed.map(lambda b: b["label"])) <= set(LABELS)
     assert "Infiltration" in set(boxed.map(lambda b: b["label"]))
-    raw = h.read(path)["entries"]
+    raw = h.read(h.inputs(path))["entries"]
     suffix = raw["Image Index"].str.slice(9, 12).astype(int).to_numpy()
     assert (df["follow_up"].to_numpy() == suffix).all()
     assert (raw["Follow-up #"].astype(int).to_numpy() != suffix).sum() == 24_106

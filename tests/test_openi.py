@@ -11,7 +11,7 @@ import torch
 from radharmony.datasets.openi import (LABEL_COLS, SPEC, OpenIDataset, OpenIHarmonizer,
                                        dicom_imageid)
 from radharmony.fake.openi import report_xml, write_openi
-from radharmony.schema import validate
+from radharmony.table.schema import canonical_views, validate
 from txv_data import txv_file
 
 SECTIONS = ("None.", "Chest pain", "Small left effusion.", "Effusion.")
@@ -60,7 +60,7 @@ def test_xml_ids_matched_to_the_dicom_table():
     with pytest.warns(UserWarning, match="1 OpenI images have no row"):
         df = harmonize({1: (SECTIONS, ["normal"], [],
                             ["CXR1_1_IM-0001-3001", "CXR1_1_IM-0001-4001"])}, dicom)
-    assert df["view_position"].tolist() == ["LATERAL", None]
+    assert df["view_position"].tolist() == ["LL", None]  # as the DICOM table spells it
     assert df["image_path"].tolist() == ["CXR1_1_IM-0001-3001.png", "CXR1_1_IM-0001-4001.png"]
 
 
@@ -68,15 +68,17 @@ def test_real_archive_counts():
     path = txv_file("NLMCXR_reports.tgz")
     txv_file("nlmcxr_dicom_metadata.csv.gz")
     h = OpenIHarmonizer(csv_path=path)
-    raw = h.read(path)
+    raw = h.read(h.inputs(path))
     assert len(raw["xml"]) == SPEC.expected["reports"] == 3_955
     with pytest.warns(UserWarning, match=r"1 OpenI images have no row.*CXR1000_IM-0003-1001"):
         df = h.harmonize()
     assert len(df) == SPEC.expected["images"] == 7_470
     assert df["study_id"].nunique() == SPEC.expected["reports_with_images"] == 3_851
     assert df["dicom_imageid"].isin(raw["dicom"]["imageid"]).sum() == 7_469
-    assert df["view_position"].value_counts().to_dict() == {"PA": 3_593, "LATERAL": 867,
-                                                            "AP": 423}
+    assert df["view_position"].value_counts().to_dict() == {
+        "PA": 3_593, "LL": 717, "AP": 423, "LATERAL": 119, "RL": 29, "LARGE LATERAL": 2}
+    views = canonical_views(df["view_position"], SPEC.view_map)
+    assert pd.Series(views).value_counts().to_dict() == {"PA": 3_593, "LATERAL": 867, "AP": 423}
     per_report = df.drop_duplicates("study_id")
     assert int(per_report["normal"].sum()) == 1_379
     assert per_report["Cardiomegaly"].isna().sum() == 92  # "No Indexing" reports with images

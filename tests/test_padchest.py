@@ -5,11 +5,11 @@ import gzip
 import numpy as np
 import pytest
 
-from radharmony.datasets.padchest import (LABEL_TERMS, LABELS, PadChestDataset,
-                                          PadChestHarmonizer, literal_list)
+from radharmony.datasets.padchest import (SPEC, LABEL_TERMS, LABELS, PadChestDataset, PadChestHarmonizer,
+                                          literal_list)
 from radharmony.errors import MetadataError, RadHarmonyError
 from radharmony.fake.padchest import FILE, numpy_text, padchest_row, write_padchest, write_table
-from radharmony.schema import validate
+from radharmony.table.schema import canonical_views, validate
 
 from txv_data import txv_file
 
@@ -46,7 +46,8 @@ def test_missing_labels_report_and_paths(tmp_path):
     assert df.loc[1, "No Finding"] == 1  # the other image of the study borrows nothing
     assert df["image_path"].tolist() == ["54/a_1.png", "7/a_2.png"]
     assert df["report"].tolist() == [None, "sin hallazg ."]
-    assert df["view_position"].tolist() == ["LATERAL", "AP"]
+    assert df["view_position"].tolist() == ["L", "AP_horizontal"]  # raw; canonical in `view`
+    assert list(canonical_views(df["view_position"], SPEC.view_map)) == ["LATERAL", "AP"]
     assert df["projection"].tolist() == ["L", "AP_horizontal"]
 
 
@@ -74,7 +75,7 @@ def test_newlines_inside_quoted_fields(tmp_path):
 def test_real_table_counts():
     path = txv_file("PADCHEST_chest_x_ray_images_labels_160K_01.02.19.csv.gz")
     h = PadChestHarmonizer(csv_path=path)
-    raw = h.read(path)
+    raw = h.read(h.inputs(path))
     df = validate(h.harmonize_raw(raw, source=str(path)), h.spec)  # what harmonize() does
     assert len(df) == h.spec.expected["images"] == 160_861
     assert df["patient_id"].nunique() == h.spec.expected["patients"] == 67_625
@@ -114,7 +115,7 @@ def test_saved_table_keeps_missing_label_lists(tmp_path):
 
 
 def test_label_terms_must_be_tuples():
-    from radharmony.labels import term_index
+    from radharmony.annotations.labels import term_index
 
     assert term_index({"Effusion": ("pleural effusion",), "Any": ("pleural effusion",)}) == \
         {"pleural effusion": [0, 1]}

@@ -18,18 +18,18 @@ import pandas as pd
 import pytest
 
 import radharmony
-import radharmony.schema
-from radharmony.base import BaseHarmonizer
-from radharmony.datasets.rexgradient import (ReXGradientValidDataset,
-                                              ReXGradientValidHarmonizer)
-from radharmony.errors import (MetadataError, PathSafetyError, RadHarmonyError,
-                               RowsDroppedWarning, SavedFileError, SchemaError)
+import radharmony.table.schema
+from radharmony.table.harmonizer import BaseHarmonizer
+from radharmony.datasets.rexgradient import ReXGradientValidDataset, ReXGradientValidHarmonizer
+from radharmony.errors import (MetadataError, PathSafetyError, RadHarmonyError, RowsDroppedWarning,
+                               SavedFileError, SchemaError)
 from radharmony.fake import FAKES, _load_all
 from radharmony.fake.rexgradient import make_metadata, write_rexgradient
-from radharmony.imaging import safe_path, sniff
+from radharmony.imaging.read import safe_path, sniff
 from radharmony.registry import get_harmonizer_class, list_datasets
-from radharmony.schema import REQUIRED_COLUMNS, check_relative_path
-from radharmony.validation import locate_entry
+from radharmony.spec import REQUIRED_COLUMNS
+from radharmony.table.schema import check_relative_path
+from radharmony.table.guard import locate_entry
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 PACKAGE = Path(radharmony.__file__).parent
@@ -169,8 +169,8 @@ def test_unexpected_exception_becomes_metadata_error_naming_entry(tmp_path):
     class Naive(BaseHarmonizer):
         spec = ReXGradientValidHarmonizer.spec
 
-        def read(self, path):
-            return json.loads(Path(path).read_text())
+        def read(self, inputs):
+            return json.loads(inputs.metadata.read_text())
 
         @classmethod
         def harmonize_raw(cls, raw, *, source="metadata"):
@@ -301,7 +301,7 @@ def saved(tmp_path):
 
 def test_saved_harmonizer_round_trip(saved):
     h, path = saved
-    pd.testing.assert_frame_equal(BaseHarmonizer.load(path).harmonize(), h.harmonize())
+    pd.testing.assert_frame_equal(radharmony.load_harmonizer(path).harmonize(), h.harmonize())
 
 
 def test_truncated_saved_file(saved):
@@ -310,7 +310,7 @@ def test_truncated_saved_file(saved):
     for cut in (0, 4, len(data) // 3, len(data) - 9):
         path.write_bytes(data[:cut])
         with pytest.raises(SavedFileError, match=path.name):
-            BaseHarmonizer.load(path)
+            radharmony.load_harmonizer(path)
 
 
 def test_damaged_saved_file_never_loads_different_data(saved):
@@ -322,7 +322,7 @@ def test_damaged_saved_file_never_loads_different_data(saved):
         flipped[at] ^= 0x04
         path.write_bytes(bytes(flipped))
         try:
-            loaded = BaseHarmonizer.load(path).harmonize()
+            loaded = radharmony.load_harmonizer(path).harmonize()
         except SavedFileError as exc:
             assert path.name in str(exc)
             outcomes["error"] += 1
@@ -344,7 +344,7 @@ def test_tampered_header_is_refused(saved, tmp_path):
         meta = {**table.schema.metadata, b"radharmony": json.dumps(header).encode()}
         pq.write_table(table.replace_schema_metadata(meta), path)
         with pytest.raises(SavedFileError, match=path.name):
-            BaseHarmonizer.load(path)
+            radharmony.load_harmonizer(path)
 
 
 def test_pickle_payload_is_never_executed(tmp_path):
@@ -359,7 +359,7 @@ def test_pickle_payload_is_never_executed(tmp_path):
                        ("h2.parquet", b"PAR1" + blob + b"PAR1")):
         (tmp_path / name).write_bytes(data)
         with pytest.raises(SavedFileError):
-            BaseHarmonizer.load(tmp_path / name)
+            radharmony.load_harmonizer(tmp_path / name)
     root = write_rexgradient(tmp_path / "d", studies={"valid": 2}, images=False)
     with pytest.raises(SavedFileError):
         ReXGradientValidDataset(root, harmonizer_path=tmp_path / "h.parquet")
@@ -460,18 +460,18 @@ SPEC = ReXGradientValidHarmonizer.spec.__class__(key="toy", title="toy", label_c
     ({"patient_id": [1.5e300 * 1e10, 2]}, "not an id")])
 def test_validate_refuses_bad_cells(over, match):
     with pytest.raises(SchemaError, match=match):
-        radharmony.schema.validate(_table(**over), SPEC, source="t.csv")
+        radharmony.table.schema.validate(_table(**over), SPEC, source="t.csv")
 
 
 def test_validate_refuses_repeated_columns():
     df = _table()
     df = pd.concat([df, df[["report"]]], axis=1)
     with pytest.raises(SchemaError, match="column names repeat"):
-        radharmony.schema.validate(df, SPEC)
+        radharmony.table.schema.validate(df, SPEC)
 
 
 def test_validate_keeps_integer_ids_from_csv():
-    out = radharmony.schema.validate(_table(patient_id=[12.0, 13.0]), SPEC)
+    out = radharmony.table.schema.validate(_table(patient_id=[12.0, 13.0]), SPEC)
     assert list(out["patient_id"]) == ["12", "13"]
 
 
@@ -479,7 +479,7 @@ def test_dataset_error_without_the_file_name_gets_it(tmp_path):
     class Terse(BaseHarmonizer):
         spec = ReXGradientValidHarmonizer.spec
 
-        def read(self, path):
+        def read(self, inputs):
             return {"k": 1}
 
         @classmethod

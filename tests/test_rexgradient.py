@@ -7,7 +7,8 @@ import json
 import pandas as pd
 import pytest
 
-from radharmony.datasets.rexgradient import _format_report, format_report
+from radharmony.datasets.rexgradient import _format_report
+from radharmony.reports.format import format_report
 from radharmony.errors import MetadataNotFoundError
 from radharmony.harmonizer import (ReXGradientTestHarmonizer, ReXGradientTrainHarmonizer,
                                    ReXGradientValidHarmonizer)

@@ -10,7 +10,7 @@ import torch
 
 from radharmony.datasets.rsna import SPEC, RSNAPneumoniaDataset, RSNAPneumoniaHarmonizer
 from radharmony.fake.rsna import write_rsna
-from radharmony.schema import validate
+from radharmony.table.schema import validate
 from txv_data import txv_file
 
 LABELS = """patientId,x,y,width,height,Target

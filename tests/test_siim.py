@@ -16,9 +16,9 @@ from radharmony.datasets.siim import (MASK_SHAPE, SPEC, SIIMPneumothoraxDataset,
                                       SIIMPneumothoraxHarmonizer)
 from radharmony.errors import MetadataError
 from radharmony.fake.siim import write_siim
-from radharmony.imaging import read_image
-from radharmony.masks import merge_masks, rle_decode, rle_encode
-from radharmony.schema import validate
+from radharmony.imaging.read import read_image
+from radharmony.annotations.masks import merge_masks, rle_decode, rle_encode
+from radharmony.table.schema import validate
 from txv_data import txv_file
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"

@@ -14,13 +14,14 @@ import pytest
 import torch
 
 from radharmony.datasets import rexgradient as rex
+from radharmony.reports.format import section_text
 from radharmony.fake import rexgradient as fake_rex
 from radharmony.fake.images import synthetic_cxr, write_png
-from radharmony.geometry import Letterbox
-from radharmony.imaging import read_image
-from radharmony.jsonio import load_json
-from radharmony.schema import validate
-from radharmony.transforms import DefaultTransform, _scale, area_resize, percentiles
+from radharmony.imaging.geometry import Letterbox
+from radharmony.imaging.read import read_image
+from radharmony.table.read_json import load_json
+from radharmony.table.schema import validate
+from radharmony.imaging.pipeline import DefaultTransform, _scale, area_resize, percentiles
 
 REAL = Path(__file__).resolve().parents[2] / "shared" / "real"
 
@@ -152,7 +153,7 @@ def test_columnwise_harmonize_equals_per_image_loop():
     ("A long findings text: None of the above is acute.",
      "A long findings text: None of the above is acute.")])
 def test_section_text_pins_none_like_rules(value, expected):
-    assert rex._section_text(value) == expected
+    assert section_text(value) == expected
 
 
 def test_fast_fake_picks_keep_the_seeded_stream():

@@ -20,7 +20,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from radharmony.base import BaseHarmonizer, BaseRadiologicalDataset
+from radharmony.table.harmonizer import BaseHarmonizer
+from radharmony.data.dataset import BaseRadiologicalDataset
 from radharmony.errors import RadHarmonyError
 from radharmony.fake import synthetic_cxr, write_png
 from radharmony.spec import DatasetSpec

@@ -12,7 +12,7 @@ import torch
 from radharmony.datasets.vindr import SPEC, VinDrCXRDataset, VinDrCXRHarmonizer
 from radharmony.errors import MetadataError
 from radharmony.fake.vindr import write_vindr
-from radharmony.schema import validate
+from radharmony.table.schema import validate
 from txv_data import txv_file
 
 ROWS = """image_id,class_name,class_id,rad_id,x_min,y_min,x_max,y_max

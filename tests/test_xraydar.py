@@ -1,6 +1,7 @@
 """X-Raydar multimodal: table, every output, warnings/errors, splits, and boxes that follow the
 image through the built-in pipeline."""
 
+import radharmony
 import json
 import warnings
 
@@ -15,8 +16,8 @@ from radharmony.errors import MetadataError
 from radharmony.fake import make_fake, write_png, write_xraydar
 from radharmony.harmonizer import BaseHarmonizer, XRaydarMultimodalHarmonizer
 from radharmony.dataset import XRaydarMultimodalDataset
-from radharmony.spans import align_tokens, char_spans, detect_span_end
-from radharmony.transforms import DefaultTransform
+from radharmony.annotations.spans import align_tokens, char_spans, detect_span_end
+from radharmony.imaging.pipeline import DefaultTransform
 
 H = XRaydarMultimodalHarmonizer
 
@@ -87,7 +88,7 @@ def test_harmonizer_reads_metadata_only_and_discovers_the_jsonl(tmp_path):
 def test_saved_table_round_trips(tmp_path):
     root = write_xraydar(tmp_path, n=5, images=False)
     h = H(base_image_dir=root)
-    back = BaseHarmonizer.load(h.save(tmp_path / "x.parquet")).harmonize()
+    back = radharmony.load_harmonizer(h.save(tmp_path / "x.parquet")).harmonize()
     df = h.harmonize()
     for col in ("boxes", "report_spans", "report_char_spans", "report_labels", *LABEL_COLS):
         assert back[col].tolist() == df[col].tolist()
@@ -196,7 +197,7 @@ def test_registry_sample_ids_and_default_sample(fake_root):
     assert set(s) == {"sample_id", "img"} and s["img"].shape == (1, 224, 224)
     ids = [json.loads(x)["xray_id"] for x in
            (fake_root / "annotations.jsonl").read_text().splitlines()]
-    assert list(ds._ids) == [f"xraydar_multimodal:{i}" for i in ids]
+    assert list(ds.sample_ids) == [f"xraydar_multimodal:{i}" for i in ids]
 
 
 def test_output_cls(fake_root):

@@ -1,7 +1,8 @@
-"""Built-in datasets: one module each. Importing this package registers them all.
+"""Built-in datasets: one module each, listed here. This list is the catalog the registry reads.
 
 Adding a dataset: write ``datasets/<name>.py`` (with ``__all__``) and ``fake/<name>.py``, then add
-``<name>`` to :data:`MODULES`.
+``<name>`` to :data:`MODULES`. Each dataset class names its harmonizer (``harmonizer_class``), whose
+spec's ``key`` is the registry key.
 """
 
 from importlib import import_module
@@ -11,7 +12,12 @@ MODULES = ("rexgradient", "xraydar", "nih", "chexpert", "padchest", "vindr", "rs
            "openi", "mimic")
 
 __all__: list[str] = []
+#: registry key -> dataset class, in module order
+CATALOG: dict = {}
 for _name in MODULES:
     _module = import_module(f"{__name__}.{_name}")
-    globals().update({n: getattr(_module, n) for n in _module.__all__})
+    for _n in _module.__all__:
+        _obj = globals()[_n] = getattr(_module, _n)
+        if isinstance(_obj, type) and _obj.__dict__.get("harmonizer_class") is not None:
+            CATALOG[_obj.harmonizer_class.spec.key] = _obj
     __all__ += _module.__all__

@@ -18,14 +18,13 @@ wheel); ``split`` comes from the path.
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import pandas as pd
 
-from ..base import BaseHarmonizer, BaseRadiologicalDataset
-from ..tables import check_cells, read_csv_table
-from ..labels import UncertainLabelsMixin, decode_cells
-from ..registry import register_dataset, register_harmonizer
+from ..table.harmonizer import BaseHarmonizer, Inputs
+from ..data.dataset import BaseRadiologicalDataset
+from ..table.read_csv import check_cells, read_csv_table
+from ..annotations.labels import UncertainLabelsMixin, decode_cells
 from ..spec import DatasetSpec
 
 # -- declarative spec ----------------------------------------------------------------------------
@@ -35,7 +34,10 @@ LABELS = ("No Finding", "Enlarged Cardiomediastinum", "Cardiomegaly", "Lung Opac
 COLUMNS = ("Path", "Sex", "Age", "Frontal/Lateral", "AP/PA") + LABELS
 #: positive, negative, uncertain; an empty cell is "not mentioned" (NaN)
 LABEL_CODES = {"1.0": 1.0, "0.0": 0.0, "-1.0": -1.0, "1": 1.0, "0": 0.0, "-1": -1.0}
-VIEW_MAP = {"AP": "AP", "PA": "PA", "LL": "LATERAL", "RL": "LATERAL", "Lateral": "LATERAL"}
+#: raw view (``AP/PA``, else ``Frontal/Lateral``) -> canonical; a frontal image without AP/PA
+#: has no canonical view
+VIEW_MAP = {"AP": "AP", "PA": "PA", "LL": "LATERAL", "RL": "LATERAL", "LATERAL": "LATERAL",
+            "FRONTAL": None}
 SEX_MAP = {"Male": "M", "Female": "F"}  # "Unknown" -> missing
 SPLIT_MAP = {"train": "train", "valid": "val"}
 EXTRA_COLS = ("patient_sex", "patient_age", "frontal_lateral", "ap_pa", "split")
@@ -52,14 +54,13 @@ VALID_SPEC = replace(SPEC, key="chexpert_valid", title="CheXpert v1.0 (valid)",
 
 
 # -- harmonizer -----------------------------------------------------------------------------------
-@register_harmonizer
 class CheXpertHarmonizer(BaseHarmonizer):
     """CheXpert train: 223,414 images, 187,641 studies, 64,540 patients."""
     spec = SPEC
     metadata_description = "the CheXpert table train.csv"
 
-    def read(self, path: Path) -> pd.DataFrame:
-        return read_csv_table(path, COLUMNS, description=self.metadata_description)
+    def read(self, inputs: Inputs) -> pd.DataFrame:
+        return read_csv_table(inputs.metadata, COLUMNS, description=self.metadata_description)
 
     @classmethod
     def harmonize_raw(cls, raw: pd.DataFrame, *, source: str = "metadata") -> pd.DataFrame:
@@ -70,7 +71,7 @@ class CheXpertHarmonizer(BaseHarmonizer):
                     "view1_frontal.jpg")
         rel = path.str.replace(r"^[^/]+/", "", regex=True)
         study = rel.str.replace(r"^[^/]+/|/[^/]+$", "", regex=True)
-        view = raw["AP/PA"].map(VIEW_MAP).fillna(raw["Frontal/Lateral"].map(VIEW_MAP))
+        view = raw["AP/PA"].fillna(raw["Frontal/Lateral"])
         df = pd.DataFrame({
             "patient_id": study.str.replace(r"/.*$", "", regex=True), "study_id": study,
             "image_path": rel, "view_position": view.astype(object), "report": None})
@@ -83,7 +84,6 @@ class CheXpertHarmonizer(BaseHarmonizer):
         return df
 
 
-@register_harmonizer
 class CheXpertValidHarmonizer(CheXpertHarmonizer):
     """CheXpert validation (radiologist-labelled, no uncertain labels): 234 images."""
     spec = VALID_SPEC
@@ -91,7 +91,6 @@ class CheXpertValidHarmonizer(CheXpertHarmonizer):
 
 
 # -- thin dataset classes --------------------------------------------------------------------------
-@register_dataset
 class CheXpertDataset(UncertainLabelsMixin, BaseRadiologicalDataset):
     """CheXpert train; ``base_image_dir`` is the release folder (``CheXpert-v1.0-small/``).
 
@@ -100,7 +99,6 @@ class CheXpertDataset(UncertainLabelsMixin, BaseRadiologicalDataset):
     harmonizer_class = CheXpertHarmonizer
 
 
-@register_dataset
 class CheXpertValidDataset(UncertainLabelsMixin, BaseRadiologicalDataset):
     """CheXpert validation split; ``base_image_dir`` is the release folder."""
     harmonizer_class = CheXpertValidHarmonizer

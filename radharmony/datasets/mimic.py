@@ -26,11 +26,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..base import BaseHarmonizer, BaseRadiologicalDataset
-from ..registry import register_dataset, register_harmonizer
+from ..table.harmonizer import BaseHarmonizer, Inputs
+from ..data.dataset import BaseRadiologicalDataset
 from ..spec import DatasetSpec
-from ..tables import (canonical_views, find_optional, numeric_columns, read_table,
-                      require_columns)
+from ..table.locate import find_optional
+from ..table.read_csv import numeric_columns, read_table, require_columns
 
 # -- declarative spec ----------------------------------------------------------------------------
 VERSION = "2.0.0"  # MIMIC-CXR-JPG 2.1.0 still ships the 2.0.0-named tables
@@ -62,43 +62,58 @@ SPEC = DatasetSpec(
             "Health Data License 1.5.0 (reports: mimic-cxr 2.1.0)"))
 
 
+#: report trees, best first: ``files/`` beside the images, or the reports archive extracted
+#: into ``mimic-cxr-reports/`` under the image root
+REPORT_ROOTS = {"reports": "files", "reports_extracted": "mimic-cxr-reports/files"}
+
+
 def report_file(subject: str, study: str) -> str:
     """``files/p10/p10000032/s50414267.txt`` -- where MIMIC-CXR keeps a study's report."""
     return f"files/p{subject[:2]}/p{subject}/s{study}.txt"
 
 
 # -- harmonizer -----------------------------------------------------------------------------------
-@register_harmonizer
 class MIMICCXRJPGHarmonizer(BaseHarmonizer):
     """MIMIC-CXR-JPG: 377,110 images, 227,827 studies, 65,379 patients; official split."""
 
     spec = SPEC
     metadata_description = f"the MIMIC-CXR-JPG metadata (mimic-cxr-{VERSION}-metadata.csv.gz)"
 
-    def read(self, path: Path) -> dict:
+    def inputs(self, path: Path) -> Inputs:
+        """The metadata table, the label and split tables (beside it or near the images) and
+        the report trees ``files/`` under the image root or its ``mimic-cxr-reports/``."""
+        files = {kind: find_optional(names, path.parent, self.base_image_dir)
+                 for kind, names in SIDE_FILES.items()}
+        folders = {}
+        for role, sub in REPORT_ROOTS.items():
+            root = None if self.base_image_dir is None else self.base_image_dir / sub
+            folders[role] = (root if root is not None and root.is_dir() else None, (".txt",))
+        return Inputs(path, files, folders)
+
+    def read(self, inputs: Inputs) -> dict:
         ids = {"dicom_id": str, "subject_id": str, "study_id": str}
-        raw = {"metadata": read_table(path, description=self.metadata_description,
+        raw = {"metadata": read_table(inputs.metadata, description=self.metadata_description,
                                       columns=METADATA_COLUMNS,
                                       dtype={**ids, "ViewPosition": str})}
         for kind, names in SIDE_FILES.items():
-            found = find_optional(names, path.parent, self.base_image_dir)
+            found = inputs.file(kind)
             raw[kind] = None if found is None else read_table(
                 found, description=names[0], columns=SIDE_COLUMNS[kind], dtype=ids)
-        raw["reports"] = self._read_reports(raw["metadata"])
+        raw["reports"] = self._read_reports(raw["metadata"], inputs)
         return raw
 
-    def _read_reports(self, metadata: pd.DataFrame) -> dict[str, str]:
-        roots = [r for r in (self.base_image_dir, self.base_image_dir and
-                             self.base_image_dir / "mimic-cxr-reports") if r is not None]
+    @staticmethod
+    def _read_reports(metadata: pd.DataFrame, inputs: Inputs) -> dict[str, str]:
+        """The report text of each study, from the first report tree that holds any."""
         studies = metadata[["subject_id", "study_id"]].drop_duplicates().to_numpy(str)
-        for root in roots:
-            if not (root / "files").is_dir():
-                continue
+        for role in REPORT_ROOTS:
+            root, _ = inputs.folders[role]
+            present = set(inputs.listing(role))
             texts = {}
             for subject, study in studies:
-                p = root / report_file(subject, study)
-                if p.is_file():
-                    texts[study] = p.read_text(encoding="utf-8", errors="replace")
+                rel = report_file(subject, study)[len("files/"):]
+                if rel in present:
+                    texts[study] = (root / rel).read_text(encoding="utf-8", errors="replace")
             if texts:
                 return texts
         return {}
@@ -119,7 +134,7 @@ class MIMICCXRJPGHarmonizer(BaseHarmonizer):
             "patient_id": subject.to_numpy(object), "study_id": study.to_numpy(object),
             "image_path": ("files/p" + subject.str[:2] + "/p" + subject + "/s" + study + "/"
                            + meta["dicom_id"] + ".jpg").to_numpy(object),
-            "view_position": canonical_views(meta["ViewPosition"], VIEW_MAP),
+            "view_position": meta["ViewPosition"].astype(object),
             "report": study.map(lambda s: (reports.get(s) or "").strip() or None)
             .to_numpy(object)})
         df[list(LABEL_COLS)] = _study_labels(raw.get("chexpert"), study, source)
@@ -156,7 +171,6 @@ def _study_labels(table: pd.DataFrame | None, study: pd.Series, source: str) -> 
 
 
 # -- dataset --------------------------------------------------------------------------------------
-@register_dataset
 class MIMICCXRJPGDataset(BaseRadiologicalDataset):
     """MIMIC-CXR-JPG; ``base_image_dir`` is the release root (holding ``files/`` and the
     CSVs). The official split is the ``split`` column."""

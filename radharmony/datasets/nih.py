@@ -27,11 +27,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..base import BaseHarmonizer, BaseRadiologicalDataset
-from ..discovery import search_dirs
-from ..tables import check_cells, read_csv_table
-from ..labels import decode_cells, multi_hot
-from ..registry import register_dataset, register_harmonizer
+from ..table.harmonizer import BaseHarmonizer, Inputs
+from ..data.dataset import BaseRadiologicalDataset
+from ..table.locate import find_optional
+from ..table.read_csv import check_cells, read_csv_table
+from ..annotations.labels import decode_cells, multi_hot
 from ..spec import DatasetSpec
 
 # -- declarative spec ----------------------------------------------------------------------------
@@ -106,7 +106,7 @@ def nih_table(e: pd.DataFrame, *, source: str) -> pd.DataFrame:
                       "the file name is used", UserWarning, stacklevel=3)
     return pd.DataFrame({
         "patient_id": patient, "study_id": stem, "image_path": name,
-        "view_position": e["View Position"].map(VIEW_MAP), "report": None,
+        "view_position": e["View Position"], "report": None,
         "follow_up": stem.str.replace(r"^\d+_", "", regex=True).astype(np.int64),
         "patient_age": _number(e["Patient Age"]),
         "patient_sex": e["Patient Gender"],
@@ -131,26 +131,25 @@ def box_records(b: pd.DataFrame, *, source: str) -> dict[str, list[dict]]:
     return out
 
 
-def find_beside(path: Path, names, base_image_dir) -> Path | None:
-    """The first of ``names`` beside ``path``, else near ``base_image_dir``; None if absent."""
-    for d in [path.parent, *search_dirs(base_image_dir)]:
-        for n in names:
-            if (d / n).is_file():
-                return d / n
-    return None
-
-
 # -- harmonizers ----------------------------------------------------------------------------------
-@register_harmonizer
 class NIHChestXray14Harmonizer(BaseHarmonizer):
     """NIH ChestX-ray14: 112,120 images, 30,805 patients, 14 labels, 984 boxes on 880 images."""
     spec = NIH_SPEC
     metadata_description = "the NIH ChestX-ray14 table Data_Entry_2017_v2020.csv"
 
-    def read(self, path: Path) -> dict:
+    def inputs(self, path: Path) -> Inputs:
+        """The entry table, the box list (beside it or near the images) and the official split
+        lists beside it."""
+        files = {"boxes": find_optional(BOX_FILES, path.parent, self.base_image_dir)}
+        for split, name in SPLIT_FILES.items():
+            files[split] = path.parent / name if (path.parent / name).is_file() else None
+        return Inputs(path, files)
+
+    def read(self, inputs: Inputs) -> dict:
+        path = inputs.metadata
         raw = {"entries": read_csv_table(path, COLUMNS, description=self.metadata_description,
                                          aliases=ALIASES), "boxes": None, "splits": {}}
-        box_file = find_beside(path, BOX_FILES, self.base_image_dir)
+        box_file = inputs.file("boxes")
         if box_file is None:
             warnings.warn(f"No {BOX_FILES[0]} beside {path} or near base_image_dir: the table "
                           "has no boxes (output_bbox gives empty boxes)", UserWarning,
@@ -158,9 +157,9 @@ class NIHChestXray14Harmonizer(BaseHarmonizer):
         else:
             raw["boxes"] = read_csv_table(box_file, BOX_COLUMNS,
                                           description="the NIH box list BBox_List_2017.csv")
-        for split, name in SPLIT_FILES.items():
-            if (path.parent / name).is_file():
-                raw["splits"][split] = (path.parent / name).read_text().split()
+        for split in SPLIT_FILES:
+            if inputs.file(split) is not None:
+                raw["splits"][split] = inputs.file(split).read_text().split()
         return raw
 
     @classmethod
@@ -183,15 +182,14 @@ class NIHChestXray14Harmonizer(BaseHarmonizer):
         return df
 
 
-@register_harmonizer
 class NIHGoogleHarmonizer(BaseHarmonizer):
     """Google's expert labels on 4,376 NIH images: validation 2,414, test 1,962."""
     spec = GOOGLE_SPEC
     metadata_description = ("the Google NIH expert-label table "
                             "google2019_nih-chest-xray-labels.csv")
 
-    def read(self, path: Path) -> pd.DataFrame:
-        return read_csv_table(path, GOOGLE_COLUMNS, description=self.metadata_description,
+    def read(self, inputs: Inputs) -> pd.DataFrame:
+        return read_csv_table(inputs.metadata, GOOGLE_COLUMNS, description=self.metadata_description,
                               aliases=ALIASES)
 
     @classmethod
@@ -206,14 +204,12 @@ class NIHGoogleHarmonizer(BaseHarmonizer):
 
 
 # -- thin dataset classes --------------------------------------------------------------------------
-@register_dataset
 class NIHChestXray14Dataset(BaseRadiologicalDataset):
     """NIH ChestX-ray14; ``base_image_dir`` is the ``images/`` folder. ``output_bbox`` gives the
     984 expert boxes (images without boxes get none)."""
     harmonizer_class = NIHChestXray14Harmonizer
 
 
-@register_dataset
 class NIHGoogleDataset(BaseRadiologicalDataset):
     """The 4,376 NIH images Google relabelled; ``base_image_dir`` is NIH's ``images/`` folder."""
     harmonizer_class = NIHGoogleHarmonizer

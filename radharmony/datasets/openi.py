@@ -32,12 +32,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..base import BaseHarmonizer, BaseRadiologicalDataset
+from ..table.harmonizer import BaseHarmonizer, Inputs
+from ..data.dataset import BaseRadiologicalDataset
 from ..errors import MetadataError
-from ..registry import register_dataset, register_harmonizer
 from ..spec import DatasetSpec
-from ..tables import canonical_views, find_optional, read_table
-from .rexgradient import format_report
+from ..table.locate import find_optional
+from ..table.read_csv import read_table
+from ..reports.format import format_report
 
 # -- declarative spec ----------------------------------------------------------------------------
 DICOM_TABLE = ("nlmcxr_dicom_metadata.csv.gz", "nlmcxr_dicom_metadata.csv")
@@ -80,14 +81,19 @@ def heading(tag: str) -> str:
 
 
 # -- harmonizer -----------------------------------------------------------------------------------
-@register_harmonizer
 class OpenIHarmonizer(BaseHarmonizer):
     """OpenI: 3,955 reports, 7,470 images (3,851 reports have images)."""
 
     spec = SPEC
     metadata_description = "the OpenI report archive (NLMCXR_reports.tgz)"
 
-    def read(self, path: Path) -> dict:
+    def inputs(self, path: Path) -> Inputs:
+        """The reports archive and, beside it or near the images, the DICOM table."""
+        return Inputs(path, {"dicom": find_optional(DICOM_TABLE, path.parent,
+                                                    self.base_image_dir)})
+
+    def read(self, inputs: Inputs) -> dict:
+        path = inputs.metadata
         try:
             with tarfile.open(path, "r:*") as tar:
                 xml = {m.name: tar.extractfile(m).read() for m in tar.getmembers()
@@ -97,7 +103,7 @@ class OpenIHarmonizer(BaseHarmonizer):
                                 expected="NLMCXR_reports.tgz as downloaded",
                                 found=f"{type(exc).__name__}: {exc}",
                                 fix="re-download NLMCXR_reports.tgz") from None
-        dicom = find_optional(DICOM_TABLE, path.parent, self.base_image_dir)
+        dicom = inputs.file("dicom")
         return {"xml": xml, "dicom": None if dicom is None else read_table(
             dicom, description="the OpenI DICOM table", columns=("imageid", "View Position"),
             usecols=["imageid", "View Position"], dtype=str)}
@@ -121,7 +127,7 @@ class OpenIHarmonizer(BaseHarmonizer):
                               f"the DICOM table ({', '.join(df.loc[~found, 'image_path'][:3])}"
                               f"); their view_position is None", stacklevel=2)
             views = table["View Position"].reindex(df["dicom_imageid"]).to_numpy(object)
-        df.insert(3, "view_position", canonical_views(views, VIEW_MAP))
+        df.insert(3, "view_position", pd.Series(views, index=df.index, dtype=object))
         heads = df["mesh_major"].map(lambda tags: {heading(t) for t in tags})
         labels = np.array([[h in hs for h in map(str.casefold, LABEL_COLS)] for hs in heads],
                           np.float32).reshape(len(df), len(LABEL_COLS))
@@ -156,7 +162,6 @@ def _report_rows(name: str, data: bytes, source: str) -> list[list]:
 
 
 # -- dataset --------------------------------------------------------------------------------------
-@register_dataset
 class OpenIDataset(BaseRadiologicalDataset):
     """OpenI; ``base_image_dir`` holds the extracted ``NLMCXR_png.tgz`` (``<id>.png``);
     ``NLMCXR_reports.tgz`` is found beside or above it."""

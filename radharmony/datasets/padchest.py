@@ -19,15 +19,14 @@ PadChest has no official split; use ``get_datasets``/``get_folds`` (grouped by p
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 import pandas as pd
 
-from ..base import BaseHarmonizer, BaseRadiologicalDataset
+from ..table.harmonizer import BaseHarmonizer, Inputs
+from ..data.dataset import BaseRadiologicalDataset
 from ..errors import MetadataError
-from ..tables import read_csv_table
-from ..labels import multi_hot
-from ..registry import register_dataset, register_harmonizer
+from ..table.read_csv import read_csv_table
+from ..annotations.labels import multi_hot
 from ..spec import DatasetSpec
 
 # -- declarative spec ----------------------------------------------------------------------------
@@ -65,8 +64,10 @@ LABEL_TERMS = {
     "No Finding": ("normal",),
 }
 LABELS = tuple(LABEL_TERMS)
-VIEW_MAP = {"PA": "PA", "L": "LATERAL", "AP": "AP", "AP_horizontal": "AP"}  # COSTAL, EXCLUDE,
-# UNK -> missing (raw value kept in ``projection``)
+#: raw ``Projection`` -> canonical view; COSTAL (rib views) stays as written, UNK and EXCLUDE
+#: have none
+VIEW_MAP = {"PA": "PA", "L": "LATERAL", "AP": "AP", "AP_HORIZONTAL": "AP", "UNK": None,
+            "EXCLUDE": None}
 EXTRA_COLS = ("patient_sex", "patient_birth_year", "study_date", "projection", "method_label",
               "labels")
 MISSING = "nan"  # how the table writes a missing Labels, Report or sex cell (pandas' repr)
@@ -103,14 +104,13 @@ def terms(cell: str, *, source: str = "metadata") -> list[str]:
 
 
 # -- harmonizer -----------------------------------------------------------------------------------
-@register_harmonizer
 class PadChestHarmonizer(BaseHarmonizer):
     """PadChest: 160,861 images, 109,931 studies, 67,625 patients."""
     spec = SPEC
     metadata_description = f"the PadChest table {FILE}.gz"
 
-    def read(self, path: Path) -> pd.DataFrame:
-        return read_csv_table(path, COLUMNS, description=self.metadata_description)
+    def read(self, inputs: Inputs) -> pd.DataFrame:
+        return read_csv_table(inputs.metadata, COLUMNS, description=self.metadata_description)
 
     @classmethod
     def harmonize_raw(cls, raw: pd.DataFrame, *, source: str = "metadata") -> pd.DataFrame:
@@ -119,7 +119,7 @@ class PadChestHarmonizer(BaseHarmonizer):
         df = pd.DataFrame({
             "patient_id": raw["PatientID"], "study_id": raw["StudyID"],
             "image_path": raw["ImageDir"] + "/" + raw["ImageID"],
-            "view_position": raw["Projection"].map(VIEW_MAP).astype(object),
+            "view_position": raw["Projection"].astype(object),
             "report": report.where(report != "", None).astype(object)})
         labels, lists = multi_hot(raw["Labels"], lambda c: terms(c, source=source), LABEL_TERMS,
                                   source=source, column="Labels")
@@ -135,7 +135,6 @@ class PadChestHarmonizer(BaseHarmonizer):
 
 
 # -- thin dataset class ----------------------------------------------------------------------------
-@register_dataset
 class PadChestDataset(BaseRadiologicalDataset):
     """PadChest; ``base_image_dir`` holds the ``<ImageDir>/`` folders (``0/`` ... ``54/``)."""
     harmonizer_class = PadChestHarmonizer

@@ -15,7 +15,6 @@ Studio JSON or JSON-MIN, or an object keyed by image name) is detected by
 
 from __future__ import annotations
 
-import json
 import math
 import posixpath
 from operator import itemgetter
@@ -25,21 +24,19 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 
-from ..base import BaseHarmonizer, BaseRadiologicalDataset
-from ..boxes import join_boxes, read_label_studio
+from ..table.harmonizer import BaseHarmonizer, Inputs
+from ..data.dataset import BaseRadiologicalDataset
+from ..annotations.label_studio import join_boxes, read_label_studio
 from ..errors import MetadataError, MetadataFormatError
-from ..jsonio import load_json
-from ..registry import register_dataset, register_harmonizer
+from ..table.read_json import read_json_file, load_json
+from ..reports.format import SECTIONS, format_report, join_sections, section_texts
 from ..spec import DatasetSpec
 
 # -- declarative spec ----------------------------------------------------------------------------
 SPLITS = {"train": {"images": 238_968, "studies": 140_000, "patients": 95_716},
           "valid": {"images": 17_007, "studies": 10_000, "patients": 6_964},
           "test": {"images": 17_029, "studies": 10_000, "patients": 6_807}}
-SECTIONS = (("INDICATION", "Indication"), ("COMPARISON", "Comparison"),
-            ("FINDINGS", "Findings"), ("IMPRESSION", "Impression"))
 IMAGE_PREFIX = "../deid_png/"
-NONE_LIKE = frozenset({"", "none", "null", "nan", "n/a", "na"})
 EXTRA_OUTPUT_COLS = ("accession_number", "patient_sex", "patient_age", "study_date")
 VIEW_MAP = {"PA": "PA", "POSTERO_ANTERIOR": "PA", "AP": "AP", "LATERAL": "LATERAL",
             "LL": "LATERAL", "RL": "LATERAL", "LAO": "LAO", "RAO": "RAO"}
@@ -63,46 +60,6 @@ def split_spec(split: str) -> DatasetSpec:
 
 
 # -- pure helpers ---------------------------------------------------------------------------------
-def _section_text(value) -> str | None:
-    """A report section's text, or None when it is empty, null, NaN or "None"-like
-    (also "Comparison: None.")."""
-    if value is None or isinstance(value, float) and math.isnan(value):
-        return None
-    text = str(value).strip()
-    colon = text.find(":", 0, 20)
-    bare = text[colon + 1:].strip().rstrip(".").strip() if colon >= 0 else text.rstrip(".").strip()
-    # every NONE_LIKE term has at most 4 characters: longer text needs no lower-casing
-    return None if len(bare) <= 4 and bare.lower() in NONE_LIKE else text
-
-
-def format_report(indication, comparison, findings, impression) -> str | None:
-    """``"INDICATION:\\n..."`` sections joined by a blank line; None when all are empty."""
-    return _join_sections(*map(_section_text, (indication, comparison, findings, impression)))
-
-
-def _join_sections(*texts: str | None) -> str | None:
-    parts = [head + text for head, text in zip(_HEADS, texts) if text is not None]
-    return "\n\n".join(parts) if parts else None
-
-
-_HEADS = tuple(f"{head}:\n" for head, _ in SECTIONS)
-
-
-def _section_texts(values: list) -> list:
-    """:func:`_section_text` of each value, computed once per distinct string."""
-    seen: dict[str, str | None] = {}
-    out = []
-    for v in values:
-        if type(v) is str:
-            text = seen.get(v, seen)
-            if text is seen:
-                text = seen[v] = _section_text(v)
-            out.append(text)
-        else:
-            out.append(_section_text(v))
-    return out
-
-
 _format_report = format_report  # the name the public page uses
 
 
@@ -132,15 +89,6 @@ class ReXGradientRaw(dict):
     def __init__(self, studies: dict, boxes=None, boxes_source: str = BBOX_FILE):
         super().__init__(studies)
         self.boxes, self.boxes_source = boxes, boxes_source
-
-
-def _load_json(path: Path, what: str):
-    try:
-        with open(path, "rb") as fh:
-            return json.load(fh)  # the stdlib parser accepts the bare NaN these files hold
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise MetadataError(f"{path} is not valid JSON", expected=what, found=str(exc),
-                            fix="re-download the metadata file") from None
 
 
 def _box_column(df: pd.DataFrame, shapes: list, raw: ReXGradientRaw) -> list:
@@ -179,17 +127,23 @@ class _ReXGradientHarmonizer(BaseHarmonizer):
                 found="a .csv file",
                 fix=f"pass csv_path='{path.with_name(view_position_file(self.split))}'")
 
-    def read(self, path: Path) -> ReXGradientRaw:
+    def inputs(self, path: Path) -> Inputs:
+        """The split JSON and, when it lies beside it, the box file."""
+        box = path.with_name(BBOX_FILE)
+        return Inputs(path, {"boxes": box if box.is_file() else None})
+
+    def read(self, inputs: Inputs) -> ReXGradientRaw:
         """The split JSON, plus ``interstitial_pattern_bbox.json`` when it lies beside it."""
+        path = inputs.metadata
         raw = load_json(path)  # parse faults are reported by BaseHarmonizer (line, byte)
         if not isinstance(raw, dict):
             raise MetadataError(f"{path} has the wrong top-level type",
                                 expected="a JSON object keyed by study",
                                 found=type(raw).__name__, fix="re-download the metadata file")
-        box_path = path.with_name(BBOX_FILE)
-        if not box_path.is_file():
+        box_path = inputs.file("boxes")
+        if box_path is None:
             return ReXGradientRaw(raw)
-        return ReXGradientRaw(raw, _load_json(box_path, "a Label Studio box export"),
+        return ReXGradientRaw(raw, read_json_file(box_path, what="a Label Studio box export"),
                               str(box_path))
 
     @classmethod
@@ -231,8 +185,8 @@ class _ReXGradientHarmonizer(BaseHarmonizer):
             return [v if type(v) is str else _optional_text(v) for v in field(name)]
 
         cols = {"patient_id": field("PatientID"), "study_id": field("StudyInstanceUid"),
-                "report": list(map(_join_sections,
-                                   *(_section_texts(field(f)) for _, f in SECTIONS))),
+                "report": list(map(join_sections,
+                                   *(section_texts(field(f)) for _, f in SECTIONS))),
                 "accession_number": text("AccessionNumber"), "patient_sex": text("PatientSex"),
                 "patient_age": text("PatientAge"),
                 "study_date": [v if type(v) is int and 0 <= v < 10**8 else  # YYYYMMDD as shipped
@@ -253,37 +207,31 @@ class _ReXGradientHarmonizer(BaseHarmonizer):
 
 
 # -- thin split classes ----------------------------------------------------------------------------
-@register_harmonizer
 class ReXGradientTrainHarmonizer(_ReXGradientHarmonizer):
     """ReXGradient-160K train: 238,968 images, 140,000 studies, 95,716 patients."""
     split, spec = "train", split_spec("train")
 
 
-@register_harmonizer
 class ReXGradientValidHarmonizer(_ReXGradientHarmonizer):
     """ReXGradient-160K validation: 17,007 images, 10,000 studies, 6,964 patients."""
     split, spec = "valid", split_spec("valid")
 
 
-@register_harmonizer
 class ReXGradientTestHarmonizer(_ReXGradientHarmonizer):
     """ReXGradient-160K public test: 17,029 images, 10,000 studies, 6,807 patients."""
     split, spec = "test", split_spec("test")
 
 
-@register_dataset
 class ReXGradientTrainDataset(BaseRadiologicalDataset):
     """ReXGradient-160K train split; ``base_image_dir`` is the extracted ``deid_png/``."""
     harmonizer_class = ReXGradientTrainHarmonizer
 
 
-@register_dataset
 class ReXGradientValidDataset(BaseRadiologicalDataset):
     """ReXGradient-160K validation split; ``base_image_dir`` is the extracted ``deid_png/``."""
     harmonizer_class = ReXGradientValidHarmonizer
 
 
-@register_dataset
 class ReXGradientTestDataset(BaseRadiologicalDataset):
     """ReXGradient-160K public test split; ``base_image_dir`` is the extracted ``deid_png/``."""
     harmonizer_class = ReXGradientTestHarmonizer

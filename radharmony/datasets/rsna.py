@@ -20,19 +20,19 @@ Harmonized: one row per image (``<patientId>.dcm`` in ``stage_2_train_images/``)
 
 from __future__ import annotations
 
-import json
 import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from ..base import BaseHarmonizer, BaseRadiologicalDataset
+from ..table.harmonizer import BaseHarmonizer, Inputs
+from ..data.dataset import BaseRadiologicalDataset
 from ..errors import MetadataError
-from ..registry import register_dataset, register_harmonizer
 from ..spec import DatasetSpec
-from ..tables import (canonical_views, find_optional, lists_by, numeric_columns, read_table,
-                      records, require_columns)
+from ..table.read_json import read_json_file
+from ..table.locate import find_optional
+from ..table.read_csv import lists_by, numeric_columns, read_table, records, require_columns
 
 # -- declarative spec ----------------------------------------------------------------------------
 COLUMNS = ("patientId", "x", "y", "width", "height", "Target")
@@ -56,31 +56,33 @@ SPEC = DatasetSpec(
 
 
 # -- harmonizer -----------------------------------------------------------------------------------
-@register_harmonizer
 class RSNAPneumoniaHarmonizer(BaseHarmonizer):
     """RSNA Pneumonia stage 2 train: 26,684 images, 6,012 positive, 9,555 boxes."""
 
     spec = SPEC
     metadata_description = "the RSNA Pneumonia labels (stage_2_train_labels.csv)"
 
-    def read(self, path: Path) -> dict:
+    def inputs(self, path: Path) -> Inputs:
+        """The label table and, beside it or near the images, the class table, the DICOM
+        header table and the NIH mapping."""
         near = (path.parent, self.base_image_dir)
-        raw = {"labels": read_table(path, description=self.metadata_description,
+        return Inputs(path, {"classes": find_optional(CLASS_INFO, *near),
+                             "headers": find_optional(HEADERS, *near),
+                             "mapping": find_optional(MAPPING, *near)})
+
+    def read(self, inputs: Inputs) -> dict:
+        raw = {"labels": read_table(inputs.metadata, description=self.metadata_description,
                                     columns=COLUMNS, dtype={"patientId": str}),
                "classes": None, "headers": None, "mapping": None}
-        if (p := find_optional(CLASS_INFO, *near)) is not None:
+        if (p := inputs.file("classes")) is not None:
             raw["classes"] = read_table(p, description="stage_2_detailed_class_info.csv",
                                         columns=("patientId", "class"))
-        if (p := find_optional(HEADERS, *near)) is not None:
+        if (p := inputs.file("headers")) is not None:
             raw["headers"] = read_table(p, description="the RSNA DICOM header table",
                                         columns=HEADER_COLUMNS, dtype={"PatientID": str})
-        if (p := find_optional(MAPPING, *near)) is not None:
-            try:
-                raw["mapping"] = json.loads(p.read_text())
-            except (ValueError, UnicodeDecodeError) as exc:
-                raise MetadataError(f"{p} is not valid JSON", expected="RSNA's list of "
-                                    "{img_id, subset_img_id, ...} objects", found=str(exc),
-                                    fix="re-download the mapping file") from None
+        if (p := inputs.file("mapping")) is not None:
+            raw["mapping"] = read_json_file(p, what="RSNA's list of {img_id, subset_img_id, "
+                                            "...} objects")
         return raw
 
     @classmethod
@@ -96,8 +98,7 @@ class RSNAPneumoniaHarmonizer(BaseHarmonizer):
                            LABEL: target.to_numpy(np.float32)})
         df["detailed_class"] = _lookup(raw.get("classes"), ids, "patientId", "class")
         headers = raw.get("headers")
-        df["view_position"] = canonical_views(_lookup(headers, ids, "PatientID", "ViewPosition"),
-                                              SPEC.view_map)
+        df["view_position"] = _lookup(headers, ids, "PatientID", "ViewPosition")
         df["patient_sex"] = _lookup(headers, ids, "PatientID", "PatientSex")
         df["patient_age"] = pd.array(_lookup(headers, ids, "PatientID", "PatientAge"),
                                      dtype="Int64")
@@ -142,7 +143,6 @@ def _mapping_images(mapping, ids: pd.Index, source: str) -> np.ndarray:
 
 
 # -- dataset --------------------------------------------------------------------------------------
-@register_dataset
 class RSNAPneumoniaDataset(BaseRadiologicalDataset):
     """RSNA Pneumonia stage 2 train; ``base_image_dir`` is ``stage_2_train_images/`` and the
     labels CSV is found beside or above it."""

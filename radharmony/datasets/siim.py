@@ -19,18 +19,17 @@ a per-image uuid, so ``patient_id`` is the image id (no grouping of a patient's 
 from __future__ import annotations
 
 import json
-import os
 import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from ..base import BaseHarmonizer, BaseRadiologicalDataset
-from ..masks import merge_masks, rle_decode
-from ..registry import register_dataset, register_harmonizer
+from ..table.harmonizer import BaseHarmonizer, Inputs
+from ..data.dataset import BaseRadiologicalDataset
+from ..annotations.masks import merge_masks, rle_decode
 from ..spec import DatasetSpec
-from ..tables import lists_by, read_table, require_columns
+from ..table.read_csv import lists_by, read_table, require_columns
 
 # -- declarative spec ----------------------------------------------------------------------------
 COLUMNS = ("ImageId", " EncodedPixels")  # sic: leading space
@@ -49,24 +48,26 @@ SPEC = DatasetSpec(
 
 
 # -- harmonizer -----------------------------------------------------------------------------------
-@register_harmonizer
 class SIIMPneumothoraxHarmonizer(BaseHarmonizer):
     """SIIM-ACR pneumothorax: 12,047 images, 2,669 with a mask."""
 
     spec = SPEC
     metadata_description = "the SIIM-ACR run-length table (train-rle.csv)"
 
-    def read(self, path: Path) -> dict:
-        table = read_table(path, description=self.metadata_description, columns=COLUMNS,
-                           dtype=str, keep_default_na=False)
+    def inputs(self, path: Path) -> Inputs:
+        """The RLE table and the image folder, listed for its ``.dcm`` files (the nesting
+        ``<study>/<series>/<ImageId>.dcm`` varies between copies)."""
+        root = self.base_image_dir
+        return Inputs(path, folders={"images": (root if root is not None and root.is_dir()
+                                                else None, (".dcm",))})
+
+    def read(self, inputs: Inputs) -> dict:
+        table = read_table(inputs.metadata, description=self.metadata_description,
+                           columns=COLUMNS, dtype=str, keep_default_na=False)
         files = None
-        if self.base_image_dir is not None and self.base_image_dir.is_dir():
-            files = {}
-            for folder, _, names in os.walk(self.base_image_dir):
-                rel = Path(folder).relative_to(self.base_image_dir).as_posix()
-                for name in names:
-                    if name.endswith(".dcm"):
-                        files[name[:-4]] = name if rel == "." else f"{rel}/{name}"
+        if inputs.folders["images"][0] is not None:
+            files = {rel.rsplit("/", 1)[-1][:-4]: rel for rel in inputs.listing("images")
+                     if rel.endswith(".dcm")}
         return {"rle": table, "files": files}
 
     @classmethod
@@ -94,7 +95,6 @@ class SIIMPneumothoraxHarmonizer(BaseHarmonizer):
 
 
 # -- dataset --------------------------------------------------------------------------------------
-@register_dataset
 class SIIMPneumothoraxDataset(BaseRadiologicalDataset):
     """SIIM-ACR pneumothorax; ``base_image_dir`` is ``dicom-images-train/`` (searched for
     ``.dcm`` files); ``output_mask=True`` gives ``mask`` (1, 224, 224) uint8, every instance

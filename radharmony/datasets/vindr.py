@@ -18,16 +18,15 @@ more local labels: those are kept as boxes and listed in a warning.
 from __future__ import annotations
 
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from ..base import BaseHarmonizer, BaseRadiologicalDataset
-from ..registry import register_dataset, register_harmonizer
+from ..table.harmonizer import BaseHarmonizer, Inputs
+from ..data.dataset import BaseRadiologicalDataset
 from ..spec import DatasetSpec
-from ..boxes import BOX_KEYS
-from ..tables import lists_by, numeric_columns, read_table, records, require_columns
+from ..annotations.boxes import BOX_KEYS
+from ..table.read_csv import lists_by, numeric_columns, read_table, records, require_columns
 
 # -- declarative spec ----------------------------------------------------------------------------
 COLUMNS = ("image_id", "class_name", "class_id", "rad_id", "x_min", "y_min", "x_max", "y_max")
@@ -52,15 +51,14 @@ SPEC = DatasetSpec(
 
 
 # -- harmonizer -----------------------------------------------------------------------------------
-@register_harmonizer
 class VinDrCXRHarmonizer(BaseHarmonizer):
     """VinDr-CXR training set: 15,000 images, 36,096 boxes by 17 radiologists (3 per image)."""
 
     spec = SPEC
     metadata_description = "the VinDr-CXR annotation table (train.csv)"
 
-    def read(self, path: Path) -> pd.DataFrame:
-        return read_table(path, description=self.metadata_description, columns=REQUIRED,
+    def read(self, inputs: Inputs) -> pd.DataFrame:
+        return read_table(inputs.metadata, description=self.metadata_description, columns=REQUIRED,
                           dtype={"image_id": str, "class_name": str, "rad_id": str})
 
     @classmethod
@@ -102,7 +100,6 @@ def _boxes_per_image(raw: pd.DataFrame, ids: pd.Index) -> list[list[dict]]:
 
 
 # -- dataset --------------------------------------------------------------------------------------
-@register_dataset
 class VinDrCXRDataset(BaseRadiologicalDataset):
     """VinDr-CXR training set; ``base_image_dir`` is the folder of ``<image_id>.dicom`` files
     (``train/``); ``train.csv`` is found beside or above it."""

@@ -19,22 +19,21 @@ Table choices (see docs/xraydar.md):
 
 from __future__ import annotations
 
-import json
 import math
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
 
-from ..base import BaseHarmonizer, BaseRadiologicalDataset
-from ..boxes import BOX_KEYS, box_record
+from ..table.harmonizer import BaseHarmonizer, Inputs
+from ..data.dataset import BaseRadiologicalDataset
+from ..annotations.boxes import BOX_KEYS, box_record
 from ..errors import MetadataError
-from ..registry import register_dataset, register_harmonizer
-from ..schema import parse_literal
-from ..spans import align_tokens, char_spans, detect_span_end
+from ..cells import parse_literal
+from ..annotations.spans import align_tokens, char_spans, detect_span_end
 from ..spec import DatasetSpec
+from ..table.read_json import read_jsonl
 
 # -- declarative spec ----------------------------------------------------------------------------
 FIELDS = ("xray_id", "image_file", "consensus_labels", "bounding_boxes", "report_text",
@@ -109,27 +108,15 @@ def _warn_unknown(unknown: dict, source: str) -> None:
 
 
 # -- harmonizer -----------------------------------------------------------------------------------
-@register_harmonizer
 class XRaydarMultimodalHarmonizer(BaseHarmonizer):
     """X-Raydar multimodal: 979 exams, one row each (``csv_path`` = ``annotations.jsonl``)."""
 
     spec = SPEC
     metadata_description = "the X-Raydar multimodal annotations.jsonl"
 
-    def read(self, path: Path) -> list:
+    def read(self, inputs: Inputs) -> list:
         """One parsed object per line; ``None`` for a blank line, so ``raw[i]`` is line i+1."""
-        out = []
-        with open(path, "rb") as fh:
-            for n, line in enumerate(fh, 1):
-                if not line.strip():
-                    out.append(None)
-                    continue
-                try:
-                    out.append(json.loads(line))
-                except (ValueError, UnicodeDecodeError) as exc:
-                    raise _fail(str(path), n, "is not valid JSON", expected="one JSON object "
-                                "per line", found=f"{type(exc).__name__}: {exc}") from None
-        return out
+        return read_jsonl(inputs.metadata)
 
     @classmethod
     def harmonize_raw(cls, raw: list, *, source: str = "annotations.jsonl") -> pd.DataFrame:
@@ -205,7 +192,6 @@ def _as_list(value) -> list:
     return [] if value is None or isinstance(value, float) else list(value)
 
 
-@register_dataset
 class XRaydarMultimodalDataset(BaseRadiologicalDataset):
     """All 979 X-Raydar exams; ``base_image_dir`` is the folder holding ``images/`` and
     ``annotations.jsonl``. ``get_datasets(n_splits=k)`` / ``get_folds`` group by exam.

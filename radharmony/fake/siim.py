@@ -20,7 +20,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from ..masks import rle_encode
+from ..annotations.masks import rle_encode
 from . import register_fake
 from .dicom import write_dicom
 from .images import synthetic_cxr

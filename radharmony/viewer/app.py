@@ -142,7 +142,7 @@ class _Split:
 class ViewerApp:
     """The viewer's data model over one or more datasets (typically the splits of one family).
 
-    Each dataset needs what :class:`~radharmony.base.BaseRadiologicalDataset` has:
+    Each dataset needs what :class:`~radharmony.data.dataset.BaseRadiologicalDataset` has:
     ``spec``, ``harmonized_df`` (with ``sample_id``), ``len`` and ``[index]`` returning a sample
     dict with ``img`` and optionally ``bbox``, ``bbox_labels``, ``bbox_annotators``,
     ``report`` and ``report_spans``.

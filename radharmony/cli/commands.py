@@ -1,15 +1,7 @@
-"""The ``radharmony`` command: list, inspect, harmonize, validate, cache and view datasets.
-
-Exit codes: 0 success, 1 problems found (validation failures, unreadable files, errors
-reported by the library), 2 usage errors (bad arguments, unknown dataset key). Results go to
-stdout (``--json`` for machine-readable output); progress bars and messages go to stderr.
+"""The work behind each ``radharmony`` subcommand (parsing is in :mod:`radharmony.cli.main`).
 
 ``KEY`` is a registered dataset key (``rexgradient_train``) or, for ``info``, ``validate``,
 ``cache`` and ``view``, a dataset family (``rexgradient``: every split of that module).
-
-The work behind ``validate`` and ``cache`` is done by :func:`run_validation` and
-:func:`run_pre_cache`; they are the single places to swap in the library's own
-``radharmony.validation`` API and ``dataset.pre_cache(num_workers=...)``.
 """
 
 from __future__ import annotations
@@ -17,72 +9,16 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import sys
-import time
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
-from . import __version__
-from .errors import RadHarmonyError, RegistryError
-
-EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
-#: how many offending paths of each kind ``validate`` lists
-FIRST_N = 10
-
-
-class UsageError(Exception):
-    """Arguments that parse but do not fit together (exit code 2)."""
-
-
-# -- output helpers -------------------------------------------------------------------------------
-def _progress(iterable: Iterable, *, total: int | None, desc: str, quiet: bool,
-              unit: str = "img"):
-    from tqdm import tqdm
-
-    return tqdm(iterable, total=total, desc=desc, unit=unit, file=sys.stderr,
-                disable=quiet, dynamic_ncols=True, leave=False)
-
-
-def _emit(args: argparse.Namespace, result: Any, text: Callable[[Any], str]) -> None:
-    if args.json:
-        print(json.dumps(result, indent=2, default=_json_default))
-    else:
-        print(text(result))
-
-
-def _json_default(value):
-    if hasattr(value, "item"):  # numpy scalars
-        return value.item()
-    if isinstance(value, Path):
-        return str(value)
-    raise TypeError(f"{type(value).__name__} is not JSON serializable")
-
-
-def _note(msg: str) -> None:
-    print(msg, file=sys.stderr)
-
-
-def _table(rows: list[list], header: list[str]) -> str:
-    cells = [header] + [["" if c is None else str(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells)
-
+from .output import EXIT_OK, EXIT_PROBLEMS, FIRST_N, UsageError, emit, note, progress, text_table
+from ..errors import RadHarmonyError, RegistryError
+from ..registry import families, get_dataset_class, get_harmonizer_class, list_datasets
 
 # -- registry helpers -----------------------------------------------------------------------------
-def families() -> dict[str, list[str]]:
-    """Dataset family (the dataset module's name) -> its registered keys."""
-    from .registry import get_harmonizer_class, list_datasets
-
-    out: dict[str, list[str]] = {}
-    for key in list_datasets():
-        out.setdefault(get_harmonizer_class(key).__module__.rsplit(".", 1)[-1], []).append(key)
-    return out
-
-
 def resolve_keys(name: str, *, single: bool = False) -> list[str]:
     """The dataset keys ``name`` stands for: itself, or every split of a family."""
-    from .registry import list_datasets
-
     keys = list_datasets()
     if name in keys:
         return [name]
@@ -102,16 +38,12 @@ def resolve_keys(name: str, *, single: bool = False) -> list[str]:
 
 
 def _harmonizer(key: str, args: argparse.Namespace):
-    from .registry import get_harmonizer_class
-
     return get_harmonizer_class(key)(csv_path=getattr(args, "csv_path", None),
                                      base_image_dir=args.root)
 
 
 def build_dataset(key: str, args: argparse.Namespace, **kwargs):
     """The dataset for ``key`` on ``args.root`` with every output it supports."""
-    from .registry import get_dataset_class
-
     cls = get_dataset_class(key)
     flags = {f"output_{o}": True for o in cls.spec.outputs}
     return cls(args.root, getattr(args, "csv_path", None), **flags, **kwargs)
@@ -125,8 +57,6 @@ def _check_csv_path(args: argparse.Namespace, keys: list[str]) -> None:
 
 # -- list -----------------------------------------------------------------------------------------
 def cmd_list(args: argparse.Namespace) -> int:
-    from .registry import get_harmonizer_class
-
     rows = []
     for family, keys in sorted(families().items()):
         for key in keys:
@@ -137,12 +67,12 @@ def cmd_list(args: argparse.Namespace) -> int:
                          "access": spec.access})
 
     def text(rows):
-        body = _table([[r["key"], r["title"], ",".join(r["outputs"]) or "-", r["labels"],
+        body = text_table([[r["key"], r["title"], ",".join(r["outputs"]) or "-", r["labels"],
                         r["expected"].get("images", "?")] for r in rows],
                       ["KEY", "TITLE", "OUTPUTS", "LABELS", "IMAGES"])
         access = {r["family"]: r["access"] for r in rows}
         return body + "\n\nAccess:\n" + "\n".join(f"  {f}: {a}" for f, a in access.items())
-    _emit(args, rows, text)
+    emit(args, rows, text)
     return EXIT_OK
 
 
@@ -152,7 +82,7 @@ def table_info(df, *, spec) -> dict:
     harmonized table."""
     import pandas as pd
 
-    from .tables import canonical_views
+    from ..table.schema import canonical_views
 
     n = len(df)
     reports = df["report"].map(lambda r: isinstance(r, str) and r.strip() != "")
@@ -215,12 +145,12 @@ def cmd_info(args: argparse.Namespace) -> int:
     keys = resolve_keys(args.key)
     _check_csv_path(args, keys)
     results = []
-    for key in _progress(keys, total=len(keys), desc="harmonizing", quiet=args.quiet,
+    for key in progress(keys, total=len(keys), desc="harmonizing", quiet=args.quiet,
                          unit="split"):
         h = _harmonizer(key, args)
         df = h.harmonize()
         results.append({"key": key, "metadata": str(h.csv_path), **table_info(df, spec=h.spec)})
-    _emit(args, results, _info_text)
+    emit(args, results, _info_text)
     return EXIT_OK
 
 
@@ -236,16 +166,15 @@ def cmd_harmonize(args: argparse.Namespace) -> int:
         h.save(out)  # with the header that harmonizer_path= / BaseHarmonizer.load read back
         df = h.harmonize()
     else:
+        from ..cells import encode_json_columns
+
         df = h.harmonize()
-        text = df.copy()
-        for col in text.columns:  # nested values (boxes) as JSON, as parse_boxes reads them
-            if text[col].map(lambda v: isinstance(v, (list, dict))).any():
-                text[col] = text[col].map(json.dumps)
+        text, _ = encode_json_columns(df)  # nested values (boxes) as JSON, as the readers parse
         out.parent.mkdir(parents=True, exist_ok=True)
         text.to_csv(out, index=False)
     result = {"key": key, "out": str(out), "format": suffix[1:], "rows": len(df),
               "columns": list(df.columns), "metadata": str(h.csv_path)}
-    _emit(args, result, lambda r: f"Wrote {r['rows']:,} rows of {r['key']} to {r['out']}")
+    emit(args, result, lambda r: f"Wrote {r['rows']:,} rows of {r['key']} to {r['out']}")
     return EXIT_OK
 
 
@@ -254,7 +183,7 @@ def check_image_file(root: str, rel: str, *, decode: bool) -> tuple[str, str] | 
     """``(kind, detail)`` of the first problem with one image, or None (the shared
     :func:`radharmony.validation.check_image`: ``unsafe_path``, ``missing``, ``not_a_file``,
     ``empty``, ``undecodable``; without ``decode`` the header checks only)."""
-    from .validation import check_image
+    from ..data.checks import check_image
 
     if not isinstance(rel, str) or not rel:
         return "unsafe_path", f"image_path {rel!r} is not a path"
@@ -265,13 +194,13 @@ def _check_files(root: str, paths: list[str], *, decode: bool, workers: int, qui
     check = functools.partial(check_image_file, root, decode=decode)
     desc = "decoding images" if decode else "checking files"
     if workers <= 1:
-        yield from _progress(map(check, paths), total=len(paths), desc=desc, quiet=quiet)
+        yield from progress(map(check, paths), total=len(paths), desc=desc, quiet=quiet)
         return
     from concurrent.futures import ProcessPoolExecutor
 
     chunk = max(1, min(256, len(paths) // workers // 4))
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        yield from _progress(pool.map(check, paths, chunksize=chunk), total=len(paths),
+        yield from progress(pool.map(check, paths, chunksize=chunk), total=len(paths),
                              desc=desc, quiet=quiet)
 
 
@@ -285,10 +214,9 @@ def run_validation(key: str, *, root, csv_path=None, images: bool = False, worke
     :func:`radharmony.validation.check_image`; unlike ``dataset.validate()`` it keeps going
     past a schema fault so that every unsafe path is listed.
     """
-    from .errors import PathSafetyError
-    from .registry import get_harmonizer_class
-    from .schema import validate
-    from .validation import read_error
+    from ..errors import PathSafetyError
+    from ..table.schema import validate
+    from ..table.guard import read_error
 
     report: dict[str, Any] = {"key": key, "root": str(root), "images_decoded": images,
                               "rows": 0, "checked": 0, "problems": {}, "first": {}}
@@ -304,7 +232,7 @@ def run_validation(key: str, *, root, csv_path=None, images: bool = False, worke
         meta = h.resolve_metadata_path()
         report["metadata"] = str(meta)
         try:
-            raw = h.read(meta)
+            raw = h.read(h.inputs(meta))
         except RadHarmonyError:
             raise
         except Exception as exc:  # the shared guard's message: file, line, expected, found
@@ -352,62 +280,21 @@ def cmd_validate(args: argparse.Namespace) -> int:
     _check_csv_path(args, keys)
     reports = [run_validation(k, root=args.root, csv_path=args.csv_path, images=args.images,
                               workers=args.workers, quiet=args.quiet) for k in keys]
-    _emit(args, reports, _validate_text)
+    emit(args, reports, _validate_text)
     return EXIT_OK if all(r["ok"] for r in reports) else EXIT_PROBLEMS
 
 
 # -- cache ----------------------------------------------------------------------------------------
-class _CacheJob:
-    """Map-style dataset whose items fill the image cache: ``(index, error or None)``."""
-
-    def __init__(self, dataset):
-        self.dataset = dataset
-
-    def __len__(self) -> int:
-        return len(self.dataset)
-
-    def __getitem__(self, index: int):
-        try:
-            self.dataset.load_image(index)
-        except RadHarmonyError as exc:
-            return index, str(exc)
-        return index, None
-
-
-def _as_list(batch):
-    return batch
-
-
 def run_pre_cache(dataset, *, workers: int = 0, quiet: bool = False) -> dict:
-    """Preprocess every image of ``dataset`` into its cache with a DataLoader, counting
-    failures instead of stopping at the first; when every image succeeded,
-    ``dataset.pre_cache`` then consolidates the entries into the pack that
-    :class:`radharmony.loader.CachedLoader` reads a batch at a time."""
-    import torch
+    """Pre-cache every image of ``dataset``, counting failures instead of stopping at the first
+    (:func:`radharmony.data.precache.pre_cache` with ``keep_going``); JSON-ready."""
+    from ..data.precache import pre_cache
 
     if dataset.cache_dir is None:
         raise RadHarmonyError("The dataset has no cache", expected="a cache_dir",
                               found="cache_dir=None", fix="pass --cache-dir DIR")
-    loader = torch.utils.data.DataLoader(_CacheJob(dataset), batch_size=32,
-                                         num_workers=workers, collate_fn=_as_list)
-    failures, first, done, start = 0, [], 0, time.perf_counter()
-    with _progress(None, total=len(dataset), desc="caching", quiet=quiet) as bar:
-        for batch in loader:
-            for index, error in batch:
-                done += 1
-                if error is not None:
-                    failures += 1
-                    if len(first) < FIRST_N:
-                        first.append({"sample_id": dataset.harmonized_df["sample_id"].iat[index],
-                                      "detail": error})
-            bar.update(len(batch))
-    if failures == 0:
-        dataset.pre_cache(num_workers=0, progress=not quiet)  # all cached: only packs them
-    seconds = time.perf_counter() - start
-    return {"key": dataset.spec.key, "cache_dir": str(dataset.cache_dir), "images": done,
-            "cached": done - failures, "failed": failures, "first_failures": first,
-            "seconds": round(seconds, 3),
-            "images_per_second": round(done / seconds, 1) if seconds > 0 else None}
+    report = pre_cache(dataset, num_workers=workers, progress=not quiet, keep_going=True)
+    return {"key": dataset.spec.key, "cache_dir": str(dataset.cache_dir), **report.as_dict()}
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
@@ -423,18 +310,18 @@ def cmd_cache(args: argparse.Namespace) -> int:
                          f"{r['cache_dir']} ({r['seconds']:.1f} s)")
             lines += [f"  failed: {f['sample_id']}: {f['detail']}" for f in r["first_failures"]]
         return "\n".join(lines)
-    _emit(args, reports, text)
+    emit(args, reports, text)
     return EXIT_OK if all(r["failed"] == 0 for r in reports) else EXIT_PROBLEMS
 
 
 # -- view -----------------------------------------------------------------------------------------
 def cmd_view(args: argparse.Namespace) -> int:
-    from .viewer import LOOPBACK, make_server
+    from ..viewer import LOOPBACK, make_server
 
     if args.host not in LOOPBACK and not args.allow_remote:
         raise UsageError(f"--host {args.host} would expose the viewer beyond this machine; "
                          "add --allow-remote to do that on purpose")
-    from .transforms import DefaultTransform
+    from ..imaging.pipeline import DefaultTransform
 
     keys = resolve_keys(args.key)
     _check_csv_path(args, keys)
@@ -445,7 +332,7 @@ def cmd_view(args: argparse.Namespace) -> int:
     url = server.url
     if args.json:
         print(json.dumps({"url": url, "keys": keys}), flush=True)
-    _note(f"Serving {', '.join(keys)} at {url} (read-only; Ctrl-C to stop)")
+    note(f"Serving {', '.join(keys)} at {url} (read-only; Ctrl-C to stop)")
     if args.open:
         import webbrowser
 
@@ -461,145 +348,9 @@ def cmd_view(args: argparse.Namespace) -> int:
 
 # -- demo -----------------------------------------------------------------------------------------
 def cmd_demo(args: argparse.Namespace) -> int:
-    from . import demo
+    from .. import demo
 
     rc = demo.main(args.demo_args)
     return EXIT_OK if rc is None else int(rc)
 
 
-# -- parser ---------------------------------------------------------------------------------------
-def _workers(text: str) -> int:
-    n = int(text)
-    if n < 0:
-        raise argparse.ArgumentTypeError("must be 0 (in-process) or a positive count")
-    return n
-
-
-def _size(text: str) -> int:
-    n = int(text)
-    if not 16 <= n <= 4096:
-        raise argparse.ArgumentTypeError("must be 16 to 4096 pixels")
-    return n
-
-
-def _port(text: str) -> int:
-    n = int(text)
-    if not 0 <= n <= 65535:
-        raise argparse.ArgumentTypeError("must be 0 (any free port) to 65535")
-    return n
-
-
-def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--json", action="store_true", help="print results as JSON on stdout")
-    common.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
-
-    def dataset_args(p, *, csv=True):
-        p.add_argument("key", metavar="KEY", help="dataset key (see `radharmony list`) or a "
-                       "dataset family for every split")
-        p.add_argument("--root", required=True, type=Path, metavar="DIR",
-                       help="the dataset's image folder (base_image_dir)")
-        if csv:
-            p.add_argument("--csv-path", type=Path, metavar="FILE",
-                           help="the metadata file (found near --root when omitted)")
-
-    parser = argparse.ArgumentParser(
-        prog="radharmony", description="Public chest X-ray datasets as one harmonized table "
-        "and ready-to-train PyTorch datasets.", epilog="Exit codes: 0 success, 1 problems "
-        "found, 2 usage error. Run `radharmony COMMAND --help` for a command's options.")
-    parser.add_argument("--version", action="version", version=f"radharmony {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-
-    p = sub.add_parser("list", parents=[common], help="registered datasets",
-                       description="Registered datasets: key, title, splits, supported "
-                       "outputs, published counts and access terms.")
-    p.set_defaults(func=cmd_list)
-
-    p = sub.add_parser("info", parents=[common], help="counts, views, labels, reports",
-                       description="Images, studies and patients per split, view positions, "
-                       "label prevalence and report coverage (reads metadata only).")
-    dataset_args(p)
-    p.set_defaults(func=cmd_info)
-
-    p = sub.add_parser("harmonize", parents=[common], help="write the harmonized table",
-                       description="Harmonize one split and write the table as Parquet (with "
-                       "the header harmonizer_path= reads) or CSV (boxes as JSON).")
-    dataset_args(p)
-    p.add_argument("--out", required=True, type=Path, metavar="FILE",
-                   help="FILE.parquet or FILE.csv")
-    p.set_defaults(func=cmd_harmonize)
-
-    p = sub.add_parser("validate", parents=[common], help="check metadata and image files",
-                       description="Check the schema, path safety and that every image exists "
-                       "(--images: and decodes). Exits 1 and lists the first offending paths "
-                       "when there are problems.")
-    dataset_args(p)
-    p.add_argument("--images", action="store_true", help="also decode every image")
-    p.add_argument("--workers", type=_workers, default=0, metavar="N",
-                   help="worker processes (default 0: in this process)")
-    p.set_defaults(func=cmd_validate)
-
-    p = sub.add_parser("cache", parents=[common], help="pre-build the image cache",
-                       description="Preprocess every image into the cache so training reads "
-                       "cached arrays. Exits 1 when some images fail.")
-    dataset_args(p)
-    p.add_argument("--workers", type=_workers, default=0, metavar="N",
-                   help="DataLoader workers (default 0: in this process)")
-    p.add_argument("--cache-dir", type=Path, default=Path("cache"), metavar="DIR",
-                   help="cache folder (default ./cache, as the datasets use)")
-    p.set_defaults(func=cmd_cache)
-
-    p = sub.add_parser("view", parents=[common], help="browse samples in a local web page",
-                       description="Serve a read-only viewer: images with boxes, reports, "
-                       "labels, filters and paging. Binds to 127.0.0.1 unless --allow-remote.")
-    dataset_args(p)
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=_port, default=8765, help="port (default 8765; 0: any free)")
-    p.add_argument("--allow-remote", action="store_true",
-                   help="allow --host to be a non-loopback address")
-    p.add_argument("--size", type=_size, default=224, help="rendered image size (default 224)")
-    p.add_argument("--cache-dir", type=Path, default=None, metavar="DIR",
-                   help="cache preprocessed images here (default: no cache)")
-    p.add_argument("--open", action="store_true", help="open the page in a web browser")
-    p.set_defaults(func=cmd_view)
-
-    p = sub.add_parser("demo", parents=[common], help="what `make demo` runs",
-                       description="Run the demo (radharmony.demo); further arguments are "
-                       "passed to it.")
-    p.set_defaults(func=cmd_demo)
-    return parser
-
-
-def _error_payload(exc: BaseException) -> dict:
-    if isinstance(exc, RadHarmonyError):
-        return {"type": type(exc).__name__, "message": str(exc), "what": exc.what,
-                "expected": exc.expected, "found": exc.found, "fix": exc.fix}
-    return {"type": type(exc).__name__, "message": str(exc)}
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``radharmony`` command; returns the exit code."""
-    parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
-    if args.command == "demo":
-        args.demo_args = extra
-    elif extra:
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    try:
-        return args.func(args)
-    except (UsageError, RegistryError) as exc:
-        code = EXIT_USAGE
-        error = exc
-    except RadHarmonyError as exc:
-        code = EXIT_PROBLEMS
-        error = exc
-    except KeyboardInterrupt:
-        return 130
-    if args.json:
-        print(json.dumps({"ok": False, "error": _error_payload(error)}, indent=2))
-    _note(f"radharmony {args.command}: {error}")
-    return code
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())

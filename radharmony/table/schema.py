@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import posixpath
 
 import numpy as np
 import pandas as pd
 
-from .errors import PathSafetyError, SchemaError
-from .spec import DatasetSpec
+from ..errors import PathSafetyError, SchemaError
+from ..annotations.boxes import parse_boxes
+from ..spec import DatasetSpec
 
-#: Columns every harmonized table starts with, in this order.
-REQUIRED_COLUMNS = ("patient_id", "study_id", "image_path", "view_position", "report")
-#: Columns that identify a row and may never be missing.
-ID_COLUMNS = ("patient_id", "study_id", "image_path")
 
 
 def _as_object(col: pd.Series) -> pd.Series:
@@ -55,22 +51,6 @@ def _plainly_clean(p: str) -> bool:
     return not (not p or p[0] in "/ " or p[-1] in "/ " or "\\" in p or "//" in p or
                 "/." in p or p[:2] in ("./", "..") or p == "." or p[1:2] == ":" or
                 "\x00" in p)
-
-
-def parse_literal(text: str):
-    """Nested cell text -> value: JSON, else a Python literal as ``DataFrame.to_csv`` writes
-    lists and dicts. Parsed as data only (``json`` / ``ast.literal_eval``): never executes code."""
-    import ast
-
-    try:
-        return json.loads(text)
-    except ValueError:
-        pass
-    try:
-        return ast.literal_eval(text)
-    except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError) as exc:
-        raise ValueError(f"neither JSON nor a Python literal: {text[:60]!r} "
-                         f"({type(exc).__name__})") from None
 
 
 def check_relative_path(path: object, *, where: str) -> str:
@@ -176,8 +156,6 @@ def validate(df: pd.DataFrame, spec: DatasetSpec, *, source: str = "harmonized t
 
 
 def _boxes_cell(value, *, where: str) -> list[dict]:
-    from .boxes import parse_boxes
-
     try:
         return parse_boxes(value)
     except (TypeError, ValueError, KeyError) as exc:
@@ -185,6 +163,16 @@ def _boxes_cell(value, *, where: str) -> list[dict]:
                           "dicts, its JSON text, or missing", found=f"{type(exc).__name__}: "
                           f"{exc}"[:200], fix="check the metadata entries of this image's boxes"
                           ) from None
+
+
+def canonical_views(values, view_map) -> np.ndarray:
+    """Raw view names -> canonical ones via ``view_map`` (exact, after strip/upper-casing);
+    unmapped names stay as written (stripped), missing or empty ones become None."""
+    out = np.empty(len(values), dtype=object)
+    for i, v in enumerate(values):
+        k = v.strip().upper() if isinstance(v, str) else None
+        out[i] = view_map.get(k, v.strip()) if k else None
+    return out
 
 
 def sample_ids(df: pd.DataFrame, spec: DatasetSpec) -> np.ndarray:

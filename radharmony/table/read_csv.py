@@ -18,7 +18,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .errors import MetadataError, MetadataNotFoundError
+from ..errors import MetadataError, MetadataNotFoundError
 
 
 def read_table(path: str | Path, *, description: str, columns: Iterable[str] = (),
@@ -66,29 +66,6 @@ def lists_by(ids: pd.Index, keys, values) -> list[list]:
     order = np.argsort(codes, kind="stable")
     bounds = np.searchsorted(codes[order], np.arange(1, len(ids)))
     return [part.tolist() for part in np.split(vals[order], bounds)]
-
-
-def find_optional(names: Iterable[str], *near: str | Path | None) -> Path | None:
-    """The first existing file called one of ``names`` in or near the folders ``near`` (the
-    folder itself, its ``metadata/`` sub-folders and up to three ancestors), else None."""
-    from .discovery import search_dirs
-
-    for base in near:
-        for d in search_dirs(base):
-            for name in names:
-                if (d / name).is_file():
-                    return d / name
-    return None
-
-
-def canonical_views(values, view_map) -> np.ndarray:
-    """Raw view names -> canonical ones via ``view_map`` (exact, after strip/upper-casing);
-    unmapped names stay as written (stripped), missing or empty ones become None."""
-    out = np.empty(len(values), dtype=object)
-    for i, v in enumerate(values):
-        k = v.strip().upper() if isinstance(v, str) else None
-        out[i] = view_map.get(k, v.strip()) if k else None
-    return out
 
 
 def records(**columns) -> list[dict]:

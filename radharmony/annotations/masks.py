@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .errors import MetadataError
+from ..errors import MetadataError
 
 
 def rle_decode(rle: str, *, height: int, width: int, relative: bool = False,

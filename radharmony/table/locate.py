@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
-from .errors import MetadataNotFoundError
+from ..errors import MetadataNotFoundError
 
 
 def search_dirs(base_image_dir: str | Path | None, *, levels: int = 3) -> list[Path]:
@@ -37,3 +37,14 @@ def discover(base_image_dir, names: Iterable[str], *, description: str, argument
         description, tried,
         fix=f"pass {argument}='/path/to/{names[0]}' or put the file in a metadata/ folder "
             f"beside or above base_image_dir")
+
+
+def find_optional(names: Iterable[str], *near: str | Path | None) -> Path | None:
+    """The first existing file called one of ``names`` in or near the folders ``near`` (the
+    folder itself, its ``metadata/`` sub-folders and up to three ancestors), else None."""
+    for base in near:
+        for d in search_dirs(base):
+            for name in names:
+                if (d / name).is_file():
+                    return d / name
+    return None

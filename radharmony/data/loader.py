@@ -23,11 +23,11 @@ from itertools import islice
 import numpy as np
 import torch
 
-from .cache import Pack, warn_bad_record
-from .collate import collate
-from .errors import RadHarmonyError
-from .geometry import Letterbox
-from .transforms import DefaultTransform
+from .precache import pre_cache, require_cache
+from .sampling import assemble_batch
+from ..errors import RadHarmonyError
+from ..imaging.geometry import Letterbox
+from ..imaging.packs import Pack, warn_bad_record
 
 
 class _BatchReader:
@@ -61,17 +61,9 @@ class _BatchReader:
         for j in np.flatnonzero(~ok):  # a damaged record: rebuilt through the per-item path
             warn_bad_record(packs[which[j]], int(rows[j]))
             buf[j] = ds.load_image(int(indices[j]))[0]
-        batch = {"sample_id": [ds._ids[i] for i in indices],
-                 "img": DefaultTransform.to_tensor(buf, ds.dtype)}
-        if ds.outputs:
-            extras = []
-            for i, p, r in zip(indices, which, rows):
-                sample: dict = {}
-                box = Letterbox(**packs[p].info_dict(int(r)))  # boxes and masks follow it
-                ds.add_outputs(int(i), sample, box)
-                extras.append(sample)
-            batch.update(collate(extras))
-        return batch
+        boxes = [Letterbox(**packs[p].info_dict(int(r))) for p, r in zip(which, rows)] \
+            if ds.outputs else [None] * len(indices)  # boxes and masks follow the letterbox
+        return assemble_batch(ds, indices, buf, boxes)
 
 
 class CachedLoader:
@@ -104,8 +96,8 @@ class CachedLoader:
         self.drop_last, self.num_workers, self.seed = drop_last, num_workers, seed
         self.pin_memory, self.prefetch_factor = pin_memory, prefetch_factor
         self.epoch = 0
-        keys = dataset.pre_cache(num_workers=num_workers, progress=progress)
-        packs, pack_of, row_of = dataset._cache.locate(keys)
+        keys = pre_cache(dataset, num_workers=num_workers, progress=progress).keys
+        packs, pack_of, row_of = require_cache(dataset).locate(keys)
         if len(keys) and (pack_of < 0).any():
             raise RadHarmonyError("Some images are not in the cache after pre-caching",
                                   expected="every image packed", found=f"{int((pack_of < 0).sum())}"

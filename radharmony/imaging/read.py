@@ -27,7 +27,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from .errors import ColourImageWarning, ImageReadError, PathSafetyError
+from ..errors import ColourImageWarning, ImageReadError, PathSafetyError
 
 cv2.setNumThreads(1)  # decoding runs inside DataLoader workers: one thread each
 

@@ -24,9 +24,9 @@ import cv2
 import numpy as np
 import torch
 
-from .errors import RadHarmonyError
+from ..errors import RadHarmonyError
 from .geometry import Letterbox
-from .imaging import read_image
+from .read import read_image
 
 STORAGE = {8: np.uint8, 16: np.uint16}
 

@@ -12,7 +12,7 @@ from typing import Callable, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from .errors import MetadataError, RadHarmonyError
+from ..errors import MetadataError, RadHarmonyError
 
 #: ``uncertain=`` values: what an uncertain (-1) label becomes in ``cls``.
 UNCERTAIN_POLICIES = {"keep": -1.0, "zeros": 0.0, "ones": 1.0}

@@ -13,7 +13,7 @@ import hashlib
 import numpy as np
 import pandas as pd
 
-from .errors import RadHarmonyError
+from ..errors import RadHarmonyError
 
 
 def assign_folds(groups: pd.Series, n_splits: int, *, seed: int = 0) -> np.ndarray:

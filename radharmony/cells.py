@@ -1,0 +1,49 @@
+"""Nested table cells (lists, dicts) <-> JSON text: one codec for every file a table goes into.
+
+Saved harmonizers, the table cache and the CLI's CSV output all store nested cells (``boxes``,
+``rle``, spans) as JSON text and read them back with :func:`decode_json_columns`. Text written by
+``DataFrame.to_csv`` (Python literals) is read by :func:`parse_literal`, as data only.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+
+import pandas as pd
+
+
+def parse_literal(text: str):
+    """Nested cell text -> value: JSON, else a Python literal as ``DataFrame.to_csv`` writes lists
+    and dicts. Parsed as data only (``json`` / ``ast.literal_eval``): never executes code."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    try:
+        return ast.literal_eval(text)
+    except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError) as exc:
+        raise ValueError(f"neither JSON nor a Python literal: {text[:60]!r} "
+                         f"({type(exc).__name__})") from None
+
+
+def json_columns(df: pd.DataFrame) -> list[str]:
+    """The object columns of ``df`` that hold a list or dict in some row."""
+    return [c for c in df.columns if df[c].dtype == object and
+            df[c].map(lambda v: isinstance(v, (list, dict))).any()]
+
+
+def encode_json_columns(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """``(copy of df with nested cells as JSON text, names of those columns)``."""
+    cols = json_columns(df)
+    if not cols:
+        return df, cols
+    return df.assign(**{c: df[c].map(lambda v: None if v is None else json.dumps(v))
+                        for c in cols}), cols
+
+
+def decode_json_columns(df: pd.DataFrame, cols) -> pd.DataFrame:
+    """``df`` with the JSON text of ``cols`` parsed back (missing stays None), in place."""
+    for c in cols:
+        df[c] = df[c].map(lambda v: json.loads(v) if isinstance(v, str) else None).astype(object)
+    return df

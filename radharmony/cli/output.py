@@ -1,0 +1,50 @@
+"""What every command prints: exit codes, JSON or text results on stdout, progress on stderr."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
+#: how many offending paths of each kind a command lists
+FIRST_N = 10
+
+
+class UsageError(Exception):
+    """Arguments that parse but do not fit together (exit code 2)."""
+
+
+def progress(iterable: Iterable, *, total: int | None, desc: str, quiet: bool,
+              unit: str = "img"):
+    from tqdm import tqdm
+
+    return tqdm(iterable, total=total, desc=desc, unit=unit, file=sys.stderr,
+                disable=quiet, dynamic_ncols=True, leave=False)
+
+
+def emit(args: argparse.Namespace, result: Any, text: Callable[[Any], str]) -> None:
+    if args.json:
+        print(json.dumps(result, indent=2, default=json_default))
+    else:
+        print(text(result))
+
+
+def json_default(value):
+    if hasattr(value, "item"):  # numpy scalars
+        return value.item()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def note(msg: str) -> None:
+    print(msg, file=sys.stderr)
+
+
+def text_table(rows: list[list], header: list[str]) -> str:
+    cells = [header] + [["" if c is None else str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells)

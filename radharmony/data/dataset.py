@@ -1,0 +1,344 @@
+"""The dataset: a validated table + image roots -> PyTorch samples, splits and folds.
+
+:class:`BaseRadiologicalDataset` is generic over its table: a dataset module's split class only
+names its harmonizer (``harmonizer_class``), and the same class serves a table built elsewhere
+(``harmonized_df=`` with ``spec=``), including one spanning several source datasets whose rows
+carry their own image root (``spec.root_col`` + ``image_roots``). Samples are assembled in one
+place (:mod:`radharmony.data.sampling`) for ``__getitem__`` and batched readers; pre-caching
+lives in :mod:`radharmony.data.precache`, splits in :mod:`radharmony.data.splits`.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, ClassVar, Mapping
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ..annotations.boxes import BoxSelection
+from . import precache, sampling
+from .checks import drop_missing
+from .splits import assign_folds
+from ..errors import (ImageReadError, PathSafetyError, RadHarmonyError, UnsupportedOutputWarning,
+                      check_choice)
+from ..imaging.cache import ImageCache
+from ..imaging.geometry import Letterbox
+from ..imaging.pipeline import DefaultTransform
+from ..imaging.read import safe_path
+from ..spec import DERIVED_COLUMNS, DatasetSpec
+from ..table.harmonizer import BaseHarmonizer
+from ..table.schema import canonical_views, sample_ids, validate
+
+
+@dataclass(frozen=True)
+class TableRows:
+    """The table's columns a sample reads, as arrays (built once per table)."""
+
+    ids: np.ndarray
+    paths: np.ndarray
+    reports: np.ndarray
+    labels: np.ndarray | None
+    boxes: np.ndarray | None
+    roots: np.ndarray | None  # per-row image root when the table spans several roots
+
+    @classmethod
+    def of(cls, df: pd.DataFrame, spec: DatasetSpec, image_roots) -> "TableRows":
+        roots = None
+        if spec.root_col is not None:
+            roots = np.array([image_roots[k] for k in df[spec.root_col]], dtype=object)
+        return cls(ids=df["sample_id"].to_numpy(dtype=object),
+                   paths=df["image_path"].to_numpy(dtype=object),
+                   reports=df["report"].to_numpy(dtype=object),
+                   labels=df[list(spec.label_cols)].to_numpy(np.float32)
+                   if spec.label_cols else None,
+                   boxes=df["boxes"].to_numpy(dtype=object) if "boxes" in df.columns else None,
+                   roots=roots)
+
+
+class BaseRadiologicalDataset(torch.utils.data.Dataset):
+    """Samples of one dataset split as dicts: ``img`` (1, 224, 224) in [-1, 1], ``sample_id``
+    and the requested outputs.
+
+    Args:
+        base_image_dir: root that the table's ``image_path`` values are relative to.
+        csv_path: the dataset's metadata file; auto-discovered when omitted.
+        output_cls, output_mask, output_report, output_bbox: add ``cls``, ``mask``,
+            ``report``, ``bbox``. A flag the dataset cannot provide warns and adds nothing.
+        bbox_annotator, bbox_merge_iou: which boxes ``bbox`` holds when several annotators
+            boxed an image (see :class:`radharmony.annotations.boxes.BoxSelection`): all
+            (default), one annotator (``"first"`` per image, or an id), or merged across
+            annotators by IoU.
+        transform: None for the built-in pipeline (:class:`DefaultTransform`; pass an instance
+            to change its size or percentiles), or any callable on the sample dict (e.g. a
+            MONAI ``Compose`` of dictionary transforms) which then receives ``img`` as the
+            image's path and replaces the built-in pipeline.
+        cache_dir: where preprocessed images are cached (built-in pipeline only); None
+            disables caching.
+        dtype: dtype of ``img``.
+        harmonized_df, harmonizer_path, harmonizer: where the table comes from, in that order
+            of precedence; when all are None the dataset's harmonizer runs.
+        on_missing: ``"raise"`` (default): a row whose image file is absent raises when its
+            sample is read; ``"drop"``: such rows are dropped when the dataset is built, with a
+            warning giving their count and first paths.
+        spec: the table's :class:`~radharmony.spec.DatasetSpec` (default: the class's, from
+            its harmonizer); a table built elsewhere passes its own.
+        image_roots: with ``spec.root_col``, the image root of each value of that column.
+    """
+
+    harmonizer_class: ClassVar[type[BaseHarmonizer] | None] = None
+    spec: DatasetSpec  # the class default comes from harmonizer_class; instances may differ
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("harmonizer_class") is not None:
+            cls.spec = cls.harmonizer_class.spec
+
+    def __init__(self, base_image_dir: str | os.PathLike | None,
+                 csv_path: str | os.PathLike | None = None,
+                 *, output_cls: bool = False, output_mask: bool = False,
+                 output_report: bool = False, output_bbox: bool = False,
+                 bbox_annotator: str | None = None, bbox_merge_iou: float | None = None,
+                 transform: Callable | None = None, cache_dir: str | os.PathLike | None = "./cache",
+                 dtype: torch.dtype = torch.bfloat16, harmonized_df: pd.DataFrame | None = None,
+                 harmonizer: BaseHarmonizer | None = None,
+                 harmonizer_path: str | os.PathLike | None = None, on_missing: str = "raise",
+                 spec: DatasetSpec | None = None,
+                 image_roots: Mapping[str, str | os.PathLike] | None = None):
+        self.spec = spec if spec is not None else type(self).spec
+        if base_image_dir is None and not (self.spec.root_col and image_roots):
+            raise RadHarmonyError(f"{type(self).__name__} needs base_image_dir",
+                                  expected="the folder the images are under", found="None",
+                                  fix="pass base_image_dir='/data/.../'")
+        if not isinstance(dtype, torch.dtype):
+            raise RadHarmonyError("dtype must be a torch.dtype", expected="e.g. torch.float32",
+                                  found=repr(dtype), fix="pass dtype=torch.float32")
+        self.on_missing = check_choice("on_missing", on_missing, ("raise", "drop"))
+        self.base_image_dir = None if base_image_dir is None else Path(base_image_dir)
+        self.image_roots = {k: Path(v) for k, v in (image_roots or {}).items()}
+        self.csv_path = csv_path
+        self.dtype = dtype
+        self.box_selection = BoxSelection(annotator=bbox_annotator, merge_iou=bbox_merge_iou)
+        self.outputs = self._supported_outputs(cls=output_cls, mask=output_mask,
+                                               report=output_report, bbox=output_bbox)
+        self.user_transform = None if isinstance(transform, DefaultTransform) else transform
+        self.pipeline = transform if isinstance(transform, DefaultTransform) \
+            else DefaultTransform()
+        self.cache_dir = None if cache_dir is None else Path(cache_dir)
+        self.image_cache = None
+        if self.cache_dir is not None and self.user_transform is None:
+            self.image_cache = ImageCache(self.cache_dir, self.pipeline.params())
+        self.harmonizer = self._table_source(harmonized_df, harmonizer_path, harmonizer)
+        df = self.harmonizer.harmonize(cache_dir=self.cache_dir) if harmonized_df is None else \
+            validate(harmonized_df, self.spec, source="harmonized_df")
+        if on_missing == "drop":
+            df = drop_missing(df, self.base_image_dir, owner=type(self).__name__)
+        self._set_table(df)
+        if "bbox" in self.outputs and self.rows.boxes is None:
+            warnings.warn(f"{type(self).__name__}: output_bbox=True but its table has no "
+                          "'boxes' column (the dataset's box file was not found); samples will "
+                          "have no 'bbox' key.", UnsupportedOutputWarning, stacklevel=2)
+            self.outputs = self.outputs - {"bbox"}
+
+    @property
+    def default_transform(self) -> DefaultTransform:
+        """The built-in pipeline's parameters (also when a user transform replaces it)."""
+        return self.pipeline
+
+    # -- construction ---------------------------------------------------------------------------
+    def _supported_outputs(self, **flags: bool) -> frozenset[str]:
+        on = set()
+        for name, wanted in flags.items():
+            if not wanted:
+                continue
+            if name in self.spec.outputs:
+                on.add(name)
+            else:
+                warnings.warn(f"{type(self).__name__} does not support output_{name}=True "
+                              f"(supported: {sorted(self.spec.outputs) or 'none'}); samples "
+                              f"will have no {name!r} key.", UnsupportedOutputWarning,
+                              stacklevel=3)
+        return frozenset(on)
+
+    def _table_source(self, harmonized_df, harmonizer_path, harmonizer) -> BaseHarmonizer | None:
+        key, cls = self.spec.key, self.harmonizer_class
+        if harmonized_df is not None or harmonizer_path is None and harmonizer is None:
+            if cls is None:
+                if harmonized_df is None:
+                    raise RadHarmonyError(f"{type(self).__name__} has no harmonizer",
+                                          expected="a table: harmonized_df=",
+                                          found="no harmonized_df, harmonizer or "
+                                          "harmonizer_path", fix="pass harmonized_df=table")
+                return None
+            return cls(csv_path=self.csv_path, base_image_dir=self.base_image_dir)
+        h = cls.load(harmonizer_path) if harmonizer_path is not None else harmonizer
+        if not isinstance(h, BaseHarmonizer) or h.spec.key != key:
+            found = h.spec.key if isinstance(h, BaseHarmonizer) else type(h).__name__
+            raise RadHarmonyError(f"{type(self).__name__} got a harmonizer for another dataset",
+                                  expected=f"a harmonizer for {key!r}", found=repr(found),
+                                  fix=f"use {cls.__name__ if cls else 'the matching one'}")
+        return h
+
+    def _set_table(self, df: pd.DataFrame) -> None:
+        # a table saved from a dataset carries the derived columns: recompute them
+        df = df.drop(columns=[c for c in DERIVED_COLUMNS if c in df.columns]).reset_index(drop=True)
+        df.insert(0, "sample_id", sample_ids(df, self.spec))
+        df["view"] = pd.Series(canonical_views(df["view_position"], self.spec.view_map),
+                               index=df.index, dtype=object)
+        self.harmonized_df = df
+        self.rows = TableRows.of(df, self.spec, self.image_roots)
+
+    def _subset(self, rows: np.ndarray) -> "BaseRadiologicalDataset":
+        new = copy.copy(self)
+        new._set_table(self.harmonized_df.iloc[rows])
+        return new
+
+    def filter(self, mask) -> "BaseRadiologicalDataset":
+        """A dataset of the rows where ``mask`` is True: a boolean array or Series over
+        :attr:`harmonized_df`, or a callable that takes the table and returns one. E.g.
+        frontal images only: ``ds.filter(ds.harmonized_df["view"].isin(["PA", "AP"]))``.
+        Splits and folds of the result still group by patient."""
+        if callable(mask):
+            mask = mask(self.harmonized_df)
+        mask = np.asarray(mask)
+        if mask.dtype != bool or mask.shape != (len(self),):
+            raise RadHarmonyError("filter() needs one boolean per row",
+                                  expected=f"a boolean array of length {len(self)}",
+                                  found=f"dtype {mask.dtype}, shape {mask.shape}",
+                                  fix="build it from ds.harmonized_df, e.g. "
+                                      "ds.harmonized_df['view'] == 'PA'")
+        return self._subset(np.flatnonzero(mask))
+
+    # -- splits -----------------------------------------------------------------------------
+    def get_datasets(self, n_splits: int | None = None, *, seed: int = 0):
+        """``None``: one dataset with every image. ``n``: ``(train, val)``, with about 1/n of
+        the patients in val; deterministic for ``seed``; no patient on both sides."""
+        if n_splits is None:
+            return self._subset(np.arange(len(self)))
+        return self.get_folds(n_splits, seed=seed)[0]
+
+    def get_folds(self, n_splits: int, *, seed: int = 0) -> list[tuple]:
+        """``n_splits`` ``(train, val)`` pairs grouped by patient; the val sides cover every
+        image exactly once."""
+        folds = assign_folds(self.harmonized_df[self.spec.group_col], n_splits, seed=seed)
+        return [(self._subset(np.flatnonzero(folds != k)), self._subset(np.flatnonzero(folds == k)))
+                for k in range(n_splits)]
+
+    # -- images -------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.rows.ids)
+
+    @property
+    def sample_ids(self) -> np.ndarray:
+        """Every sample's ``sample_id``, in order."""
+        return self.rows.ids
+
+    def image_root(self, index: int) -> Path:
+        """The folder sample ``index``'s ``image_path`` is relative to."""
+        return self.rows.roots[index] if self.rows.roots is not None else self.base_image_dir
+
+    def image_file(self, index: int) -> Path:
+        """The absolute path of sample ``index``'s image (refusing paths outside the root)."""
+        return safe_path(self.image_root(index), self.rows.paths[index])
+
+    def load_image(self, index: int) -> tuple[np.ndarray, Letterbox]:
+        """``(quantized (size, size) array, Letterbox)`` through the cache when enabled."""
+        path = self.image_file(index)
+        cache = self.image_cache
+        if cache is None:
+            return self.pipeline.encode(path)
+        try:
+            key = cache.key(path, resolved=True)  # image_file() resolved it
+        except FileNotFoundError:
+            return self.pipeline.encode(path)  # raises the standard missing-file error
+        hit = cache.load(key)
+        if hit is not None:
+            return hit[0], Letterbox(**hit[1])
+        arr, box = self.pipeline.encode(path)
+        cache.store(key, arr, box.as_dict())
+        return arr, box
+
+    def cache_keys(self) -> list[str]:
+        """The cache key of every sample's image (one ``stat`` each)."""
+        return precache.cache_keys(self)
+
+    def pre_cache(self, num_workers: int = 0, *, progress: bool = True) -> list[str]:
+        """Decode and cache every image not cached yet, then consolidate them into a pack
+        that :class:`radharmony.CachedLoader` reads a batch at a time.
+
+        Safe to run from several processes at once and to interrupt (finished images are
+        kept). Entries are keyed by file identity, so every split and fold of the dataset
+        shares them: pre-cache the full dataset once. Returns the samples' cache keys. (For a
+        run that records failures instead of stopping, see
+        :func:`radharmony.data.precache.pre_cache`.)
+
+        Args:
+            num_workers: decoding processes (DataLoader workers); 0 decodes in this process.
+            progress: show tqdm progress bars.
+        """
+        return precache.pre_cache(self, num_workers=num_workers, progress=progress).keys
+
+    # -- samples ------------------------------------------------------------------------------
+    def __getitem__(self, index: int) -> dict:
+        if not -len(self) <= index < len(self):
+            raise IndexError(f"index {index} out of range for {len(self)} samples")
+        index = int(index) % len(self)
+        sid = self.rows.ids[index]
+        try:
+            if self.user_transform is None:
+                arr, box = self.load_image(index)
+                return self.assemble(index, self.pipeline.to_tensor(arr, self.dtype), box)
+            sample = self.assemble(index, str(self.image_file(index)), None)
+            sample = self.user_transform(sample)
+            sample["img"] = sampling.as_tensor(sample["img"], self.dtype)
+            return sample
+        except (ImageReadError, PathSafetyError) as exc:
+            raise type(exc)(f"Sample {sid}: {exc.what}", expected=exc.expected,
+                            found=exc.found, fix=exc.fix) from None
+        except Exception as exc:  # e.g. a user transform's own error: keep it, add where
+            if hasattr(exc, "add_note"):  # Python 3.11+
+                exc.add_note(f"radharmony: while loading sample {sid} "
+                             f"({self.image_root(index) / self.rows.paths[index]})")
+            raise
+
+    def assemble(self, index: int, img, letterbox: Letterbox | None) -> dict:
+        """The sample of row ``index`` around an image tensor (outputs added through
+        :meth:`add_outputs`); batched readers call :func:`radharmony.data.sampling.assemble_batch`,
+        which gives the same samples."""
+        return sampling.assemble(self, index, img, letterbox)
+
+    def add_outputs(self, index: int, sample: dict, letterbox: Letterbox | None) -> None:
+        """Add the requested outputs for row ``index`` (override to add dataset-specific ones;
+        ``letterbox`` maps source pixels to output pixels, None under a user transform)."""
+        sampling.standard_outputs(self, index, sample, letterbox)
+
+    def source_mask(self, index: int) -> np.ndarray:
+        """Row ``index``'s uint8 label mask at source resolution (datasets whose spec lists
+        the ``mask`` output implement this; see :mod:`radharmony.annotations.masks`)."""
+        raise NotImplementedError(f"{type(self).__name__} declares no source_mask")
+
+    # -- checks and pictures --------------------------------------------------------------------
+    def validate(self, *, decode: bool = True, num_workers: int = 0, progress: bool = True):
+        """Check every image up front: path safety, existence, non-empty, decodable (header
+        checks only with ``decode=False``). Returns a
+        :class:`~radharmony.data.checks.ValidationReport`; ``num_workers`` processes."""
+        from .checks import validate_dataset
+
+        return validate_dataset(self, decode=decode, num_workers=num_workers, progress=progress)
+
+    def plot(self, index: int, **kwargs):
+        """A matplotlib Figure of sample ``index`` (see :func:`radharmony.plotting.plot_sample`)."""
+        from ..plotting import plot_sample
+
+        return plot_sample(self[index], **kwargs)
+
+    def __repr__(self) -> str:
+        df = self.harmonized_df
+        return (f"{type(self).__name__}({len(df)} images, {df['study_id'].nunique()} studies, "
+                f"{df['patient_id'].nunique()} patients, outputs={sorted(self.outputs)})")
+

@@ -1,0 +1,79 @@
+"""One sample assembly for every read path: ``__getitem__``, batched reads and the loader.
+
+A sample is ``{"sample_id", "img", ...outputs}``. The image arrives either as the pipeline's
+quantized array with its :class:`~radharmony.imaging.geometry.Letterbox` (the built-in,
+cacheable pipeline) or as whatever a user transform returned; the outputs (``report``,
+``cls``, ``bbox``, ``mask``, ...) are added by the dataset's
+:meth:`~radharmony.data.dataset.BaseRadiologicalDataset.add_outputs`, so a dataset that adds its
+own outputs is served the same by every path.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..annotations.boxes import boxes_to_array
+from ..annotations.masks import mask_output
+from .collate import collate
+
+
+def standard_outputs(ds, index: int, sample: dict, letterbox) -> None:
+    """Add the outputs every dataset offers, as ``ds.outputs`` requests them."""
+    rows = ds.rows
+    if "report" in ds.outputs:
+        sample["report"] = rows.reports[index]
+    if "cls" in ds.outputs and rows.labels is not None:
+        sample["cls"] = torch.from_numpy(np.nan_to_num(rows.labels[index], nan=0.0))
+    if "bbox" in ds.outputs:
+        box_outputs(ds, index, sample, letterbox)
+    if "mask" in ds.outputs:
+        sample["mask"] = mask_output(ds.source_mask(index), letterbox)
+
+
+def box_outputs(ds, index: int, sample: dict, letterbox) -> None:
+    """``bbox`` (N, 4) x_min, y_min, x_max, y_max in output pixels, ``bbox_labels`` and
+    ``bbox_annotators`` from the table's ``boxes`` column (list of dicts per image).
+
+    With a user transform (``letterbox`` is None) boxes stay in source pixels, or normalized
+    [0, 1] when the table stores them so.
+    """
+    cell = ds.rows.boxes[index] if ds.rows.boxes is not None else None
+    xyxy, labels, annotators = boxes_to_array(ds.box_selection.apply(cell))
+    if letterbox is not None:
+        xyxy = letterbox.boxes(xyxy, normalized=ds.spec.box_units == "normalized")
+    sample["bbox"] = torch.from_numpy(np.ascontiguousarray(xyxy, dtype=np.float32))
+    sample["bbox_labels"] = labels
+    sample["bbox_annotators"] = annotators
+
+
+def assemble(ds, index: int, img, letterbox) -> dict:
+    """The sample of row ``index`` around an image tensor ``img``."""
+    sample = {"sample_id": ds.rows.ids[index], "img": img}
+    ds.add_outputs(index, sample, letterbox)
+    return sample
+
+
+def assemble_batch(ds, indices, quantized: np.ndarray, letterboxes) -> dict:
+    """The collated batch of rows ``indices`` from their quantized images ``(B, H, W)`` (one
+    tensor conversion for the whole batch) and Letterboxes; equals collating
+    :func:`assemble` sample by sample."""
+    batch = {"sample_id": [ds.rows.ids[i] for i in indices],
+             "img": ds.pipeline.to_tensor(quantized, ds.dtype)}
+    if ds.outputs:
+        extras = []
+        for i, box in zip(indices, letterboxes):
+            sample: dict = {}
+            ds.add_outputs(int(i), sample, box)
+            extras.append(sample)
+        batch.update(collate(extras))
+    return batch
+
+
+def as_tensor(img, dtype: torch.dtype) -> torch.Tensor:
+    """A user transform's image as a plain tensor (MONAI MetaTensor unwrapped); floating
+    images take ``dtype``."""
+    if hasattr(img, "as_tensor"):  # MONAI MetaTensor -> plain tensor
+        img = img.as_tensor()
+    img = torch.as_tensor(np.asarray(img) if not isinstance(img, torch.Tensor) else img)
+    return img.to(dtype) if img.is_floating_point() else img

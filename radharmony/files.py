@@ -1,0 +1,42 @@
+"""Writing files safely: every cache and saved file goes to a temporary name and is renamed."""
+
+from __future__ import annotations
+
+import os
+import struct
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+#: the fixed head of radharmony's binary files: 8-byte magic, length of the JSON header
+HEAD = struct.Struct("<8sI")
+#: prefix of temporary files; a writer killed mid-write leaves only such a file
+TMP_PREFIX = ".tmp-"
+
+
+def file_identity(path: str | os.PathLike, st: os.stat_result | None = None) -> list:
+    """What identifies a file's current content without reading it: its resolved path, size,
+    modification time, and the change time and inode that ``os.utime`` cannot set back (a file
+    rewritten in place or replaced by rename, as ``rsync -a`` and ``tar -x`` do, changes them
+    even when its size and modification time are restored)."""
+    st = os.stat(path) if st is None else st
+    return [os.path.realpath(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
+def atomic_write(path: Path, write: Callable) -> None:
+    """Call ``write(fh)`` on a temporary file beside ``path`` and rename it into place."""
+    for attempt in (0, 1):  # a concurrent pack() may remove an emptied folder in between
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=TMP_PREFIX, suffix=path.suffix)
+            break
+        except FileNotFoundError:
+            if attempt:
+                raise
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,1 @@
+"""Report text: sections and formatting (:mod:`radharmony.reports.format`)."""

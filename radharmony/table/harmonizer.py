@@ -1,0 +1,281 @@
+"""The harmonizer: a dataset's own metadata files -> the validated standard table.
+
+A dataset module subclasses :class:`BaseHarmonizer` and implements three hooks:
+
+* :meth:`~BaseHarmonizer.inputs` -- every file and folder one harmonize reads, declared once
+  (:class:`Inputs`): the metadata file, side files wherever they are found, folders it lists;
+* :meth:`~BaseHarmonizer.read` -- those inputs -> Python objects, transforming nothing;
+* :meth:`~BaseHarmonizer.harmonize_raw` -- a pure function of those objects -> the table.
+
+``harmonize`` runs ``read -> harmonize_raw -> merge repeats -> validate`` with every fault a
+radharmony error naming the file and entry, and keeps the result in the table cache keyed by
+exactly what :meth:`~BaseHarmonizer.inputs` declared, so reading and invalidation cannot
+disagree.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import os
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pandas as pd
+
+from ..errors import MetadataError, MetadataNotFoundError, RadHarmonyError, SavedFileError
+from ..files import file_identity
+from ..spec import DatasetSpec
+from .guard import harmonize_error, locate_entry, merge_duplicate_rows, naming_file, read_error
+from .locate import discover
+from .schema import validate
+from .store import TableCache, load_table, save_table
+
+_COPY_ON_WRITE = int(pd.__version__.split(".")[0]) >= 3
+
+
+@dataclass
+class Inputs:
+    """Everything one harmonize reads: the only paths ``read`` may open or list.
+
+    Attributes:
+        metadata: the metadata file.
+        files: side files by role; ``None`` where one was looked for and not found (so that
+            adding it later changes :meth:`identity`).
+        folders: folders read or listed recursively, by role, as ``(path, suffixes)``: only
+            regular files whose names end with one of ``suffixes`` (any file when empty) count;
+            ``path`` None where the folder is absent.
+    """
+
+    metadata: Path
+    files: dict[str, Path | None] = field(default_factory=dict)
+    folders: dict[str, tuple[Path | None, tuple[str, ...]]] = field(default_factory=dict)
+    _walks: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def file(self, role: str) -> Path | None:
+        """The side file declared for ``role`` (None when absent)."""
+        return self.files[role]
+
+    def listing(self, role: str) -> list[str]:
+        """Sorted relative POSIX paths of the files in folder ``role`` (walked once)."""
+        return [rel for rel, _ in self._walk(role)]
+
+    def _walk(self, role: str) -> list[tuple[str, list]]:
+        if role not in self._walks:
+            root, suffixes = self.folders[role]
+            self._walks[role] = walk_files(root, suffixes) if root is not None else []
+        return self._walks[role]
+
+    def identity(self) -> list:
+        """What keys a table built from these inputs: each file's identity
+        (:func:`~radharmony.files.file_identity`) and a digest of each folder's listing with
+        every listed file's identity. Adding, removing or changing any input changes it."""
+        out: list = [["metadata", file_identity(self.metadata)]]
+        for role, path in sorted(self.files.items()):
+            out.append([role, None if path is None else file_identity(path)])
+        for role, (root, suffixes) in sorted(self.folders.items()):
+            digest = hashlib.sha256()
+            for rel, ident in self._walk(role):
+                digest.update(repr((rel, ident[1:])).encode())
+            out.append([role, None if root is None else os.path.realpath(root),
+                        list(suffixes), digest.hexdigest()])
+        return out
+
+    def paths(self) -> list[Path]:
+        """Every declared file and folder that exists (for messages and audits)."""
+        return [self.metadata, *(p for p in self.files.values() if p is not None),
+                *(p for p, _ in self.folders.values() if p is not None)]
+
+
+def walk_files(root: Path, suffixes: tuple[str, ...] = ()) -> list[tuple[str, list]]:
+    """``[(relative posix path, identity), ...]`` of the regular files under ``root`` whose
+    names end with one of ``suffixes`` (case-insensitive; any when empty), sorted; symbolic
+    links to folders are not followed."""
+    ends = tuple(s.lower() for s in suffixes)
+    out: list[tuple[str, list]] = []
+    stack = [(Path(root), "")]
+    while stack:
+        folder, prefix = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except (FileNotFoundError, NotADirectoryError, PermissionError):
+            continue
+        for e in entries:
+            rel = prefix + e.name
+            if e.is_dir(follow_symlinks=False):
+                stack.append((Path(e.path), rel + "/"))
+            elif (not ends or e.name.lower().endswith(ends)) and e.is_file():
+                st = e.stat()
+                out.append((rel, [e.path, st.st_size, st.st_mtime_ns, st.st_ctime_ns,
+                                  st.st_ino]))
+    out.sort()
+    return out
+
+
+class BaseHarmonizer:
+    """Reads a dataset's metadata as shipped and returns the harmonized table.
+
+    Args:
+        csv_path: the metadata file (JSON, JSONL, CSV or archive, as the dataset ships it);
+            found near ``base_image_dir`` when omitted.
+        base_image_dir: the image root that ``image_path`` is relative to.
+    """
+
+    spec: ClassVar[DatasetSpec]
+    #: how the metadata file is described in errors, e.g. "the ReXGradient valid JSON"
+    metadata_description: ClassVar[str] = "the metadata file"
+
+    def __init__(self, csv_path: str | os.PathLike | None = None,
+                 base_image_dir: str | os.PathLike | None = None):
+        self.csv_path = Path(csv_path) if csv_path is not None else None
+        self.base_image_dir = Path(base_image_dir) if base_image_dir is not None else None
+        self._df: pd.DataFrame | None = None
+
+    # -- hooks a dataset module implements ---------------------------------------------------
+    def check_metadata_path(self, path: Path) -> None:
+        """Reject a metadata file of the wrong kind before reading it (override as needed)."""
+
+    def inputs(self, path: Path) -> Inputs:
+        """Every file and folder :meth:`read` reads for metadata file ``path`` (override to
+        declare side files and folders; the default is the metadata file alone)."""
+        return Inputs(path)
+
+    def read(self, inputs: Inputs) -> Any:
+        """Read the raw metadata named by ``inputs`` into Python objects, transforming nothing."""
+        raise NotImplementedError
+
+    @classmethod
+    def harmonize_raw(cls, raw: Any, *, source: str = "metadata") -> pd.DataFrame:
+        """Pure function: raw metadata -> standard table (validated by the caller)."""
+        raise NotImplementedError
+
+    # -- the public API -----------------------------------------------------------------------
+    def arguments(self) -> dict:
+        """The constructor arguments, JSON-serializable (saved with the table)."""
+        return {"csv_path": None if self.csv_path is None else str(self.csv_path),
+                "base_image_dir": None if self.base_image_dir is None
+                else str(self.base_image_dir)}
+
+    def resolve_metadata_path(self) -> Path:
+        if self.csv_path is None:
+            return discover(self.base_image_dir, self.spec.metadata_files,
+                            description=self.metadata_description, argument="csv_path")
+        self.check_metadata_path(self.csv_path)
+        if not self.csv_path.is_file():
+            raise MetadataNotFoundError(self.metadata_description, [self.csv_path],
+                                        fix="check the csv_path argument")
+        return self.csv_path
+
+    def harmonize(self, *, cache_dir: str | os.PathLike | None = None) -> pd.DataFrame:
+        """The harmonized table: one row per image, validated against the standard schema.
+
+        With ``cache_dir`` the validated table is kept in ``<cache_dir>/tables/`` (zstd Arrow
+        IPC, no pickle), keyed by this class and its :meth:`arguments`, the identity of every
+        input :meth:`inputs` declares and the radharmony version; a later call with unchanged
+        inputs reads it back instead of parsing the metadata again. Datasets pass their
+        ``cache_dir``.
+        """
+        if self._df is None:
+            path = self.resolve_metadata_path()
+            self.csv_path = path
+            inputs = self.inputs(path)
+            if cache_dir is None:
+                self._df = self._harmonize_inputs(inputs)
+            else:
+                owner = {"class": f"{type(self).__module__}.{type(self).__qualname__}",
+                         "arguments": self.arguments(), "key": self.spec.key}
+                self._df = TableCache(cache_dir).get(owner, inputs.identity(),
+                                                     lambda: self._harmonize_inputs(inputs))
+        # pandas >= 3 copies on write: a shallow copy already protects self._df (and is free)
+        return self._df.copy(deep=not _COPY_ON_WRITE)
+
+    def _harmonize_inputs(self, inputs: Inputs) -> pd.DataFrame:
+        """read -> harmonize_raw -> validate (guarded), with the garbage collector paused
+        while the metadata's millions of objects are built (they hold no reference cycles)."""
+        gc_was_on = gc.isenabled()
+        gc.disable()
+        try:
+            return guarded_harmonize(self, inputs)  # faults -> errors naming file and entry
+        finally:
+            if gc_was_on:
+                gc.enable()
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the table as Parquet with a JSON header (class, version, arguments).
+
+        Loading it back (:meth:`load` or ``harmonizer_path=``) executes no code; every data page
+        carries a CRC-32 that loading verifies, so a damaged or altered file is refused.
+        """
+        return save_table(path, self.harmonize(), {
+            "class": type(self).__name__, "key": self.spec.key, "arguments": self.arguments()})
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "BaseHarmonizer":
+        """A harmonizer of this class saved by :meth:`save`, with its table (no code is
+        executed). For a file of any dataset use :func:`radharmony.load_harmonizer`."""
+        header, df = load_table(path)
+        return cls._from_saved(path, header, df)
+
+    @classmethod
+    def _from_saved(cls, path, header: dict, df: pd.DataFrame) -> "BaseHarmonizer":
+        fix = "save it again with harmonizer.save(path), or harmonize afresh"
+        if getattr(cls, "spec", None) is None or header.get("key") != cls.spec.key:
+            mine = getattr(getattr(cls, "spec", None), "key", None)
+            raise SavedFileError(f"{path} holds a {header.get('key')!r} table, not one of "
+                                 f"{cls.__name__}", expected=f"a table saved by a "
+                                 f"{mine!r} harmonizer" if mine else "a dataset's harmonizer",
+                                 found=repr(header.get("key")),
+                                 fix="load it with radharmony.load_harmonizer(path), which "
+                                     "picks the class from the file")
+        args = header.get("arguments") or {}
+        h = cls(**{k: v for k, v in args.items() if v is not None})
+        try:
+            h._df = validate(df, cls.spec, source=str(path))
+        except RadHarmonyError as exc:
+            raise SavedFileError(f"{path} holds a table that is not a valid {cls.spec.key!r} "
+                                 "table", expected="the table harmonizer.save() wrote",
+                                 found=str(exc), fix=fix) from None
+        return h
+
+
+def guarded_harmonize(harmonizer: BaseHarmonizer, inputs: Inputs) -> pd.DataFrame:
+    """``read`` -> ``harmonize_raw`` -> merge repeats -> ``validate``, every fault a radharmony
+    error naming the metadata file and, where one is at fault, the entry."""
+    path = inputs.metadata
+    source, description = str(path), harmonizer.metadata_description
+    try:
+        raw = harmonizer.read(inputs)
+    except MemoryError:
+        raise
+    except RadHarmonyError as exc:
+        named = naming_file(exc, path)
+        if named is exc:
+            raise
+        raise named from None
+    except Exception as exc:
+        raise read_error(exc, path, description=description) from exc
+
+    def run(part: Any) -> pd.DataFrame:
+        df = harmonizer.harmonize_raw(part, source=source)
+        return validate(merge_duplicate_rows(df, source=source), harmonizer.spec, source=source)
+
+    try:
+        df = run(raw)
+    except MemoryError:
+        raise
+    except Exception as exc:
+        # the dataset's own MetadataError already names the entry; others are located here
+        entry = None if isinstance(exc, MetadataError) else locate_entry(raw, run, type(exc))
+        if not isinstance(exc, RadHarmonyError):
+            raise harmonize_error(exc, path, entry, description=description) from exc
+        named = naming_file(exc if entry is None else
+                            harmonize_error(exc, path, entry, description=description), path)
+        if named is exc:
+            raise
+        raise named from None
+    if df.empty:
+        warnings.warn(f"{path} holds no image references: the table is empty.", UserWarning,
+                      stacklevel=3)
+    return df

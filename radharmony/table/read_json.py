@@ -1,0 +1,71 @@
+"""Reading JSON metadata: large files with bare ``NaN``, side files and JSON Lines.
+
+With :mod:`orjson` installed, bare ``NaN`` values after a space that end a line (the indented
+form datasets ship, e.g. ReXGradient's ``"PatientWeight": NaN,``) are read as ``None``; a raw
+newline cannot occur inside a JSON string, so text that merely contains "NaN" is never
+touched. Any other non-strict content (``Infinity``, compact files) falls back to the standard
+library parser, which returns such values as floats (``nan``, ``inf``). Harmonizers treat ``None`` and NaN alike (missing).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from ..errors import MetadataError, shorten
+
+try:
+    import orjson
+except ImportError:  # optional speed-up; the stdlib parser gives the same values
+    orjson = None
+
+_NANS = (b" NaN,\n", b" NaN\n", b" NaN,\r\n", b" NaN\r\n")
+
+
+def load_json(path: str | os.PathLike):
+    """Parse the JSON file at ``path``; raises ``ValueError`` (or ``UnicodeDecodeError``)."""
+    with open(path, "rb") as fh:
+        data = bytearray(os.fstat(fh.fileno()).st_size)
+        del data[fh.readinto(data):]
+    if orjson is not None:
+        # in place and length-preserving (" NaN" -> "null"): no copy of a 400 MB file
+        for pattern in _NANS[:2] if b"\r" not in data else _NANS:
+            i = data.find(pattern)
+            while i >= 0:
+                data[i:i + 4] = b"null"
+                i = data.find(pattern, i + 4)
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass  # e.g. compact files with bare constants: the stdlib parser accepts them
+    return json.loads(data)
+
+
+def read_json_file(path: str | os.PathLike, *, what: str):
+    """Parse a (small) JSON side file; invalid JSON raises a :class:`MetadataError` naming the
+    file, the position and what it should hold. Bare ``NaN`` is accepted."""
+    try:
+        with open(path, "rb") as fh:
+            return json.load(fh)  # the stdlib parser accepts the bare NaN these files hold
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise MetadataError(f"{path} is not valid JSON", expected=what, found=str(exc),
+                            fix="re-download the metadata file") from None
+
+
+def read_jsonl(path: str | os.PathLike, *, what: str = "one JSON object per line") -> list:
+    """One parsed object per line; ``None`` for a blank line, so ``result[i]`` is line i+1. A
+    line that is not JSON raises a :class:`MetadataError` naming the file and line."""
+    out = []
+    with open(path, "rb") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                out.append(None)
+                continue
+            try:
+                out.append(json.loads(line))
+            except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+                raise MetadataError(f"{path}, line {n}: is not valid JSON", expected=what,
+                                    found=f"{type(exc).__name__}: {shorten(exc, 100)}",
+                                    fix="re-download the file; do not edit it by hand"
+                                    ) from None
+    return out
