@@ -28,6 +28,9 @@ class DatasetSpec:
         id_col: the column whose value is the native id in ``sample_id``.
         box_units: units of the ``boxes`` column: ``"normalized"`` ([0, 1] of the source image)
             or ``"pixel"`` (source pixels, when the metadata gives no image size).
+        label_map: label column -> its canonical findings, a tuple of ``(finding, relation)``
+            pairs (relation ``exact``, ``narrower``, ``broader`` or ``approximate``; see
+            :mod:`radharmony.vocabulary`), or None for a label explicitly left unmapped.
     """
 
     key: str
@@ -42,6 +45,7 @@ class DatasetSpec:
     group_col: str = "patient_id"
     id_col: str = "image_path"
     box_units: str = "normalized"
+    label_map: Mapping[str, tuple | None] = field(default_factory=dict)
 
     @property
     def columns(self) -> tuple[str, ...]:

@@ -65,6 +65,19 @@ LABEL_TERMS = {
     "No Finding": ("normal",),
 }
 LABELS = tuple(LABEL_TERMS)
+#: label -> canonical findings (radharmony.vocabulary): each label is the union of its exact
+#: terms above (Pneumothorax includes hydropneumothorax, Fracture every fracture term)
+LABEL_MAP = {
+    "Atelectasis": (("atelectasis", "exact"),), "Cardiomegaly": (("cardiomegaly", "exact"),),
+    "Effusion": (("pleural_effusion", "exact"),), "Infiltration": (("infiltration", "exact"),),
+    "Mass": (("mass", "exact"),), "Nodule": (("nodule", "exact"),),
+    "Pneumonia": (("pneumonia", "exact"),), "Pneumothorax": (("pneumothorax", "exact"),),
+    "Consolidation": (("consolidation", "exact"),), "Edema": (("edema", "exact"),),
+    "Emphysema": (("emphysema", "exact"),), "Fibrosis": (("fibrosis", "exact"),),
+    "Pleural_Thickening": (("pleural_thickening", "exact"),),
+    "Hernia": (("hiatal_hernia", "exact"),), "Fracture": (("fracture", "exact"),),
+    "No Finding": (("no_finding", "exact"),),
+}
 VIEW_MAP = {"PA": "PA", "L": "LATERAL", "AP": "AP", "AP_horizontal": "AP"}  # COSTAL, EXCLUDE,
 # UNK -> missing (raw value kept in ``projection``)
 EXTRA_COLS = ("patient_sex", "patient_birth_year", "study_date", "projection", "method_label",
@@ -78,7 +91,7 @@ ACCESS = ("BIMCV PadChest (bimcv.cipf.es/bimcv-projects/padchest), free registra
 SPEC = DatasetSpec(
     key="padchest", title="PadChest", metadata_files=(f"{FILE}.gz", FILE),
     label_cols=LABELS, extra_cols=EXTRA_COLS, outputs=frozenset({"cls", "report"}),
-    view_map=VIEW_MAP, access=ACCESS,
+    view_map=VIEW_MAP, access=ACCESS, label_map=LABEL_MAP,
     expected={"images": 160_861, "studies": 109_931, "patients": 67_625,
               "label_strings": 194})
 
