@@ -15,9 +15,12 @@ combine as: any 1 -> 1, else any -1 -> -1, else any 0 -> 0, else NaN. Then, bott
 finding whose children partition it (``exhaustive``) is 0 when all its children are 0.
 
 ``No Finding`` is dataset-relative. Where a dataset maps a label to ``no_finding``:
-``no_finding`` = 1 makes 0 every still-unknown finding of kind ``finding`` that the dataset
-can report positive (reached by an exact or narrower relation, or an enabled approximate
-one, from another of its labels); never a device, never a finding outside its vocabulary.
+``no_finding`` = 1 makes 0 every still-unknown finding of kind ``finding`` that another of
+the dataset's labels declares (exact, narrower, or approximate when enabled), and every
+descendant of an exact one (a normal CheXpert image has no fracture, so no rib fracture).
+Never a device, never a finding the dataset reaches only through the hierarchy's ancestors
+(PadChest's Cardiomegaly does not make its No Finding speak for the mediastinum), never a
+finding outside its labels.
 A positive such finding makes an unknown ``no_finding`` 0.
 """
 
@@ -29,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from .table import (NO_FINDING, VocabularyError, _table, check_findings, children,
-                    expanded_map, finding_ids)
+                    descendants, expanded_map, finding_ids)
 
 _VALID = np.array([1.0, 0.0, -1.0])
 
@@ -65,17 +68,36 @@ def _transfer(v: np.ndarray, relation: str, approximate: bool) -> np.ndarray:
     return np.full_like(v, np.nan)
 
 
+_BY_RANK = np.array([np.nan, 0.0, -1.0, 1.0])  # precedence: 1 beats -1 beats 0 beats unknown
+
+
 def _combine(cols: list[np.ndarray], n: int) -> np.ndarray:
     if not cols:
         return np.full(n, np.nan)
-    m = np.column_stack(cols)
-    return np.where((m == 1.0).any(1), 1.0, np.where((m == -1.0).any(1), -1.0,
-                    np.where((m == 0.0).any(1), 0.0, np.nan)))
+    if len(cols) == 1:
+        return cols[0].copy()
+    rank = np.zeros(n, dtype=np.int8)
+    for c in cols:
+        r = (c == 1.0).view(np.int8) * 3 + (c == -1.0).view(np.int8) * 2 + \
+            (c == 0.0).view(np.int8)
+        np.maximum(rank, r, out=rank)
+    return _BY_RANK[rank]
 
 
-def _positive_capable(emap, approximate: bool) -> set[str]:
-    ok = {"exact", "narrower"} | ({"approximate"} if approximate else set())
-    return {f for rels in emap.values() for f, (r, _) in rels.items() if r in ok}
+def _own_vocabulary(spec, approximate: bool) -> set[str]:
+    """The findings a dataset's No Finding speaks for: those its other labels declare exact or
+    narrower (or approximate, when enabled), and the descendants of the exact ones."""
+    full = {"exact"} | ({"approximate"} if approximate else set())
+    own: set[str] = set()
+    for pairs in spec.label_map.values():
+        if not pairs or any(f == NO_FINDING for f, _ in pairs):
+            continue
+        for f, r in pairs:
+            if r in full or r == "narrower":
+                own.add(f)
+            if r in full:
+                own.update(descendants(f))
+    return own
 
 
 def derive_findings(table: pd.DataFrame, spec, *, findings: Iterable[str] | None = None,
@@ -111,9 +133,8 @@ def derive_findings(table: pd.DataFrame, spec, *, findings: Iterable[str] | None
             out[f] = np.where(np.isnan(out[f]) & all0, 0.0, out[f])
     if NO_FINDING in sources:
         kinds = dict(zip(_table()["id"], _table()["kind"]))
-        own = [f for f in finding_ids() if kinds[f] == "finding" and f in
-               _positive_capable({s: r for s, r in emap.items()
-                                  if NO_FINDING not in r}, approximate)]
+        own_set = _own_vocabulary(spec, approximate)
+        own = [f for f in finding_ids() if kinds[f] == "finding" and f in own_set]
         normal = out[NO_FINDING] == 1.0
         for f in own:
             out[f] = np.where(np.isnan(out[f]) & normal, 0.0, out[f])

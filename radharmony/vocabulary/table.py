@@ -65,6 +65,7 @@ def _parents() -> dict[str, tuple[str, ...]]:
     return dict(zip(_table()["id"], _table()["parents"]))
 
 
+@lru_cache(maxsize=None)
 def ancestors(finding: str) -> tuple[str, ...]:
     """Every finding ``finding`` implies, nearest first (``"nodule"`` -> nodule_or_mass, ...)."""
     out: list[str] = []
@@ -77,11 +78,13 @@ def ancestors(finding: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+@lru_cache(maxsize=None)
 def descendants(finding: str) -> tuple[str, ...]:
     """Every finding that implies ``finding``, in vocabulary order."""
     return tuple(f for f in finding_ids() if finding in ancestors(f))
 
 
+@lru_cache(maxsize=None)
 def children(finding: str) -> tuple[str, ...]:
     return tuple(f for f in finding_ids() if finding in _parents()[f])
 
