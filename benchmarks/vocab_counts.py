@@ -5,7 +5,10 @@ SIIM, OpenI), derives the canonical findings with :func:`radharmony.vocabulary.d
 and prints a markdown table of positives / negatives (and uncertain, ``u``) per dataset and
 finding, then the derivation time and peak RSS.
 
-    python -m benchmarks.vocab_counts [--markdown docs/vocabulary_counts.md]
+    python -m benchmarks.vocab_counts [--update-doc docs/vocabulary.md]
+
+``--update-doc`` rewrites the table between the ``<!-- counts:start -->`` and
+``<!-- counts:end -->`` lines of that page.
 """
 
 from __future__ import annotations
@@ -37,6 +40,9 @@ REAL_TABLES = {
     "siim_acr_ptx": (SIIMPneumothoraxHarmonizer, "siim-pneumothorax-train-rle.csv.gz"),
     "openi": (OpenIHarmonizer, "NLMCXR_reports.tgz"),
 }
+
+START, END = "<!-- counts:start -->", "<!-- counts:end -->"
+
 
 def txv_data_dir() -> Path | None:
     spec = importlib.util.find_spec("torchxrayvision")
@@ -76,7 +82,7 @@ def markdown(all_counts: dict[str, dict[str, tuple[int, int, int]]]) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--markdown", type=Path, help="write the count table to this file")
+    ap.add_argument("--update-doc", type=Path, help="rewrite the count table in this page")
     args = ap.parse_args(argv)
     data_dir = txv_data_dir()
     if data_dir is None:
@@ -94,8 +100,11 @@ def main(argv=None) -> int:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"derive_findings over {rows:,} rows of {len(tables)} tables: {seconds:.2f} s; "
           f"peak RSS (harmonizing included) {peak:.0f} MiB")
-    if args.markdown:
-        args.markdown.write_text(table)
+    if args.update_doc:
+        text = args.update_doc.read_text()
+        head, rest = text.split(START, 1)
+        _, tail = rest.split(END, 1)
+        args.update_doc.write_text(f"{head}{START}\n{table}{END}{tail}")
     return 0
 
 if __name__ == "__main__":
