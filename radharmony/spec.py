@@ -34,6 +34,9 @@ class DatasetSpec:
             or ``"pixel"`` (source pixels, when the metadata gives no image size).
         root_col: for a table spanning several image roots (e.g. a merged dataset), the
             column whose value names each row's root; None: every row is under one root.
+        label_map: label column -> its canonical findings, a tuple of ``(finding, relation)``
+            pairs (relation ``exact``, ``narrower``, ``broader`` or ``approximate``; see
+            :mod:`radharmony.vocabulary`), or None for a label explicitly left unmapped.
     """
 
     key: str
@@ -49,6 +52,7 @@ class DatasetSpec:
     id_col: str = "image_path"
     box_units: str = "normalized"
     root_col: str | None = None
+    label_map: Mapping[str, tuple | None] = field(default_factory=dict)
 
     @property
     def columns(self) -> tuple[str, ...]:

@@ -31,6 +31,25 @@ from ..spec import DatasetSpec
 LABELS = ("No Finding", "Enlarged Cardiomediastinum", "Cardiomegaly", "Lung Opacity",
           "Lung Lesion", "Edema", "Consolidation", "Pneumonia", "Atelectasis", "Pneumothorax",
           "Pleural Effusion", "Pleural Other", "Fracture", "Support Devices")
+#: label -> canonical findings (radharmony.vocabulary); the CheXpert labeler files "fibrosis"
+#: under Pleural Other, and its No Finding ignores Support Devices (a device, never implied absent)
+LABEL_MAP = {
+    "No Finding": (("no_finding", "exact"),),
+    "Enlarged Cardiomediastinum": (("enlarged_cardiomediastinum", "exact"),),
+    "Cardiomegaly": (("cardiomegaly", "exact"),),
+    "Lung Opacity": (("lung_opacity", "exact"),),
+    "Lung Lesion": (("lung_lesion", "exact"),),
+    "Edema": (("edema", "exact"),),
+    "Consolidation": (("consolidation", "exact"),),
+    "Pneumonia": (("pneumonia", "exact"),),
+    "Atelectasis": (("atelectasis", "exact"),),
+    "Pneumothorax": (("pneumothorax", "exact"),),
+    "Pleural Effusion": (("pleural_effusion", "exact"),),
+    "Pleural Other": (("pleural_thickening", "broader"), ("fibrosis", "broader"),
+                      ("pleural_other", "approximate")),
+    "Fracture": (("fracture", "exact"),),
+    "Support Devices": (("support_devices", "exact"),),
+}
 COLUMNS = ("Path", "Sex", "Age", "Frontal/Lateral", "AP/PA") + LABELS
 #: positive, negative, uncertain; an empty cell is "not mentioned" (NaN)
 LABEL_CODES = {"1.0": 1.0, "0.0": 0.0, "-1.0": -1.0, "1": 1.0, "0": 0.0, "-1": -1.0}
@@ -47,7 +66,8 @@ ACCESS = ("Stanford AIMI, free registration: Stanford University School of Medic
 SPEC = DatasetSpec(
     key="chexpert", title="CheXpert v1.0 (train)", metadata_files=("train.csv",),
     label_cols=LABELS, extra_cols=EXTRA_COLS, outputs=frozenset({"cls"}), view_map=VIEW_MAP,
-    access=ACCESS, expected={"images": 223_414, "studies": 187_641, "patients": 64_540})
+    access=ACCESS, expected={"images": 223_414, "studies": 187_641, "patients": 64_540},
+    label_map=LABEL_MAP)
 VALID_SPEC = replace(SPEC, key="chexpert_valid", title="CheXpert v1.0 (valid)",
                      metadata_files=("valid.csv",),
                      expected={"images": 234, "studies": 200, "patients": 200})

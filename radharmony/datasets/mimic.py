@@ -42,6 +42,25 @@ LABEL_COLS = ("Atelectasis", "Cardiomegaly", "Consolidation", "Edema",
               "Enlarged Cardiomediastinum", "Fracture", "Lung Lesion", "Lung Opacity",
               "No Finding", "Pleural Effusion", "Pleural Other", "Pneumonia", "Pneumothorax",
               "Support Devices")
+#: label -> canonical findings (radharmony.vocabulary), as for CheXpert (the same labeler files
+#: "fibrosis" under Pleural Other; its No Finding ignores Support Devices)
+LABEL_MAP = {
+    "No Finding": (("no_finding", "exact"),),
+    "Enlarged Cardiomediastinum": (("enlarged_cardiomediastinum", "exact"),),
+    "Cardiomegaly": (("cardiomegaly", "exact"),),
+    "Lung Opacity": (("lung_opacity", "exact"),),
+    "Lung Lesion": (("lung_lesion", "exact"),),
+    "Edema": (("edema", "exact"),),
+    "Consolidation": (("consolidation", "exact"),),
+    "Pneumonia": (("pneumonia", "exact"),),
+    "Atelectasis": (("atelectasis", "exact"),),
+    "Pneumothorax": (("pneumothorax", "exact"),),
+    "Pleural Effusion": (("pleural_effusion", "exact"),),
+    "Pleural Other": (("pleural_thickening", "broader"), ("fibrosis", "broader"),
+                      ("pleural_other", "approximate")),
+    "Fracture": (("fracture", "exact"),),
+    "Support Devices": (("support_devices", "exact"),),
+}
 NEGBIO_COLS = tuple(f"negbio_{c}" for c in LABEL_COLS)
 SPLIT_COLUMNS = ("dicom_id", "study_id", "subject_id", "split")
 SIDE_COLUMNS = {"chexpert": ("subject_id", "study_id", *LABEL_COLS),
@@ -56,6 +75,7 @@ SPEC = DatasetSpec(
     key="mimic_cxr_jpg", title="MIMIC-CXR-JPG 2.x",
     metadata_files=(f"mimic-cxr-{VERSION}-metadata.csv.gz", f"mimic-cxr-{VERSION}-metadata.csv"),
     label_cols=LABEL_COLS, extra_cols=EXTRA_COLS, outputs=frozenset({"cls", "report"}),
+    label_map=LABEL_MAP,
     view_map=VIEW_MAP, id_col="dicom_id",
     expected={"images": 377_110, "studies": 227_827, "patients": 65_379},  # published
     access=("PhysioNet mimic-cxr-jpg 2.1.0, credentialed access, PhysioNet Credentialed "

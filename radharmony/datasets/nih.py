@@ -45,6 +45,24 @@ GOOGLE_COLUMNS = COLUMNS + GOOGLE_LABELS + ("Set Id",)
 LABELS = ("Atelectasis", "Cardiomegaly", "Effusion", "Infiltration", "Mass", "Nodule",
           "Pneumonia", "Pneumothorax", "Consolidation", "Edema", "Emphysema", "Fibrosis",
           "Pleural_Thickening", "Hernia")
+#: label -> canonical findings (radharmony.vocabulary); NIH Hernia is in practice hiatal hernia
+LABEL_MAP = {
+    "Atelectasis": (("atelectasis", "exact"),), "Cardiomegaly": (("cardiomegaly", "exact"),),
+    "Effusion": (("pleural_effusion", "exact"),), "Infiltration": (("infiltration", "exact"),),
+    "Mass": (("mass", "exact"),), "Nodule": (("nodule", "exact"),),
+    "Pneumonia": (("pneumonia", "exact"),), "Pneumothorax": (("pneumothorax", "exact"),),
+    "Consolidation": (("consolidation", "exact"),), "Edema": (("edema", "exact"),),
+    "Emphysema": (("emphysema", "exact"),), "Fibrosis": (("fibrosis", "exact"),),
+    "Pleural_Thickening": (("pleural_thickening", "exact"),),
+    "Hernia": (("hiatal_hernia", "approximate"),),
+}
+#: Google's airspace opacity implies a lung opacity and covers consolidation; its "Nodule or
+#: mass" is the compound (1 leaves nodule and mass unknown, 0 makes both 0)
+GOOGLE_LABEL_MAP = {
+    "Fracture": (("fracture", "exact"),), "Pneumothorax": (("pneumothorax", "exact"),),
+    "Airspace opacity": (("lung_opacity", "narrower"), ("consolidation", "broader")),
+    "Nodule or mass": (("nodule_or_mass", "exact"),),
+}
 NO_FINDING = "No Finding"
 #: published per-label image counts of Data_Entry_2017_v2020.csv
 LABEL_COUNTS = {"Atelectasis": 11_559, "Cardiomegaly": 2_776, "Effusion": 13_317,
@@ -69,7 +87,7 @@ NIH_SPEC = DatasetSpec(
     metadata_files=("Data_Entry_2017_v2020.csv", "Data_Entry_2017_v2020.csv.gz",
                     "Data_Entry_2017.csv"),
     label_cols=LABELS, extra_cols=EXTRA_COLS + ("boxes",), outputs=frozenset({"cls", "bbox"}),
-    view_map=VIEW_MAP, access=ACCESS,
+    view_map=VIEW_MAP, access=ACCESS, label_map=LABEL_MAP,
     expected={"images": 112_120, "studies": 112_120, "patients": 30_805, "boxes": 984,
               "box_images": 880, "train_val": 86_524, "test": 25_596})
 GOOGLE_SPEC = DatasetSpec(
@@ -77,7 +95,7 @@ GOOGLE_SPEC = DatasetSpec(
     metadata_files=("google2019_nih-chest-xray-labels.csv",
                     "google2019_nih-chest-xray-labels.csv.gz"),
     label_cols=GOOGLE_LABELS, extra_cols=EXTRA_COLS, outputs=frozenset({"cls"}),
-    view_map=VIEW_MAP, access=ACCESS,
+    view_map=VIEW_MAP, access=ACCESS, label_map=GOOGLE_LABEL_MAP,
     expected={"images": 4_376, "studies": 4_376, "patients": 1_695, "val": 2_414,
               "test": 1_962})
 

@@ -68,6 +68,19 @@ LABELS = tuple(LABEL_TERMS)
 #: have none
 VIEW_MAP = {"PA": "PA", "L": "LATERAL", "AP": "AP", "AP_HORIZONTAL": "AP", "UNK": None,
             "EXCLUDE": None}
+#: label -> canonical findings (radharmony.vocabulary): each label is the union of its exact
+#: terms above (Pneumothorax includes hydropneumothorax, Fracture every fracture term)
+LABEL_MAP = {
+    "Atelectasis": (("atelectasis", "exact"),), "Cardiomegaly": (("cardiomegaly", "exact"),),
+    "Effusion": (("pleural_effusion", "exact"),), "Infiltration": (("infiltration", "exact"),),
+    "Mass": (("mass", "exact"),), "Nodule": (("nodule", "exact"),),
+    "Pneumonia": (("pneumonia", "exact"),), "Pneumothorax": (("pneumothorax", "exact"),),
+    "Consolidation": (("consolidation", "exact"),), "Edema": (("edema", "exact"),),
+    "Emphysema": (("emphysema", "exact"),), "Fibrosis": (("fibrosis", "exact"),),
+    "Pleural_Thickening": (("pleural_thickening", "exact"),),
+    "Hernia": (("hiatal_hernia", "exact"),), "Fracture": (("fracture", "exact"),),
+    "No Finding": (("no_finding", "exact"),),
+}
 EXTRA_COLS = ("patient_sex", "patient_birth_year", "study_date", "projection", "method_label",
               "labels")
 MISSING = "nan"  # how the table writes a missing Labels, Report or sex cell (pandas' repr)
@@ -79,7 +92,7 @@ ACCESS = ("BIMCV PadChest (bimcv.cipf.es/bimcv-projects/padchest), free registra
 SPEC = DatasetSpec(
     key="padchest", title="PadChest", metadata_files=(f"{FILE}.gz", FILE),
     label_cols=LABELS, extra_cols=EXTRA_COLS, outputs=frozenset({"cls", "report"}),
-    view_map=VIEW_MAP, access=ACCESS,
+    view_map=VIEW_MAP, access=ACCESS, label_map=LABEL_MAP,
     expected={"images": 160_861, "studies": 109_931, "patients": 67_625,
               "label_strings": 194})
 

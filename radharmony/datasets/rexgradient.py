@@ -43,6 +43,7 @@ VIEW_MAP = {"PA": "PA", "POSTERO_ANTERIOR": "PA", "AP": "AP", "LATERAL": "LATERA
 ACCESS = ("HuggingFace rajpurkarlab/ReXGradient-160K, gated: ReXGradient-160K Non-Commercial "
           "Data Access and Use Agreement (non-commercial research only, no clinical use)")
 LABEL_COLS: tuple[str, ...] = ()
+LABEL_MAP: dict = {}  # no label columns (report-only); see radharmony.vocabulary
 BBOX_FILE = "interstitial_pattern_bbox.json"
 
 
@@ -54,7 +55,7 @@ def split_spec(split: str) -> DatasetSpec:
     return DatasetSpec(
         key=f"rexgradient_{split}", title=f"ReXGradient-160K ({split})",
         metadata_files=(view_position_file(split), f"{split}_metadata.json"),
-        label_cols=LABEL_COLS, extra_cols=EXTRA_OUTPUT_COLS,
+        label_cols=LABEL_COLS, label_map=LABEL_MAP, extra_cols=EXTRA_OUTPUT_COLS,
         outputs=frozenset({"report", "bbox"}),
         view_map=VIEW_MAP, expected=SPLITS[split], access=ACCESS)
 

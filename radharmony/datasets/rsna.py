@@ -42,10 +42,13 @@ HEADERS = ("kaggle_stage_2_train_images_dicom_headers.csv.gz",
 HEADER_COLUMNS = ("PatientID", "ViewPosition", "PatientSex", "PatientAge")
 MAPPING = ("pneumonia-challenge-dataset-mappings_2018.json",)
 LABEL = "Pneumonia"
+#: label -> canonical findings (radharmony.vocabulary): Target marks an opacity suspicious for
+#: pneumonia; a 0 ("Normal" or "No Lung Opacity / Not Normal") may still hold other opacities
+LABEL_MAP = {LABEL: (("lung_opacity", "narrower"), ("pneumonia", "approximate"))}
 SPEC = DatasetSpec(
     key="rsna_pneumonia", title="RSNA Pneumonia Detection Challenge (stage 2 train)",
     metadata_files=("stage_2_train_labels.csv", "kaggle_stage_2_train_labels.csv.zip"),
-    label_cols=(LABEL,),
+    label_cols=(LABEL,), label_map=LABEL_MAP,
     extra_cols=("detailed_class", "patient_sex", "patient_age", "nih_image"),
     outputs=frozenset({"cls", "bbox"}), view_map={"PA": "PA", "AP": "AP"},
     expected={"images": 26_684, "studies": 26_684, "positive": 6_012, "boxes": 9_555,

@@ -37,10 +37,11 @@ RLE_COL = COLUMNS[1]
 NO_MASK = "-1"
 MASK_SHAPE = (1024, 1024)
 LABEL = "Pneumothorax"
+LABEL_MAP = {LABEL: (("pneumothorax", "exact"),)}  # radharmony.vocabulary findings
 SPEC = DatasetSpec(
     key="siim_acr_ptx", title="SIIM-ACR Pneumothorax Segmentation",
     metadata_files=("train-rle.csv", "siim-pneumothorax-train-rle.csv.gz"),
-    label_cols=(LABEL,), extra_cols=("rle",), outputs=frozenset({"cls", "mask"}),
+    label_cols=(LABEL,), label_map=LABEL_MAP, extra_cols=("rle",), outputs=frozenset({"cls", "mask"}),
     id_col="study_id",  # the ImageId, whatever folder layout the images are in
     expected={"images": 12_047, "studies": 12_047, "patients": 12_047, "positive": 2_669,
               "rows": 12_954},

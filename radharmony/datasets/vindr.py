@@ -36,12 +36,27 @@ FINDINGS = ("Aortic enlargement", "Atelectasis", "Calcification", "Cardiomegaly"
             "Other lesion", "Pleural effusion", "Pleural thickening", "Pneumothorax",
             "Pulmonary fibrosis")  # class_id 0..13 in this order
 NO_FINDING = "No finding"  # class_id 14
+#: label -> canonical findings (radharmony.vocabulary). Readers box the most specific class, so
+#: "Lung Opacity" is the residual opacity (implies lung_opacity; its 0 excludes nothing);
+#: "Nodule/Mass" is the compound; "Other lesion" may be anywhere (unmapped)
+LABEL_MAP = {
+    "Aortic enlargement": (("aortic_enlargement", "exact"),),
+    "Atelectasis": (("atelectasis", "exact"),), "Calcification": (("calcification", "exact"),),
+    "Cardiomegaly": (("cardiomegaly", "exact"),), "Consolidation": (("consolidation", "exact"),),
+    "ILD": (("interstitial_lung_disease", "exact"),),
+    "Infiltration": (("infiltration", "exact"),), "Lung Opacity": (("lung_opacity", "narrower"),),
+    "Nodule/Mass": (("nodule_or_mass", "exact"),), "Other lesion": None,
+    "Pleural effusion": (("pleural_effusion", "exact"),),
+    "Pleural thickening": (("pleural_thickening", "exact"),),
+    "Pneumothorax": (("pneumothorax", "exact"),), "Pulmonary fibrosis": (("fibrosis", "exact"),),
+    "No finding": (("no_finding", "exact"),),
+}
 SPEC = DatasetSpec(
     key="vindr_cxr", title="VinDr-CXR (VinBigData training set)",
     metadata_files=("train.csv", "vinbigdata-train.csv.gz", "vinbigdata-train.csv",
                     "annotations_train.csv"),
     label_cols=(*FINDINGS, NO_FINDING), extra_cols=("rad_ids",),
-    outputs=frozenset({"cls", "bbox"}), view_map={},
+    outputs=frozenset({"cls", "bbox"}), view_map={}, label_map=LABEL_MAP,
     expected={"images": 15_000, "studies": 15_000, "patients": 15_000, "boxes": 36_096,
               "radiologists_per_image": 3, "radiologists": 17, "rows": 67_914},
     access=("PhysioNet vindr-cxr 1.0.0 (credentialed, PhysioNet Restricted Health Data "

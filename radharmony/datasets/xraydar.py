@@ -48,6 +48,37 @@ LABEL_COLS = (
     "parenchymal_lesion", "pleural_abnormality", "pleural_effusion", "pneumomediastinum",
     "pneumoperitoneum", "pneumothorax", "rib_fracture", "rib_lesion", "scoliosis",
     "subcutaneous_emphysema", "unfolded_aorta", "upper_lobe_blood_diversion", "volume_loss")
+#: label -> canonical findings (radharmony.vocabulary); hernia is hiatus hernia, object any
+#: device or foreign body, parenchymal_lesion a nodule, mass or other lung lesion
+LABEL_MAP = {
+    "aortic_calcification": (("aortic_calcification", "exact"),),
+    "apical_fibrosis": (("fibrosis", "narrower"),), "atelectasis": (("atelectasis", "exact"),),
+    "axillary_abnormality": None, "bronchial_wall_thickening": None,
+    "bulla": (("emphysema", "narrower"),), "cardiomegaly": (("cardiomegaly", "exact"),),
+    "cavitating_lung_lesion": (("lung_lesion", "narrower"),),
+    "clavicle_fracture": (("clavicle_fracture", "exact"),),
+    "consolidation": (("consolidation", "exact"),), "coronary_calcification": None,
+    "dextrocardia": None, "dilated_bowel": None, "emphysema": (("emphysema", "exact"),),
+    "ground_glass_opacification": (("lung_opacity", "narrower"),),
+    "hemidiaphragm_elevated": None, "hernia": (("hiatal_hernia", "exact"),),
+    "hyperexpanded_lungs": (("copd", "approximate"),),
+    "interstitial_shadowing": (("lung_opacity", "narrower"),
+                               ("interstitial_lung_disease", "approximate")),
+    "mediastinum_displaced": None,
+    "mediastinum_widened": (("enlarged_cardiomediastinum", "narrower"),),
+    "object": (("support_devices", "approximate"),), "paraspinal_mass": None,
+    "paratracheal_hilar_enlargement": None,
+    "parenchymal_lesion": (("lung_lesion", "exact"), ("nodule_or_mass", "approximate")),
+    "pleural_abnormality": (("pleural_other", "approximate"),),
+    "pleural_effusion": (("pleural_effusion", "exact"),),
+    "pneumomediastinum": (("pneumomediastinum", "exact"),),
+    "pneumoperitoneum": (("pneumoperitoneum", "exact"),),
+    "pneumothorax": (("pneumothorax", "exact"),), "rib_fracture": (("rib_fracture", "exact"),),
+    "rib_lesion": None, "scoliosis": (("scoliosis", "exact"),),
+    "subcutaneous_emphysema": (("subcutaneous_emphysema", "exact"),),
+    "unfolded_aorta": (("aortic_enlargement", "approximate"),),
+    "upper_lobe_blood_diversion": None, "volume_loss": (("atelectasis", "approximate"),),
+}
 REPORT_CATEGORIES = tuple(sorted(LABEL_COLS + (
     "abnormal_non_clinically_important", "comparison", "normal", "other", "possible_diagnosis",
     "recommendation", "technical_issue", "undefined_sentence")))
@@ -57,7 +88,7 @@ ACCESS = ("HuggingFace dnamodel/xraydar-multimodal; academic research and non-co
           "evaluation only (terms at x-raydar.info)")
 SPEC = DatasetSpec(
     key="xraydar_multimodal", title="X-Raydar multimodal", metadata_files=("annotations.jsonl",),
-    label_cols=LABEL_COLS, extra_cols=EXTRA_COLS,
+    label_cols=LABEL_COLS, label_map=LABEL_MAP, extra_cols=EXTRA_COLS,
     outputs=frozenset({"cls", "report", "bbox", "report_spans", "report_labels"}),
     expected={"images": 979, "studies": 979}, access=ACCESS, group_col="study_id",
     id_col="study_id", box_units="pixel")
