@@ -9,7 +9,7 @@ from importlib import import_module
 #: every built-in dataset module; each has a fake writer of the same name in radharmony.fake
 MODULES = ("rexgradient", "xraydar", "nih", "chexpert", "padchest", "vindr", "rsna", "siim",
            "openi", "mimic", "vindr_physionet",
-           "chexpert_plus", "ranzcr")
+           "chexpert_plus", "ranzcr", "vindr_pcxr")
 
 __all__: list[str] = []
 for _name in MODULES:

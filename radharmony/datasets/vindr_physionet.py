@@ -99,24 +99,30 @@ TEST_SPEC = replace(
 
 # -- pure helpers ---------------------------------------------------------------------------------
 def harmonize_labels(labels: pd.DataFrame, boxes: pd.DataFrame | None, *, split: str,
-                     source: str) -> pd.DataFrame:
-    """The VinDr PhysioNet image-label table (+ its box table) -> one row per image."""
-    labels = labels.rename(columns=SPELLINGS)
-    require_columns(labels, ("image_id", *LABELS), source=source,
-                    description="the VinDr-CXR image_labels table")
+                     source: str, label_cols: tuple[str, ...] = LABELS,
+                     box_classes: tuple[str, ...] | None = LOCAL_LABELS,
+                     spellings: dict[str, str] = SPELLINGS) -> pd.DataFrame:
+    """A VinDr image-label table (+ its box table) -> one row per image.
+
+    ``label_cols`` are the label columns (one of them ``No finding``); ``box_classes`` the
+    expected box classes (None: any; others warn); ``spellings`` renames label and box names."""
+    labels = labels.rename(columns=spellings)
+    require_columns(labels, ("image_id", *label_cols), source=source,
+                    description="the VinDr image_labels table")
     labels = labels.dropna(subset=["image_id"])
     ids = pd.Index(pd.unique(labels["image_id"]), name="image_id")
-    cells = decode_cells(labels[list(LABELS)], CELL_CODES, source=source)
+    cells = decode_cells(labels[list(label_cols)], CELL_CODES, source=source)
     rows = ids.get_indexer(labels["image_id"])
-    marked = np.zeros((len(ids), len(LABELS)), np.float32)
+    marked = np.zeros((len(ids), len(label_cols)), np.float32)
     np.maximum.at(marked, rows, np.nan_to_num(cells, nan=0.0))
     unanimous = np.ones(len(ids), np.float32)
-    np.minimum.at(unanimous, rows, np.nan_to_num(cells[:, -1], nan=0.0))
-    marked[:, -1] = unanimous
+    nf = label_cols.index(NO_FINDING)
+    np.minimum.at(unanimous, rows, np.nan_to_num(cells[:, nf], nan=0.0))
+    marked[:, nf] = unanimous
     df = pd.DataFrame({"patient_id": ids, "study_id": ids,
                        "image_path": f"{split}/" + ids + ".dicom", "view_position": None,
                        "report": None})
-    df[list(LABELS)] = marked
+    df[list(label_cols)] = marked
     if "rad_id" in labels.columns:
         readers = labels[["image_id", "rad_id"]].dropna().drop_duplicates()
         readers = readers.iloc[np.lexsort((readers["rad_id"].to_numpy(),
@@ -127,20 +133,24 @@ def harmonize_labels(labels: pd.DataFrame, boxes: pd.DataFrame | None, *, split:
         df["rad_ids"] = None
     df["split"] = split
     df["boxes"] = [[] for _ in range(len(ids))] if boxes is None else \
-        box_lists(boxes, ids, source=source)
+        box_lists(boxes, ids, source=source, box_classes=box_classes,
+                                       spellings=spellings)
     return df
 
 
-def box_lists(boxes: pd.DataFrame, ids: pd.Index, *, source: str) -> list[list[dict]]:
+def box_lists(boxes: pd.DataFrame, ids: pd.Index, *, source: str,
+              box_classes: tuple[str, ...] | None = LOCAL_LABELS,
+              spellings: dict[str, str] = SPELLINGS) -> list[list[dict]]:
     """Every annotation row with a box as ``{"label", "annotator", x_min ... y_max}``."""
     where = f"{source} (annotations)"
     require_columns(boxes, BOX_COLUMNS, source=where, description="the VinDr-CXR annotations")
     boxes = boxes.assign(**numeric_columns(boxes, BOX_KEYS, source=where),
                          class_name=boxes["class_name"].astype(str).str.strip()
-                         .replace(SPELLINGS))
-    unknown = sorted(set(boxes["class_name"]) - set(LOCAL_LABELS) - {NO_FINDING})
+                         .replace(spellings))
+    unknown = [] if box_classes is None else \
+        sorted(set(boxes["class_name"]) - set(box_classes) - {NO_FINDING})
     if unknown:
-        warnings.warn(f"{where}: box classes {unknown} are not VinDr-CXR's 22 local labels; "
+        warnings.warn(f"{where}: box classes {unknown} are not this release's local labels; "
                       "they are kept as boxes", UserWarning, stacklevel=3)
     stray = sorted(set(boxes["image_id"].dropna()) - set(ids))
     if stray:
@@ -173,7 +183,7 @@ class VinDrPhysioNetHarmonizer(BaseHarmonizer):
             return {"labels": labels, "boxes": None}
         boxes = read_table(box_file, description=f"the VinDr-CXR table {name}",
                            columns=BOX_COLUMNS, dtype={"image_id": str, "rad_id": str,
-                                                       "class_name": str})
+                                                       "rad_ID": str, "class_name": str})
         return {"labels": labels, "boxes": boxes}
 
     @classmethod
