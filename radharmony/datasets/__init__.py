@@ -9,7 +9,8 @@ from importlib import import_module
 #: every built-in dataset module; each has a fake writer of the same name in radharmony.fake
 MODULES = ("rexgradient", "xraydar", "nih", "chexpert", "padchest", "vindr", "rsna", "siim",
            "openi", "mimic", "vindr_physionet",
-           "chexpert_plus", "ranzcr", "vindr_pcxr")
+           "chexpert_plus", "ranzcr", "vindr_pcxr",
+           "ms_cxr")
 
 __all__: list[str] = []
 for _name in MODULES:
