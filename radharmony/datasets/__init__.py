@@ -10,7 +10,7 @@ from importlib import import_module
 MODULES = ("rexgradient", "xraydar", "nih", "chexpert", "padchest", "vindr", "rsna", "siim",
            "openi", "mimic", "vindr_physionet",
            "chexpert_plus", "ranzcr", "vindr_pcxr",
-           "ms_cxr")
+           "ms_cxr", "chexmask")
 
 __all__: list[str] = []
 for _name in MODULES:
