@@ -9,7 +9,9 @@ from importlib import import_module
 
 #: every built-in dataset module; each has a fake writer of the same name in radharmony.fake
 MODULES = ("rexgradient", "xraydar", "nih", "chexpert", "padchest", "vindr", "rsna", "siim",
-           "openi", "mimic")
+           "openi", "mimic", "vindr_physionet",
+           "chexpert_plus", "ranzcr", "vindr_pcxr",
+           "ms_cxr", "chexmask")
 
 __all__: list[str] = []
 #: registry key -> dataset class, in module order
