@@ -8,7 +8,7 @@ from importlib import import_module
 
 #: every built-in dataset module; each has a fake writer of the same name in radharmony.fake
 MODULES = ("rexgradient", "xraydar", "nih", "chexpert", "padchest", "vindr", "rsna", "siim",
-           "openi", "mimic", "tbx11k", "nlm_tb", "siim_covid", "brax")
+           "openi", "mimic", "tbx11k", "nlm_tb", "siim_covid", "brax", "object_cxr")
 
 __all__: list[str] = []
 for _name in MODULES:
