@@ -431,9 +431,17 @@ def test_every_image_a_fake_writes_is_in_a_table(tmp_path):
             with warnings.catch_warnings(record=True) as rec:
                 warnings.simplefilter("always")
                 params = inspect.signature(cls).parameters
-                df = cls(**{k: v for k, v in kwargs.items() if k in params}).harmonize()
+                h = cls(**{k: v for k, v in kwargs.items() if k in params})
+                df = h.harmonize()
+                inputs = h.inputs(h.csv_path)
             warned += [str(w.message) for w in rec]
+            for role, (folder, _) in inputs.folders.items():  # annotation images, e.g. masks
+                if folder is not None and role not in ("images", "png_images"):
+                    rel = Path(os.path.relpath(folder, root)).as_posix()
+                    in_tables |= {p for p in _image_files(root) if p.startswith(rel + "/")}
             in_tables |= set(df["image_path"])
+            for col in (c for c in df.columns if c.endswith("_image_path")):  # e.g. priors
+                in_tables |= set(df[col].dropna())
         missing = _image_files(root) - in_tables
         assert not missing or warned, f"{keys}: {len(missing)} images in no table, no warning: " \
             f"{sorted(missing)[:5]}"

@@ -21,6 +21,7 @@ bundled for tests: the counts below are the published ones.
 from __future__ import annotations
 
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +29,7 @@ import pandas as pd
 
 from ..table.harmonizer import BaseHarmonizer, Inputs
 from ..data.dataset import BaseRadiologicalDataset
+from ..errors import MetadataNotFoundError
 from ..spec import DatasetSpec
 from ..table.locate import find_optional
 from ..table.read_csv import numeric_columns, read_table, require_columns
@@ -198,4 +200,59 @@ class MIMICCXRJPGDataset(BaseRadiologicalDataset):
     harmonizer_class = MIMICCXRJPGHarmonizer
 
 
-__all__ = ["MIMICCXRJPGHarmonizer", "MIMICCXRJPGDataset"]
+# -- the radiologist-labelled test set (MIMIC-CXR-JPG 2.1.0) ------------------------------------
+#: 687 test studies labelled by radiologists (not the CheXpert labeler). Third-party facts, not
+#: checked on the real file: one row per study, ``study_id`` then the 14 labels (values as in
+#: the labeler tables) with ``Airspace Opacity`` for ``Lung Opacity``; column order unpinned.
+TEST_LABEL_FILES = ("mimic-cxr-2.1.0-test-set-labeled.csv",)
+TEST_RENAMES = {"Airspace Opacity": "Lung Opacity", "airspace opacity": "Lung Opacity"}
+TEST_SPEC = replace(SPEC, key="mimic_cxr_jpg_test",
+                    title="MIMIC-CXR-JPG 2.1.0 radiologist-labelled test set",
+                    expected={"studies": 687})
+
+
+class MIMICCXRJPGTestHarmonizer(MIMICCXRJPGHarmonizer):
+    """The test studies of ``mimic-cxr-2.1.0-test-set-labeled.csv`` (found beside the
+    metadata), every image of each; its labels replace the CheXpert labeler's. Same images,
+    ``image_path`` and ids as ``mimic_cxr_jpg``, so the two share the image cache."""
+
+    spec = TEST_SPEC
+
+    def inputs(self, path: Path) -> Inputs:
+        inputs = super().inputs(path)
+        inputs.files["test_labels"] = find_optional(TEST_LABEL_FILES, path.parent,
+                                                    self.base_image_dir)
+        return inputs
+
+    def read(self, inputs: Inputs) -> dict:
+        path = inputs.metadata
+        found = inputs.file("test_labels")
+        if found is None:
+            raise MetadataNotFoundError(TEST_LABEL_FILES[0], [path.parent / TEST_LABEL_FILES[0]],
+                                        fix="download it from physionet.org/content/"
+                                            "mimic-cxr-jpg/2.1.0/ into the release folder")
+        raw = super().read(inputs)
+        raw["chexpert"] = read_table(found, description=TEST_LABEL_FILES[0],
+                                     columns=("study_id",), dtype={"study_id": str})
+        return raw
+
+    @classmethod
+    def harmonize_raw(cls, raw: dict, *, source: str = "metadata") -> pd.DataFrame:
+        labels = raw["chexpert"].rename(columns=TEST_RENAMES)
+        labels = labels.assign(study_id=labels["study_id"].astype(str).str.strip()
+                               .str.removeprefix("s"))
+        meta = raw["metadata"]
+        meta = meta[meta["study_id"].astype(str).isin(set(labels["study_id"]))]
+        return super().harmonize_raw({**raw, "metadata": meta, "chexpert": labels},
+                                     source=source)
+
+
+class MIMICCXRJPGTestDataset(BaseRadiologicalDataset):
+    """The radiologist-labelled MIMIC-CXR-JPG test set; ``base_image_dir`` as for
+    :class:`MIMICCXRJPGDataset`."""
+
+    harmonizer_class = MIMICCXRJPGTestHarmonizer
+
+
+__all__ = ["MIMICCXRJPGHarmonizer", "MIMICCXRJPGDataset", "MIMICCXRJPGTestHarmonizer",
+           "MIMICCXRJPGTestDataset"]

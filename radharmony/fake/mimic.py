@@ -7,6 +7,7 @@ into it)::
     <root>/mimic-cxr-2.0.0-chexpert.csv.gz   one row per study, 14 findings
     <root>/mimic-cxr-2.0.0-negbio.csv.gz     same columns, NegBio's values
     <root>/mimic-cxr-2.0.0-split.csv.gz      dicom_id,study_id,subject_id,split
+    <root>/mimic-cxr-2.1.0-test-set-labeled.csv   study_id + 14 labels (radiologists)
     <root>/files/p10/p10000032/s50414267/<dicom_id>.jpg    8-bit grayscale JPEG
     <root>/files/p10/p10000032/s50414267.txt               the study's free-text report
 
@@ -36,6 +37,7 @@ LABELS = ["Atelectasis", "Cardiomegaly", "Consolidation", "Edema", "Enlarged Car
 VIEWS = [("PA", "postero-anterior", "Erect"), ("LATERAL", "lateral", "Erect"),
          ("AP", "antero-posterior", "Erect"), ("LL", "left lateral", "Erect"),
          ("", "", "")]
+TEST_NAMES = {"Lung Opacity": "Airspace Opacity"}  # the test-set file's spelling
 REPORT = ("                                 FINAL REPORT\n EXAMINATION:  CHEST (PA AND LAT)\n \n"
           " INDICATION:  ___F with cough\n \n COMPARISON:  ___\n \n FINDINGS: \n \n"
           " {findings}\n \n IMPRESSION: \n \n {impression}\n")
@@ -83,10 +85,15 @@ def write_mimic(root: str | Path, *, n_subjects: int = 3, seed: int = 0, images:
                   rows)
     write_csv(root / "mimic-cxr-2.0.0-split.csv.gz",
               ["dicom_id", "study_id", "subject_id", "split"], split)
+    test = sorted({r[1] for r in split if r[3] == "test"})  # radiologists' labels, 2.1.0
+    write_csv(root / "mimic-cxr-2.1.0-test-set-labeled.csv",
+              ["study_id", *[TEST_NAMES.get(c, c) for c in LABELS]],
+              [[study, *rng.choice(["1.0", "0.0", "-1.0", ""], len(LABELS))] for study in test])
     return root
 
 
-@register_fake("mimic_cxr_jpg")
+@register_fake("mimic_cxr_jpg", "mimic_cxr_jpg_test")
 def make(root: Path) -> dict:
-    """Contract-suite maker: 3 patients, 5 studies, JPEGs and reports."""
-    return {"base_image_dir": write_mimic(root)}
+    """Contract-suite maker (both keys share the replica): 6 patients, JPEGs and reports, two
+    of the patients in the labelled test split."""
+    return {"base_image_dir": write_mimic(root, n_subjects=6)}

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
-from ..errors import MetadataError, shorten
+from ..errors import MetadataError, MetadataNotFoundError, shorten
 
 try:
     import orjson
@@ -69,3 +70,23 @@ def read_jsonl(path: str | os.PathLike, *, what: str = "one JSON object per line
                                     fix="re-download the file; do not edit it by hand"
                                     ) from None
     return out
+
+
+def read_coco(path: str | os.PathLike, *, description: str) -> dict:
+    """Parse a COCO JSON file; it must be an object with ``images``, ``annotations`` and
+    ``categories`` lists."""
+    path = Path(path)
+    if not path.is_file():
+        raise MetadataNotFoundError(description, [path], fix="check the csv_path argument")
+    try:
+        data = load_json(path)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise MetadataError(f"{path} is not valid JSON", expected=description,
+                            found=f"{type(exc).__name__}: {str(exc)[:120]}", fix="re-download the file") from None
+    if not isinstance(data, dict) or not all(
+            isinstance(data.get(k), list) for k in ("images", "annotations", "categories")):
+        found = sorted(data)[:10] if isinstance(data, dict) else type(data).__name__
+        raise MetadataError(f"{path} is not a COCO detection file", expected="an object with "
+                            "'images', 'annotations' and 'categories' lists", found=repr(found),
+                            fix=f"pass {description}")
+    return data
