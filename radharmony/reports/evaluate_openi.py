@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import tarfile
+import warnings
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -113,8 +114,11 @@ def evaluate(path: str | Path, *, ids: str = "odd", n_boot: int = 1000, seed: in
         g = gold[col].to_numpy(bool)
         p = pred[col].isin([1.0, -1.0]).to_numpy(bool)
         prec, rec, f1 = _prf(g, p)
-        stats = np.array([_prf(g[b], p[b]) for b in boot])
-        lo, hi = np.nanpercentile(stats, 2.5, axis=0), np.nanpercentile(stats, 97.5, axis=0)
+        stats = np.array([_prf(g[b], p[b]) for b in boot]).reshape(len(boot), 3)
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # no positives in a resample
+            lo = np.nanpercentile(stats, 2.5, axis=0) if len(boot) else np.full(3, np.nan)
+            hi = np.nanpercentile(stats, 97.5, axis=0) if len(boot) else np.full(3, np.nan)
         rows.append({"label": col, "gold": " | ".join(GOLD[col]), "positives": int(g.sum()),
                      "predicted": int(p.sum()), "precision": prec, "p_lo": lo[0], "p_hi": hi[0],
                      "recall": rec, "r_lo": lo[1], "r_hi": hi[1], "f1": f1, "f1_lo": lo[2],

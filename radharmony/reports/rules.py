@@ -149,7 +149,8 @@ def _edges(pattern: str) -> tuple[bool, bool]:
 
 
 def _translate(pattern: str) -> str:
-    """Lower-case literal letters (escapes kept) and let a space match any whitespace."""
+    """Lower-case literal letters (escapes kept) and let a space match any whitespace
+    (``" ?"``: optional whitespace)."""
     out, i, in_class = [], 0, False
     while i < len(pattern):
         c = pattern[i]
@@ -161,7 +162,12 @@ def _translate(pattern: str) -> str:
             in_class = True
         elif c == "]":
             in_class = False
-        out.append(r"\s+" if c == " " and not in_class else c.lower())
+        if c == " " and not in_class:
+            optional = pattern[i + 1:i + 2] in ("?", "*")
+            out.append(r"\s*" if optional else r"\s+")
+            i += 2 if optional else 1
+            continue
+        out.append(c.lower())
         i += 1
     return "".join(out)
 

@@ -52,7 +52,7 @@ def section_spans(text: str) -> list[tuple[str, int, int]]:
     is ``preamble``.
 
     >>> section_spans("INDICATION:\\nrule out pneumonia\\n\\nFINDINGS:\\nNo effusion.")
-    [('indication', 12, 29), ('findings', 41, 53)]
+    [('indication', 12, 30), ('findings', 42, 54)]
     >>> section_spans("No effusion.")
     [('findings', 0, 12)]
     """
