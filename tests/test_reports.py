@@ -155,7 +155,7 @@ def test_explain():
     assert row["cue_kind"] == "uncertain" and row["mention"] == "Pneumonia"
     assert row["sentence"] == "Pneumonia cannot be excluded."
     assert text[row["mention_start"]:row["mention_end"]] == "Pneumonia"
-    assert text[int(row["cue_start"]):int(row["cue_end"])] == "cannot be excluded"
+    assert text[row["cue_start"]:row["cue_end"]] == "cannot be excluded"
     assert row["mention_rule"].startswith("mentions.tsv:")
     ptx = ev.set_index("label").loc["Pneumothorax"]
     assert ptx["cue"] == "No" and ptx["cue_kind"] == "negation"
@@ -201,3 +201,26 @@ def test_openi_odd_ids_f1():
               "lung_opacity": 0.95, "nodule": 0.80}
     for label, floor in floors.items():
         assert f1[label] >= floor, (label, f1[label])
+
+
+def test_cli_label_reports(tmp_path):
+    import argparse
+
+    import pyarrow.parquet as pq
+
+    from radharmony.fake.rexgradient import write_rexgradient
+    from radharmony.reports import cli
+
+    root = write_rexgradient(tmp_path / "rex", images=False, studies={"train": 12})
+    parser = argparse.ArgumentParser()
+    cli.add_parser(parser.add_subparsers(dest="command"))
+    out = tmp_path / "labels.parquet"
+    args = parser.parse_args(["label-reports", "rexgradient_train", "--root", str(root),
+                              "-o", str(out), "--explain"])
+    assert args.func(args) == 0
+    table = pq.read_table(out)
+    assert b"radharmony.report_labels" in table.schema.metadata
+    df = table.to_pandas()
+    assert {"patient_id", "study_id", "image_path", "Cardiomegaly"} <= set(df.columns)
+    ev = pd.read_parquet(tmp_path / "labels.explain.parquet")
+    assert {"sentence", "mention", "cue"} <= set(ev.columns)

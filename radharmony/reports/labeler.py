@@ -210,7 +210,11 @@ def label_reports(texts, *, vocabulary: str = "chexpert", explain: bool = False,
     labels = pd.DataFrame(values, columns=list(cols), index=index)
     if not explain:
         return labels
-    return labels, pd.DataFrame(evidence, columns=list(EXPLAIN_COLUMNS))
+    ev = pd.DataFrame(evidence, columns=list(EXPLAIN_COLUMNS))
+    offsets = ["mention_start", "mention_end", "cue_start", "cue_end"]
+    ev[offsets] = ev[offsets].astype("Int64")
+    ev["value"] = ev["value"].astype(np.float32)
+    return labels, ev
 
 
 def _label_item(labeler: _Labeler, item, row: int, index) -> dict | None:
