@@ -197,7 +197,7 @@ def test_openi_odd_ids_f1():
     table = evaluate(txv_file("NLMCXR_reports.tgz"), ids="odd", n_boot=0).set_index("label")
     f1 = table.loc[list(PRIMARY), "f1"]
     # measured (docs/report_labels.md); the nodule floor is below the 0.90 goal
-    floors = {"cardiomegaly": 0.90, "pleural_effusion": 0.90, "pneumothorax": 0.90,
+    floors = {"cardiomegaly": 0.92, "pleural_effusion": 0.90, "pneumothorax": 0.90,
               "lung_opacity": 0.95, "nodule": 0.80}
     for label, floor in floors.items():
         assert f1[label] >= floor, (label, f1[label])

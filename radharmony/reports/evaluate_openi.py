@@ -119,7 +119,7 @@ def evaluate(path: str | Path, *, ids: str = "odd", n_boot: int = 1000, seed: in
             warnings.simplefilter("ignore", RuntimeWarning)  # no positives in a resample
             lo = np.nanpercentile(stats, 2.5, axis=0) if len(boot) else np.full(3, np.nan)
             hi = np.nanpercentile(stats, 97.5, axis=0) if len(boot) else np.full(3, np.nan)
-        rows.append({"label": col, "gold": " | ".join(GOLD[col]), "positives": int(g.sum()),
+        rows.append({"label": col, "gold": "; ".join(GOLD[col]), "positives": int(g.sum()),
                      "predicted": int(p.sum()), "precision": prec, "p_lo": lo[0], "p_hi": hi[0],
                      "recall": rec, "r_lo": lo[1], "r_hi": hi[1], "f1": f1, "f1_lo": lo[2],
                      "f1_hi": hi[2]})

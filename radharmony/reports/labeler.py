@@ -9,7 +9,8 @@ cues of its sentence (``cues.tsv``):
 2. the nearest cue *before* the mention decides: negation -> 0, uncertain -> -1,
    pseudo-negation ("no change in") -> 1;
 3. else the nearest cue *after* it: "is not seen" -> 0, "cannot be excluded" -> -1;
-4. else the mention is positive (1). A ``normal`` rule ("normal heart size") gives 0.
+4. else the mention is positive (1). A ``normal`` rule ("normal heart size") gives 0, an
+   ``uncertain`` rule ("borderline heart size") -1, whatever the cues.
 
 Aggregation over a report's mentions is CheXpert's: any 1 -> 1, else any -1 -> -1, else any
 0 -> 0, else NaN (not mentioned). ``No Finding`` is 1 when no other column except
@@ -35,6 +36,7 @@ from .vocabulary import NO_FINDING, NOT_ABNORMAL, VOCABULARIES, columns, feeds
 
 _SENTENCE_END = re.compile(r"[.!?]+(?=\s|$)|\n[ \t]*\n")
 _RANK = {1.0: 3, -1.0: 2, 0.0: 1}
+_FIXED = {"normal": 0.0, "uncertain": -1.0}  # mention kinds that carry their own value
 _CUE_VALUE = {"negation": 0.0, "uncertain": -1.0, "pseudo": 1.0}
 EXPLAIN_COLUMNS = ("row", "label", "value", "section", "sentence", "mention", "cue",
                    "cue_kind", "mention_rule", "cue_rule", "mention_start", "mention_end",
@@ -76,8 +78,8 @@ class _Labeler:
                     sentences = [s] + [b.end() for b in _SENTENCE_END.finditer(low, s, e)] + [e]
                 k = bisect_right(sentences, ms) - 1
                 ss, se = sentences[k], sentences[k + 1]
-                if rule.kind == "normal":
-                    value, cue = 0.0, None
+                if rule.kind in _FIXED:
+                    value, cue = _FIXED[rule.kind], None
                 else:
                     cues = cue_cache.get(k)
                     if cues is None:
@@ -286,7 +288,7 @@ def _evidence_cells(ev) -> tuple:
     text, section, ss, se, ms, me, rule, cue = ev
     sentence = text[ss:se].strip()
     if cue is None:
-        return (section, sentence, text[ms:me], None, "normal" if rule.kind == "normal"
+        return (section, sentence, text[ms:me], None, rule.kind if rule.kind in _FIXED
                 else None, rule.where, None, ms, me, None, None)
     cs, ce, cue_rule = cue
     return (section, sentence, text[ms:me], text[cs:ce], cue_rule.kind, rule.where,

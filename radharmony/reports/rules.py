@@ -8,6 +8,7 @@ line; blank lines are skipped):
 
 * ``mention``: the pattern names the finding; cues around it decide 1 / 0 / -1;
 * ``normal``: the pattern states the finding is absent ("normal heart size"): 0;
+* ``uncertain``: the pattern states the finding is borderline ("borderline heart size"): -1;
 * ``exclude``: the pattern is *not* a mention ("pericardial effusion" guards
   ``pleural_effusion``); its text is consumed so no rule matches inside it.
 
@@ -40,7 +41,7 @@ LABELER_VERSION = "1.0"
 RULES_DIR = Path(__file__).with_name("rules")
 MENTION_HEADER = ("finding", "kind", "pattern")
 CUE_HEADER = ("kind", "position", "pattern")
-MENTION_KINDS = ("mention", "normal", "exclude")
+MENTION_KINDS = ("mention", "normal", "uncertain", "exclude")
 CUE_KINDS = ("pseudo", "uncertain", "negation", "terminator")
 POSITIONS = ("pre", "post", "any")
 _NO_BOUNDARY = set(";:,.!-/&'\" \t")
