@@ -1,0 +1,90 @@
+"""Report labeler: the OpenI validation table and the full-scale speed measurement.
+
+    python -m benchmarks.report_labels            # table (odd ids) + speed
+    python -m benchmarks.report_labels --table    # table only (markdown)
+    python -m benchmarks.report_labels --bench    # speed only
+
+``bench()`` labels the 140,000 ReXGradient train reports of the fake writer
+(:func:`radharmony.fake.rexgradient.make_metadata`, sections joined as the dataset does) in
+one process on one core, twice: as they are (the labeler labels each distinct text once), and
+made distinct by a unique trailing sentence, so every report is labelled from scratch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+FULL_STUDIES = 140_000
+
+
+def reports(n: int = FULL_STUDIES, *, seed: int = 0) -> list:
+    """The ReXGradient-format report texts of ``n`` fake studies."""
+    from radharmony.reports.format import format_report
+    from radharmony.fake.rexgradient import make_metadata
+
+    meta = make_metadata(n, seed=seed)
+    return [format_report(e["Indication"], e["Comparison"], e["Findings"], e["Impression"])
+            for e in meta.values()]
+
+
+def bench(n: int = FULL_STUDIES) -> dict:
+    """Seconds and microseconds per report for labelling ``n`` reports (see module doc)."""
+    from radharmony.reports import label_reports
+
+    texts = reports(n)
+    unique = [t if t is None else f"{t}\nStudy {i}." for i, t in enumerate(texts)]
+    label_reports(texts[:100])  # compile the rules outside the timing
+    out = {"reports": n}
+    for name, batch in (("as_written", texts), ("all_distinct", unique)):
+        t0 = time.perf_counter()
+        label_reports(batch)
+        dt = time.perf_counter() - t0
+        out[name] = {"seconds": round(dt, 2), "us_per_report": round(dt / n * 1e6, 1)}
+    return out
+
+
+def table(path=None, *, ids: str = "odd", n_boot: int = 1000) -> str:
+    """The OpenI precision / recall / F1 table (markdown) on ``ids``."""
+    from radharmony.reports.evaluate_openi import PRIMARY, evaluate
+
+    if path is None:
+        import importlib.util
+        from pathlib import Path
+
+        spec = importlib.util.find_spec("torchxrayvision")
+        path = Path(list(spec.submodule_search_locations)[0]) / "data" / "NLMCXR_reports.tgz"
+    t = evaluate(path, ids=ids, n_boot=n_boot)
+    lines = ["| label | MeSH gold | gold + | predicted + | precision [95% CI] | recall [95% CI] "
+             "| F1 [95% CI] |", "|---|---|---:|---:|---|---|---|"]
+
+    def ci(v, lo, hi):
+        return "n/a" if v != v else f"{v:.3f} [{lo:.3f}, {hi:.3f}]"
+    for _, r in t.iterrows():
+        name = f"**{r['label']}**" if r["label"] in PRIMARY else r["label"]
+        lines.append(f"| {name} | {r['gold']} | {r['positives']} | {r['predicted']} | "
+                     f"{ci(r['precision'], r['p_lo'], r['p_hi'])} | "
+                     f"{ci(r['recall'], r['r_lo'], r['r_hi'])} | "
+                     f"{ci(r['f1'], r['f1_lo'], r['f1_hi'])} |")
+    macro = t.set_index("label").loc[list(PRIMARY), "f1"].mean()
+    lines.append(f"\nMacro F1 over the five primary labels: {macro:.3f} "
+                 f"({len(t)} labels, {ids} ids, {n_boot} bootstrap resamples).")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--table", action="store_true")
+    ap.add_argument("--bench", action="store_true")
+    ap.add_argument("--ids", default="odd", choices=("odd", "even", "all"))
+    ap.add_argument("-n", type=int, default=FULL_STUDIES)
+    args = ap.parse_args(argv)
+    both = not (args.table or args.bench)
+    if args.table or both:
+        print(table(ids=args.ids))
+    if args.bench or both:
+        print(bench(args.n))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""Validation of the report labeler on OpenI's reports against their manual MeSH codes.
+
+OpenI's ``NLMCXR_reports.tgz`` (shipped in the torchxrayvision wheel) holds 3,955 reports with
+manual MeSH ``major`` headings. The codes are positive-only, so a label counts as "mentioned
+as present" when it is 1 or -1 (MeSH coders tag hedged findings), and as absent otherwise.
+Reports indexed ``No Indexing`` are left out. The rules were developed on reports with even
+``CXR<n>`` ids only; :func:`evaluate` reports precision, recall and F1 with bootstrap 95 %
+intervals on the odd ids.
+
+    python -m benchmarks.report_labels            # the table
+"""
+
+from __future__ import annotations
+
+import re
+import tarfile
+import warnings
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..errors import MetadataError
+from .labeler import label_reports
+
+#: canonical column -> MeSH headings (case-blind, before the first "/") that make it gold 1
+GOLD: dict[str, tuple[str, ...]] = {
+    "cardiomegaly": ("Cardiomegaly",),
+    "pleural_effusion": ("Pleural Effusion",),
+    "pneumothorax": ("Pneumothorax", "Hydropneumothorax"),
+    "lung_opacity": ("Opacity", "Airspace Disease", "Consolidation", "Infiltrate"),
+    "nodule": ("Nodule",),
+    # every other finding MeSH codes that the labeler has a column for
+    "atelectasis": ("Pulmonary Atelectasis",),
+    "consolidation": ("Consolidation",),
+    "infiltration": ("Infiltrate",),
+    "edema": ("Pulmonary Edema",),
+    "pneumonia": ("Pneumonia",),
+    "mass": ("Mass",),
+    "emphysema": ("Emphysema", "Pulmonary Emphysema"),
+    "fibrosis": ("Pulmonary Fibrosis",),
+    "hernia": ("Hernia, Hiatal",),
+    "fracture": ("Fractures, Bone",),
+    "pleural_thickening": ("Thickening/pleura",),
+    "hydropneumothorax": ("Hydropneumothorax",),
+    "granuloma": ("Calcified Granuloma", "Granuloma", "Granulomatous Disease"),
+    "scoliosis": ("Scoliosis",),
+    "subcutaneous_emphysema": ("Subcutaneous Emphysema",),
+    "support_devices": ("Catheters, Indwelling", "Implanted Medical Device", "Medical Device",
+                        "Tube, Inserted", "Stents", "Surgical Instruments"),
+}
+PRIMARY = ("cardiomegaly", "pleural_effusion", "pneumothorax", "lung_opacity", "nodule")
+
+
+def read_openi(path: str | Path) -> pd.DataFrame:
+    """One row per report: ``uid``, ``number``, ``sections`` (label -> text) and
+    ``major`` (the manual MeSH tags)."""
+    rows = []
+    try:
+        with tarfile.open(path, "r:*") as tar:
+            for m in tar.getmembers():
+                if not (m.isfile() and m.name.endswith(".xml")):
+                    continue
+                root = ET.fromstring(tar.extractfile(m).read())
+                uid = root.find("uId").get("id")
+                rows.append({"uid": uid, "number": int(re.sub(r"\D", "", uid)),
+                             "sections": {a.get("Label"): a.text
+                                          for a in root.iter("AbstractText")},
+                             "major": [t.text.strip() for t in root.findall("MeSH/major")
+                                       if t.text]})
+    except (tarfile.TarError, OSError, EOFError, ET.ParseError) as exc:
+        raise MetadataError(f"{path} is not a readable OpenI report archive",
+                            expected="NLMCXR_reports.tgz", found=f"{type(exc).__name__}: {exc}",
+                            fix="pass the archive as downloaded") from None
+    return pd.DataFrame(rows).sort_values("number", ignore_index=True)
+
+
+def gold_labels(major: pd.Series) -> pd.DataFrame:
+    """0/1 per :data:`GOLD` column from the MeSH tags (a tag matches a heading when it equals
+    it or starts with it followed by "/")."""
+    def has(tags, heads):
+        tags = [t.casefold() for t in tags]
+        return any(t == h or t.startswith(h + "/") for t in tags
+                   for h in (h.casefold() for h in heads))
+    return pd.DataFrame({c: major.map(lambda tags, hs=hs: has(tags, hs)).astype(int)
+                         for c, hs in GOLD.items()}, index=major.index)
+
+
+def _prf(gold: np.ndarray, pred: np.ndarray) -> tuple[float, float, float]:
+    tp = int((gold & pred).sum())
+    fp, fn = int((~gold & pred).sum()), int((gold & ~pred).sum())
+    p = tp / (tp + fp) if tp + fp else float("nan")
+    r = tp / (tp + fn) if tp + fn else float("nan")
+    f = 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else float("nan")
+    return p, r, f
+
+
+def evaluate(path: str | Path, *, ids: str = "odd", n_boot: int = 1000, seed: int = 0,
+             rules=None) -> pd.DataFrame:
+    """Precision / recall / F1 (bootstrap 95 % intervals over reports) per :data:`GOLD`
+    column on the ``"odd"``, ``"even"`` or ``"all"`` report ids."""
+    df = read_openi(path)
+    df = df[~df["major"].map(lambda tags: any(t.casefold() == "no indexing" for t in tags))]
+    if ids != "all":
+        df = df[df["number"] % 2 == (1 if ids == "odd" else 0)]
+    df = df.reset_index(drop=True)
+    pred = label_reports(df["sections"], vocabulary="canonical", rules=rules)
+    gold = gold_labels(df["major"])
+    rng = np.random.default_rng(seed)
+    boot = rng.integers(0, len(df), size=(n_boot, len(df)))
+    rows = []
+    for col in GOLD:
+        g = gold[col].to_numpy(bool)
+        p = pred[col].isin([1.0, -1.0]).to_numpy(bool)
+        prec, rec, f1 = _prf(g, p)
+        stats = np.array([_prf(g[b], p[b]) for b in boot]).reshape(len(boot), 3)
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # no positives in a resample
+            lo = np.nanpercentile(stats, 2.5, axis=0) if len(boot) else np.full(3, np.nan)
+            hi = np.nanpercentile(stats, 97.5, axis=0) if len(boot) else np.full(3, np.nan)
+        rows.append({"label": col, "gold": "; ".join(GOLD[col]), "positives": int(g.sum()),
+                     "predicted": int(p.sum()), "precision": prec, "p_lo": lo[0], "p_hi": hi[0],
+                     "recall": rec, "r_lo": lo[1], "r_hi": hi[1], "f1": f1, "f1_lo": lo[2],
+                     "f1_hi": hi[2]})
+    return pd.DataFrame(rows)
+
+
+def errors(path: str | Path, label: str, *, ids: str = "even", rules=None) -> pd.DataFrame:
+    """The false positives and false negatives of one label (for rule development: use
+    the even ids)."""
+    df = read_openi(path)
+    df = df[~df["major"].map(lambda tags: any(t.casefold() == "no indexing" for t in tags))]
+    if ids != "all":
+        df = df[df["number"] % 2 == (1 if ids == "odd" else 0)]
+    df = df.reset_index(drop=True)
+    pred, ev = label_reports(df["sections"], vocabulary="canonical", explain=True, rules=rules)
+    g = gold_labels(df["major"])[label].astype(bool)
+    p = pred[label].isin([1.0, -1.0])
+    out = df[g != p].assign(gold=g[g != p].astype(int), pred=pred.loc[g != p, label])
+    ev = ev[ev["label"] == label].set_index("row")
+    out["sentence"] = [ev["sentence"].get(i) for i in out.index]
+    out["cue"] = [ev["cue"].get(i) for i in out.index]
+    return out

@@ -1,0 +1,294 @@
+"""Labeling rules as data: loading, checking and compiling the ``rules/*.tsv`` files.
+
+Two kinds of tab-separated file, told apart by their header row (``#`` starts a comment
+line; blank lines are skipped):
+
+``finding<TAB>kind<TAB>pattern`` -- mention rules (``finding``: one id of
+:data:`~radharmony.reports.vocabulary.FINDINGS`, or several comma-separated). ``kind`` is
+
+* ``mention``: the pattern names the finding; cues around it decide 1 / 0 / -1;
+* ``normal``: the pattern states the finding is absent ("normal heart size"): 0;
+* ``uncertain``: the pattern states the finding is borderline ("borderline heart size"): -1;
+* ``exclude``: the pattern is *not* a mention ("pericardial effusion" guards
+  ``pleural_effusion``); its text is consumed so no rule matches inside it.
+
+``kind<TAB>position<TAB>pattern`` -- cue rules. ``kind`` is ``negation`` (0), ``uncertain``
+(-1), ``pseudo`` (looks like a negation but is not: "no change in", decides 1) or
+``terminator`` (ends a cue's scope: "but", "however", "which", ";"). ``position`` says where
+the cue stands relative to the mention: ``pre``, ``post`` or ``any`` (terminators: ``any``).
+
+Patterns are Python regular expressions matched on the lower-cased text; a space matches
+any run of whitespace, and a pattern that begins (ends) with a letter, digit or group only
+matches at a word start (end). Named groups and inline flags are refused. At one position the
+longer pattern is tried first, and matches never overlap: "cannot be excluded" (uncertain)
+hides the "not" inside it, "no change in" (pseudo) hides its "no".
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+from ..errors import RadHarmonyError
+from .vocabulary import FINDINGS
+
+#: bump when the labelling algorithm changes (the rules' own hash is part of the cache key)
+LABELER_VERSION = "1.0"
+RULES_DIR = Path(__file__).with_name("rules")
+MENTION_HEADER = ("finding", "kind", "pattern")
+CUE_HEADER = ("kind", "position", "pattern")
+MENTION_KINDS = ("mention", "normal", "uncertain", "exclude")
+CUE_KINDS = ("pseudo", "uncertain", "negation", "terminator")
+POSITIONS = ("pre", "post", "any")
+_NO_BOUNDARY = set(";:,.!-/&'\" \t")
+
+
+class RuleError(RadHarmonyError, ValueError):
+    """A rule file is malformed or holds a pattern that does not compile."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One rule line: ``table`` is ``"mention"`` or ``"cue"``; ``kind`` as in the file;
+    ``target`` is the finding (mention rules) or the position (cue rules)."""
+
+    table: str
+    kind: str
+    target: str
+    pattern: str
+    file: str
+    line: int
+    regex: re.Pattern = field(repr=False, compare=False)
+
+    @property
+    def findings(self) -> tuple[str, ...]:
+        """The findings a mention rule names (its ``finding`` cell may list several, comma
+        separated: "normal cardiomediastinal silhouette" is two)."""
+        return tuple(self.target.split(","))
+
+    @property
+    def where(self) -> str:
+        """``"mentions.tsv:12"``, for explanations."""
+        return f"{Path(self.file).name}:{self.line}"
+
+
+class _Matcher:
+    """One alternation of many rules (no capturing groups: sre keeps its fast path) and the
+    lookup of which rule produced a match (cached by the matched text)."""
+
+    def __init__(self, rules: list[Rule]):
+        order = sorted(range(len(rules)), key=lambda i: -len(rules[i].pattern))
+        classes: dict[tuple[bool, bool], list[int]] = {}
+        for i in order:
+            p = rules[i].pattern
+            classes.setdefault(_edges(p), []).append(i)
+        parts, self.order = [], []
+        for (pre, post), idx in sorted(classes.items(), reverse=True):
+            body = "|".join(_translate(rules[i].pattern) for i in idx)
+            parts.append((r"(?<!\w)" if pre else "") + f"(?:{body})" + (r"(?!\w)" if post else ""))
+            self.order += idx
+        self.rules = rules
+        self.regex = re.compile("|".join(parts) if parts else r"(?!x)x")
+        self._which: dict[str, Rule] = {}
+
+    def which(self, low: str, start: int, end: int) -> Rule:
+        text = low[start:end]
+        rule = self._which.get(text)
+        if rule is None:
+            first = None
+            for i in self.order:
+                m = self.rules[i].regex.match(low, start)
+                if m is not None:
+                    first = first or self.rules[i]
+                    if m.end() == end:
+                        rule = self.rules[i]
+                        break
+            rule = rule or first
+            if len(self._which) < 100_000:
+                self._which[text] = rule
+        return rule
+
+
+class Rules:
+    """A compiled rule set. ``key`` (labeler version + a hash of every rule) names what the
+    labels depend on: use it in cache keys."""
+
+    def __init__(self, rules: Iterable[Rule]):
+        rules = list(rules)
+        self.mention_rules = [r for r in rules if r.table == "mention"]
+        self.cue_rules = [r for r in rules if r.table == "cue"]
+        self.mentions = _Matcher(self.mention_rules)
+        self.cues = _Matcher(self.cue_rules)
+        digest = hashlib.sha256()
+        for r in rules:
+            digest.update(f"{r.table}\t{r.kind}\t{r.target}\t{r.pattern}\n".encode())
+        self.fingerprint = digest.hexdigest()
+        self.key = f"report-labels-{LABELER_VERSION}-{self.fingerprint[:16]}"
+
+    def __len__(self) -> int:
+        return len(self.mention_rules) + len(self.cue_rules)
+
+    def __repr__(self) -> str:
+        return (f"Rules({len(self.mention_rules)} mention rules, {len(self.cue_rules)} cue "
+                f"rules, key={self.key!r})")
+
+
+def _edges(pattern: str) -> tuple[bool, bool]:
+    """Whether the pattern gets a word boundary at its start and at its end: not where it
+    begins or ends with punctuation, literal or escaped (``;``, ``\\?``)."""
+    pre = pattern[0] not in _NO_BOUNDARY and not (
+        pattern[0] == "\\" and len(pattern) > 1 and not pattern[1].isalnum())
+    tail = pattern[:-1] if pattern[-1] == "?" and len(pattern) > 2 and pattern[-3] == "\\" \
+        else pattern  # "vs\\.?": judge by the escaped character
+    post = tail[-1] not in _NO_BOUNDARY and not (
+        len(tail) > 1 and tail[-2] == "\\" and not tail[-1].isalnum())
+    return pre, post
+
+
+def _translate(pattern: str) -> str:
+    """Lower-case literal letters (escapes kept) and let a space match any whitespace
+    (``" ?"``: optional whitespace)."""
+    out, i, in_class = [], 0, False
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\" and i + 1 < len(pattern):
+            out.append(pattern[i:i + 2])
+            i += 2
+            continue
+        if c == "[":
+            in_class = True
+        elif c == "]":
+            in_class = False
+        if c == " " and not in_class:
+            optional = pattern[i + 1:i + 2] in ("?", "*")
+            out.append(r"\s*" if optional else r"\s+")
+            i += 2 if optional else 1
+            continue
+        out.append(c.lower())
+        i += 1
+    return "".join(out)
+
+
+def _compile_one(pattern: str, where: str) -> re.Pattern:
+    if re.search(r"\(\?P?<[A-Za-z_]|\(\?[aiLmsux-]+[:)]", pattern):
+        raise RuleError(f"{where}: pattern {pattern!r} uses a named group or inline flags",
+                        expected="a plain regular expression (groups as (?:...))",
+                        found=pattern, fix="rewrite the group as (?:...) and drop the flags")
+    body = _translate(pattern)
+    pre, post = _edges(pattern)
+    try:
+        rx = re.compile((r"(?<!\w)" if pre else "") + f"(?:{body})" + (r"(?!\w)" if post else ""))
+    except re.error as exc:
+        raise RuleError(f"{where}: pattern {pattern!r} is not a valid regular expression",
+                        expected="a Python regular expression", found=str(exc),
+                        fix="correct the pattern (escape literal brackets as \\( \\[)") from None
+    if rx.fullmatch("") or re.compile(body).fullmatch(""):
+        raise RuleError(f"{where}: pattern {pattern!r} matches the empty string",
+                        expected="a pattern that needs at least one character",
+                        found=pattern, fix="remove the optional-everything quantifiers")
+    return rx
+
+
+def read_rule_file(path: str | Path) -> list[Rule]:
+    """The rules of one ``.tsv`` file (mention or cue table, told by its header)."""
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RuleError(f"Cannot read the rule file {path}", expected="a UTF-8 text file",
+                        found=f"{type(exc).__name__}: {exc}",
+                        fix="pass an existing .tsv rule file") from None
+    rules: list[Rule] = []
+    header = None
+    for n, line in enumerate(lines, 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        cells = line.rstrip("\r\n").split("\t")
+        where = f"{path}, line {n}"
+        if header is None:
+            header = tuple(c.strip() for c in cells)
+            if header not in (MENTION_HEADER, CUE_HEADER):
+                raise RuleError(f"{where}: unknown header {line!r}",
+                                expected="'finding<TAB>kind<TAB>pattern' (mention rules) or "
+                                "'kind<TAB>position<TAB>pattern' (cue rules)",
+                                found=repr(line), fix="start the file with one of the two")
+            continue
+        if len(cells) != 3 or not cells[2]:
+            raise RuleError(f"{where}: expected 3 tab-separated cells",
+                            expected="\t".join(header), found=repr(line),
+                            fix="separate the cells with one tab each")
+        a, b, pattern = cells[0].strip(), cells[1].strip(), cells[2].strip()
+        if header == MENTION_HEADER:
+            a = ",".join(f.strip() for f in a.split(","))
+            bad = [f for f in a.split(",") if f not in FINDINGS]
+            if bad:
+                raise RuleError(f"{where}: unknown finding {bad[0]!r}",
+                                expected=f"one of {FINDINGS} (several: comma separated)",
+                                found=repr(a), fix="use a listed finding id")
+            if b not in MENTION_KINDS:
+                raise RuleError(f"{where}: unknown kind {b!r}", expected=f"one of {MENTION_KINDS}",
+                                found=repr(b), fix="use a listed kind")
+            rules.append(Rule("mention", b, a, pattern, str(path), n, _compile_one(pattern, where)))
+        else:
+            if a not in CUE_KINDS:
+                raise RuleError(f"{where}: unknown cue kind {a!r}", expected=f"one of {CUE_KINDS}",
+                                found=repr(a), fix="use a listed kind")
+            if b not in POSITIONS:
+                raise RuleError(f"{where}: unknown position {b!r}", expected=f"one of {POSITIONS}",
+                                found=repr(b), fix="use pre, post or any")
+            rules.append(Rule("cue", a, b, pattern, str(path), n, _compile_one(pattern, where)))
+    return rules
+
+
+def _files(source: str | Path) -> list[Path]:
+    source = Path(source)
+    if source.is_dir():
+        return sorted(source.glob("*.tsv"))
+    if not source.is_file():
+        raise RuleError(f"No rule file or folder at {source}", expected="a .tsv rule file or "
+                        "a folder of them", found="nothing there", fix="check the path")
+    return [source]
+
+
+def load_rules(*sources: str | Path, builtin: bool = True) -> Rules:
+    """The built-in rules plus those in ``sources`` (``.tsv`` files or folders of them).
+
+    >>> load_rules().key.startswith("report-labels-")
+    True
+    """
+    rules: list[Rule] = list(_builtin_rules()) if builtin else []
+    for source in sources:
+        for path in _files(source):
+            rules += read_rule_file(path)
+    return Rules(rules)
+
+
+@functools.lru_cache(maxsize=1)
+def _builtin_rules() -> tuple[Rule, ...]:
+    return tuple(r for p in sorted(RULES_DIR.glob("*.tsv")) for r in read_rule_file(p))
+
+
+@functools.lru_cache(maxsize=1)
+def builtin_rules() -> Rules:
+    """The shipped rule set, compiled once."""
+    return Rules(_builtin_rules())
+
+
+def resolve_rules(rules) -> Rules:
+    """``rules=`` of :func:`label_reports`: None (built-in), a :class:`Rules`, or a path /
+    list of paths to add to the built-in rules."""
+    if rules is None:
+        return builtin_rules()
+    if isinstance(rules, Rules):
+        return rules
+    if isinstance(rules, (str, Path)):
+        return load_rules(rules)
+    if isinstance(rules, (list, tuple)) and all(isinstance(r, (str, Path)) for r in rules):
+        return load_rules(*rules)
+    raise RuleError("rules= has the wrong type", expected="None, a Rules object (load_rules), "
+                    "or a .tsv path / list of paths", found=type(rules).__name__,
+                    fix="pass load_rules('my_rules.tsv') or the path itself")

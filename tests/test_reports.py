@@ -1,0 +1,226 @@
+"""Report labeler: hand-written snippets pin negation, scope, uncertainty, sections and
+aggregation; the OpenI test pins F1 on the held-out (odd) report ids."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from radharmony.reports import (FINDINGS, LABELER_VERSION, ReportInputError, RuleError, columns,
+                                label_reports, labeler_key, load_rules, section_spans,
+                                split_sections)
+
+CHEXPERT_14 = ["No Finding", "Enlarged Cardiomediastinum", "Cardiomegaly", "Lung Lesion",
+               "Lung Opacity", "Edema", "Consolidation", "Pneumonia", "Atelectasis",
+               "Pneumothorax", "Pleural Effusion", "Pleural Other", "Fracture",
+               "Support Devices"]
+
+
+def one(text, col, **kw):
+    v = label_reports([text], **kw)[col].iloc[0]
+    return None if math.isnan(v) else float(v)
+
+
+@pytest.mark.parametrize("text, col, value", [
+    # negation
+    ("No pneumothorax.", "Pneumothorax", 0.0),
+    ("The lungs are clear of effusion.", "Pleural Effusion", 0.0),
+    ("Lungs are free of consolidation.", "Consolidation", 0.0),
+    ("Negative for pneumothorax or pleural effusion.", "Pleural Effusion", 0.0),
+    ("No focal consolidation, pleural effusion, or pneumothorax.", "Pneumothorax", 0.0),
+    ("Pneumothorax is not seen.", "Pneumothorax", 0.0),
+    ("The heart is not enlarged.", "Cardiomegaly", 0.0),
+    ("Heart size is normal.", "Cardiomegaly", 0.0),
+    ("There is no focal air space opacity to suggest a pneumonia.", "Pneumonia", 0.0),
+    ("There is no focal air space opacity to suggest a pneumonia.", "Lung Opacity", 0.0),
+    # positive and pseudo-negation
+    ("Mild cardiomegaly.", "Cardiomegaly", 1.0),
+    ("Small left pleural effusion.", "Pleural Effusion", 1.0),
+    ("No change in the effusion.", "Pleural Effusion", 1.0),
+    ("No significant interval change in the left effusion.", "Pleural Effusion", 1.0),
+    # scope
+    ("No effusion but there is consolidation.", "Consolidation", 1.0),
+    ("No effusion but there is consolidation.", "Pleural Effusion", 0.0),
+    ("No pneumothorax; small effusion.", "Pleural Effusion", 1.0),
+    ("No acute disease other than cardiomegaly.", "Cardiomegaly", 1.0),
+    ("Opacity which may represent pneumonia.", "Lung Opacity", 1.0),
+    # uncertainty
+    ("Pneumonia cannot be excluded.", "Pneumonia", -1.0),
+    ("Opacity may represent atelectasis.", "Atelectasis", -1.0),
+    ("Atelectasis versus pneumonia.", "Atelectasis", -1.0),
+    ("Atelectasis versus pneumonia.", "Pneumonia", -1.0),
+    ("Opacity concerning for pneumonia.", "Pneumonia", -1.0),
+    ("Findings suggestive of pulmonary edema.", "Edema", -1.0),
+    ("Question of a small pneumothorax.", "Pneumothorax", -1.0),
+    ("Possible small effusion.", "Pleural Effusion", -1.0),
+    # exclusions
+    ("Small pericardial effusion.", "Pleural Effusion", None),
+    ("Subcutaneous emphysema in the neck.", "Pneumothorax", None),
+])
+def test_snippets(text, col, value):
+    assert one(text, col) == value
+
+
+def test_aggregation_positive_beats_uncertain_beats_negative():
+    texts = ["No effusion. Possible effusion. Large effusion.",
+             "No effusion. Possible effusion.", "No effusion.", "Clear lungs."]
+    assert label_reports(texts)["Pleural Effusion"].tolist()[:3] == [1.0, -1.0, 0.0]
+    assert math.isnan(label_reports(texts)["Pleural Effusion"].iloc[3])
+
+
+def test_no_finding():
+    df = label_reports(["No pneumothorax. Normal heart size.",
+                        "Endotracheal tube in place. No pneumothorax.",
+                        "Possible pneumonia.", "Cardiomegaly."])
+    assert df["No Finding"].iloc[0] == 1.0
+    assert df["No Finding"].iloc[1] == 1.0  # support devices do not count
+    assert df["No Finding"].iloc[[2, 3]].isna().all()  # CheXpert never writes 0
+    canon = label_reports(["Cardiomegaly.", "Clear."], vocabulary="canonical")
+    assert canon["no_finding"].tolist() == [0.0, 1.0]
+
+
+def test_sections_indication_never_labels():
+    text = "INDICATION:\nrule out pneumonia, evaluate for pneumothorax\n\nCOMPARISON:\nNone."
+    df = label_reports([text, "INDICATION:\nPneumonia.\n\nFINDINGS:\nNo effusion."])
+    assert df.iloc[0].isna().all()
+    assert math.isnan(df["Pneumonia"].iloc[1]) and df["Pleural Effusion"].iloc[1] == 0.0
+
+
+def test_mimic_headers_and_plain_text():
+    mimic = ("                                 FINAL REPORT\n EXAMINATION:  CHEST (PA AND LAT)\n"
+             " \n INDICATION:  ___F with cough, r/o pneumonia\n \n COMPARISON:  ___\n \n"
+             " FINDINGS: \n \n No pleural effusion or\n pneumothorax.\n \n IMPRESSION: \n \n"
+             " Cardiomegaly.\n")
+    df = label_reports([mimic, "Cardiomegaly. No pneumothorax."])
+    assert df["Pneumothorax"].tolist() == [0.0, 0.0]
+    assert df["Cardiomegaly"].tolist() == [1.0, 1.0]
+    assert math.isnan(df["Pneumonia"].iloc[0])
+    assert [s[0] for s in section_spans(mimic)] == ["preamble", "examination", "indication",
+                                                    "comparison", "findings", "impression"]
+
+
+def test_openi_mapping_sections():
+    sections = {"COMPARISON": None, "INDICATION": "Pneumonia?", "FINDINGS": None,
+                "IMPRESSION": "No pneumothorax."}
+    df = label_reports([sections])
+    assert df["Pneumothorax"].iloc[0] == 0.0 and math.isnan(df["Pneumonia"].iloc[0])
+    assert split_sections(sections) == {"indication": "Pneumonia?",
+                                        "impression": "No pneumothorax."}
+
+
+@pytest.mark.parametrize("value", [None, "", "   ", float("nan"), pd.NA,
+                                   "INDICATION:\nrule out pneumonia",
+                                   {"INDICATION": "cough"}])
+def test_empty_gives_all_nan(value):
+    df = label_reports(pd.Series([value], dtype=object))
+    assert df.shape == (1, 14) and df.iloc[0].isna().all()
+
+
+def test_non_text_names_position():
+    with pytest.raises(ReportInputError, match=r"position 2 \(index 'c'\).*int"):
+        label_reports(pd.Series(["No effusion.", None, 5], index=["a", "b", "c"]))
+    with pytest.raises(ReportInputError, match="DataFrame"):
+        label_reports(pd.DataFrame({"report": ["x"]}))
+
+
+def test_columns_and_index():
+    s = pd.Series(["No effusion.", "Cardiomegaly."], index=[10, 20])
+    df = label_reports(s)
+    assert list(df.columns) == CHEXPERT_14 and list(df.index) == [10, 20]
+    assert df.dtypes.eq(np.float32).all()
+    canon = label_reports(s, vocabulary="canonical")
+    assert list(canon.columns) == ["no_finding", *FINDINGS] == list(columns("canonical"))
+    with pytest.raises(Exception, match="vocabulary"):
+        label_reports(s, vocabulary="nih")
+
+
+def test_canonical_hierarchy():
+    df = label_reports(["Right rib fracture. Calcified nodule.", "No rib fracture."],
+                       vocabulary="canonical")
+    assert df.loc[0, ["rib_fracture", "fracture", "nodule", "granuloma", "lung_lesion"]
+                  ].tolist() == [1.0, 1.0, 1.0, 1.0, 1.0]
+    assert df.loc[1, "rib_fracture"] == 0.0 and math.isnan(df.loc[1, "fracture"])
+    chex = label_reports(["No rib fracture."])
+    assert chex["Fracture"].iloc[0] == 0.0  # CheXpert: a rib fracture mention is a fracture
+
+
+def test_explain():
+    text = "FINDINGS:\nNo pneumothorax. Pneumonia cannot be excluded."
+    labels, ev = label_reports([text], explain=True)
+    row = ev.set_index("label").loc["Pneumonia"]
+    assert row["value"] == -1.0 and row["cue"] == "cannot be excluded"
+    assert row["cue_kind"] == "uncertain" and row["mention"] == "Pneumonia"
+    assert row["sentence"] == "Pneumonia cannot be excluded."
+    assert text[row["mention_start"]:row["mention_end"]] == "Pneumonia"
+    assert text[row["cue_start"]:row["cue_end"]] == "cannot be excluded"
+    assert row["mention_rule"].startswith("mentions.tsv:")
+    ptx = ev.set_index("label").loc["Pneumothorax"]
+    assert ptx["cue"] == "No" and ptx["cue_kind"] == "negation"
+    assert set(ev["label"]) == {"Pneumonia", "Pneumothorax"}  # No Finding NaN: no row
+
+
+def test_user_rules(tmp_path):
+    f = tmp_path / "mine.tsv"
+    f.write_text("finding\tkind\tpattern\nnodule\tmention\tspot\n")
+    assert one("A spot in the left lung.", "Lung Lesion", rules=f) == 1.0
+    assert one("A spot in the left lung.", "Lung Lesion") is None
+    assert labeler_key(f) != labeler_key()
+    assert labeler_key().startswith(f"report-labels-{LABELER_VERSION}-")
+    cues = tmp_path / "cues.tsv"
+    cues.write_text("kind\tposition\tpattern\nnegation\tpre\tnary a\n")
+    assert one("Nary a nodule.", "Lung Lesion", rules=[f, cues]) == 0.0
+
+
+@pytest.mark.parametrize("body, match", [
+    ("finding\tkind\tpattern\nnodule\tmention\tspot(\n", r"line 2.*'spot\('"),
+    ("finding\tkind\tpattern\n# c\nnodules\tmention\tspot\n", r"line 3.*unknown finding"),
+    ("finding\tkind\tpattern\nnodule\tmention\tx?\n", r"line 2.*empty string"),
+    ("finding\tkind\tpattern\nnodule\tmention\t(?P<a>x)\n", r"line 2.*named group"),
+    ("kind\tposition\tpattern\nnegation\tbefore\tnope\n", r"line 2.*position"),
+    ("foo\tbar\n", r"line 1.*header"),
+])
+def test_bad_rule_file_names_file_line_pattern(tmp_path, body, match):
+    f = tmp_path / "bad.tsv"
+    f.write_text(body)
+    with pytest.raises(RuleError, match=match) as err:
+        load_rules(f)
+    assert "bad.tsv" in str(err.value)
+
+
+def test_openi_odd_ids_f1():
+    from radharmony.reports.evaluate_openi import PRIMARY, evaluate
+    from tests.txv_data import txv_file
+
+    table = evaluate(txv_file("NLMCXR_reports.tgz"), ids="odd", n_boot=0).set_index("label")
+    f1 = table.loc[list(PRIMARY), "f1"]
+    # measured (docs/report_labels.md); the nodule floor is below the 0.90 goal
+    floors = {"cardiomegaly": 0.92, "pleural_effusion": 0.90, "pneumothorax": 0.90,
+              "lung_opacity": 0.95, "nodule": 0.80}
+    for label, floor in floors.items():
+        assert f1[label] >= floor, (label, f1[label])
+
+
+def test_cli_label_reports(tmp_path):
+    import argparse
+
+    import pyarrow.parquet as pq
+
+    from radharmony.fake.rexgradient import write_rexgradient
+    from radharmony.reports import cli
+
+    root = write_rexgradient(tmp_path / "rex", images=False, studies={"train": 12})
+    parser = argparse.ArgumentParser()
+    cli.add_parser(parser.add_subparsers(dest="command"))
+    out = tmp_path / "labels.parquet"
+    args = parser.parse_args(["label-reports", "rexgradient_train", "--root", str(root),
+                              "-o", str(out), "--explain"])
+    assert args.func(args) == 0
+    table = pq.read_table(out)
+    assert b"radharmony.report_labels" in table.schema.metadata
+    df = table.to_pandas()
+    assert {"patient_id", "study_id", "image_path", "Cardiomegaly"} <= set(df.columns)
+    ev = pd.read_parquet(tmp_path / "labels.explain.parquet")
+    assert {"sentence", "mention", "cue"} <= set(ev.columns)
