@@ -433,3 +433,32 @@ def test_cli_probe_from_saved_embeddings(blob, tmp_path, capsys):
     auroc = table[(table["label"] == "Effusion") & (table["metric"] == "auroc")]["value"]
     assert auroc.iloc[0] > 0.9
     assert "Effusion" in capsys.readouterr().out
+
+
+def test_docs_examples_run(monkeypatch, tmp_path):
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "evaluate.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert len(blocks) == 4
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("tempfile.mkdtemp", lambda: str(tmp_path))
+    ns: dict = {}
+    for code in blocks:
+        exec(compile(code, "docs/evaluate.md", "exec"), ns)
+    assert ns["res"].metrics["label"].iloc[-1] == "macro"
+    assert (tmp_path / "roc.png").is_file() and (tmp_path / "label_efficiency.png").is_file()
+    assert ns["scores"]["clinical_f1_micro"] < ns["scores"]["bleu1"]
+
+
+def test_cli_probe_with_an_encoder_function(blob, tmp_path, capsys):
+    _, ds, _ = blob
+    code = run(_parse(["evaluate", "probe", "nih_cxr14", "--root", str(ds.base_image_dir),
+                       "--encoder", "test_evaluate:SmallCNN", "--knn", "5", "--folds", "3",
+                       "--bootstrap", "0", "--json", "-q"]))
+    assert code == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {r["label"] for r in rows} >= {"Effusion", "macro"}
+    assert run(_parse(["evaluate", "probe", "nih_cxr14", "--root", str(ds.base_image_dir),
+                       "--encoder", "nocolon"])) == 2
