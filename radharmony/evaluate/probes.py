@@ -140,7 +140,7 @@ def _knn(x_tr, y_tr, x_te, *, k):
     return _knn_scores(x_te, x_tr, y_tr, k), _knn_scores(x_tr, x_tr, y_tr, k, exclude_self=True)
 
 
-# -- results ----------------------------------------------------------------------------------------
+# -- results ------------------------------------------------------------------------------------
 @dataclass
 class ProbeResult:
     """What a probe measured.
@@ -179,7 +179,7 @@ class ProbeResult:
         return plot_roc(self, **kwargs)
 
     def plot_label_efficiency(self, **kwargs):
-        """Metric against ``n_train`` (see :func:`radharmony.evaluate.plots.plot_label_efficiency`)."""
+        """Metric against ``n_train`` (see :func:`~radharmony.evaluate.plot_label_efficiency`)."""
         from .plots import plot_label_efficiency
 
         return plot_label_efficiency(self, **kwargs)
