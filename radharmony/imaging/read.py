@@ -197,14 +197,14 @@ def check_header(path: Path, kind: str, head: bytes) -> tuple[int, int, int]:
     if h * w * frames > MAX_PIXELS:
         raise ImageReadError(f"Image file {path} declares {w} x {h} pixels x {frames} frame(s)",
                              expected=f"at most {MAX_PIXELS:,} pixels (the decompression-bomb "
-                             "guard radharmony.imaging.MAX_PIXELS)",
+                             "guard radharmony.imaging.read.MAX_PIXELS)",
                              found=f"{h * w * frames:,} pixels",
-                             fix="if the image is genuine, raise radharmony.imaging.MAX_PIXELS; "
+                             fix="if the image is genuine, raise radharmony.imaging.read.MAX_PIXELS; "
                                  "otherwise remove the file")
     if min(h, w) < MIN_SIDE:
         raise ImageReadError(f"Image file {path} is {w} x {h} pixels",
                              expected=f"at least {MIN_SIDE} pixels on each side "
-                             "(radharmony.imaging.MIN_SIDE)", found=f"{w} x {h}",
+                             "(radharmony.imaging.read.MIN_SIDE)", found=f"{w} x {h}",
                              fix="remove the placeholder image or its metadata row")
     return h, w, frames
 
