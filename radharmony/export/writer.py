@@ -243,7 +243,7 @@ def to_webdataset(ds, out_dir: str | os.PathLike, *, shard_size: int = 1000,
 
     Example:
         >>> from radharmony.export import to_webdataset  # doctest: +SKIP
-        >>> manifest = to_webdataset(ds, "export/", shard_size=1000, num_workers=8)  # doctest: +SKIP
+        >>> manifest = to_webdataset(ds, "export/", num_workers=8)  # doctest: +SKIP
         >>> manifest["num_samples"], manifest["shards"][0]["name"]  # doctest: +SKIP
         (979, 'xraydar_multimodal-000000.tar')
     """
