@@ -24,7 +24,7 @@ from radharmony.errors import RadHarmonyError  # noqa: E402
 from radharmony.evaluate import (CHEXPERT_14, Embeddings, embed, knn_probe, linear_probe,
                                  report_metrics, targets)
 from radharmony.evaluate import embeddings as embeddings_module  # noqa: E402
-from radharmony.evaluate.cli import add_parser, run  # noqa: E402
+from radharmony.cli.evaluate import add_parser, run  # noqa: E402
 from radharmony.evaluate.metrics import PatientBootstrap, weighted_panel  # noqa: E402
 from radharmony.evaluate.reports import sentence_bleu, tokens  # noqa: E402
 from radharmony.fake.images import synthetic_cxr, write_png  # noqa: E402

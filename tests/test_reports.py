@@ -209,7 +209,7 @@ def test_cli_label_reports(tmp_path):
     import pyarrow.parquet as pq
 
     from radharmony.fake.rexgradient import write_rexgradient
-    from radharmony.reports import cli
+    from radharmony.cli import label_reports as cli
 
     root = write_rexgradient(tmp_path / "rex", images=False, studies={"train": 12})
     parser = argparse.ArgumentParser()

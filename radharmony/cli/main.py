@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from . import commands as c
+from . import evaluate, export, label_reports
 from .output import EXIT_PROBLEMS, EXIT_USAGE, UsageError, note
 from ..errors import RadHarmonyError, RegistryError
 from ..version import __version__
@@ -111,6 +112,10 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Run the demo (radharmony.demo); further arguments are "
                        "passed to it.")
     p.set_defaults(func=c.cmd_demo)
+
+    label_reports.add_parser(sub, parents=[common])
+    export.add_parser(sub, parents=[common])
+    evaluate.add_parser(sub)
     return parser
 
 

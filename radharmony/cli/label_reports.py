@@ -18,8 +18,8 @@ from pathlib import Path
 
 from ..errors import RadHarmonyError
 from ..registry import get_harmonizer_class
-from .labeler import label_reports
-from .rules import resolve_rules
+from ..reports.labeler import label_reports
+from ..reports.rules import resolve_rules
 
 ID_COLUMNS = ("sample_id", "patient_id", "study_id", "image_path")
 

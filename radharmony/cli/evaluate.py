@@ -133,7 +133,7 @@ def read_jsonl(path: Path, *, text_key=None, id_key=None) -> tuple[list, list[st
 
 
 def _reports(args) -> int:
-    from .reports import report_metrics
+    from ..evaluate.reports import report_metrics
 
     h_ids, hyp = read_jsonl(args.hyp, text_key=args.text_key, id_key=args.id_key)
     r_ids, ref = read_jsonl(args.ref, text_key=args.text_key, id_key=args.id_key)
@@ -174,8 +174,8 @@ def _load_encoder(spec: str):
 
 def _probe(args) -> int:
     from ..registry import get_dataset_class
-    from .embeddings import Embeddings, embed
-    from .probes import knn_probe, linear_probe
+    from ..evaluate.embeddings import Embeddings, embed
+    from ..evaluate.probes import knn_probe, linear_probe
 
     if (args.test_key is None) != (args.test_root is None):
         raise _Usage("--test-key and --test-root go together")

@@ -1,0 +1,17 @@
+"""Export a dataset to sharded WebDataset tar files and read it back on many ranks.
+
+* :func:`to_webdataset` writes ``<prefix>-000000.tar`` ... and ``manifest.json``;
+* :func:`decode_sample` turns a sample read by ``webdataset`` back into exactly ``ds[i]``;
+* :func:`rank_shards` and :class:`ShardedWebDataset` give every rank and DataLoader worker
+  the same number of samples per epoch, shuffled from ``(seed, epoch)``, resumable.
+
+Writing needs only the standard library; reading needs ``pip install radharmony[webdataset]``.
+See ``docs/export.md``.
+"""
+
+from .codec import ExportError, decode_sample
+from .shards import Segment, ShardedWebDataset, ShardPlan, local_urls, rank_shards
+from .writer import read_manifest, to_webdataset
+
+__all__ = ["ExportError", "Segment", "ShardPlan", "ShardedWebDataset", "decode_sample",
+           "local_urls", "rank_shards", "read_manifest", "to_webdataset"]
