@@ -160,18 +160,13 @@ def _boxes(sample: dict) -> torch.Tensor | None:
 def _clip_boxes(boxes: torch.Tensor, width: int, height: int) -> tuple[torch.Tensor,
                                                                        torch.Tensor]:
     """Boxes clipped to the image and the mask of those with area left inside it."""
-    lim = torch.tensor([width, height, width, height], dtype=boxes.dtype)
-    clipped = torch.minimum(boxes.clamp(min=0), lim)
+    clipped = torch.stack([boxes[:, 0].clamp(0, width), boxes[:, 1].clamp(0, height),
+                           boxes[:, 2].clamp(0, width), boxes[:, 3].clamp(0, height)], 1)
     keep = (clipped[:, 2] > clipped[:, 0]) & (clipped[:, 3] > clipped[:, 1])
     return clipped, keep
 
 
 # -- the warp ----------------------------------------------------------------------------------
-def _mul(a, b):
-    """3 x 3 product of nested lists (plain floats: far cheaper than tiny tensors)."""
-    return [[sum(a[i][k] * b[k][j] for k in range(3)) for j in range(3)] for i in range(3)]
-
-
 def _inv_affine(m):
     """Inverse of an affine 3 x 3 (last row 0, 0, 1) as nested lists."""
     (a, b, c), (d, e, f) = m[0], m[1]
@@ -184,14 +179,16 @@ def _inv_affine(m):
 
 
 def _matrix(*, width, height, angle=0.0, scale=1.0, shear=(0.0, 0.0), translate=(0.0, 0.0)):
+    """``T(c + translate) @ R(angle) @ Shear @ scale @ T(-c)`` as nested lists (closed form)."""
     cx, cy = width / 2.0, height / 2.0
     a = math.radians(angle)
-    rot = [[math.cos(a), math.sin(a), 0.0], [-math.sin(a), math.cos(a), 0.0], [0.0, 0.0, 1.0]]
-    sh = [[1.0, math.tan(math.radians(shear[0])), 0.0],
-          [math.tan(math.radians(shear[1])), 1.0, 0.0], [0.0, 0.0, 1.0]]
-    zoom = [[scale, 0.0, -scale * cx], [0.0, scale, -scale * cy], [0.0, 0.0, 1.0]]  # S @ T(-c)
-    back = [[1.0, 0.0, cx + translate[0]], [0.0, 1.0, cy + translate[1]], [0.0, 0.0, 1.0]]
-    return _mul(_mul(back, rot), _mul(sh, zoom))
+    cos, sin = math.cos(a), math.sin(a)
+    kx, ky = math.tan(math.radians(shear[0])), math.tan(math.radians(shear[1]))
+    # R = [[cos, sin], [-sin, cos]] (y points down); Sh = [[1, kx], [ky, 1]]
+    m00, m01 = scale * (cos + sin * ky), scale * (cos * kx + sin)
+    m10, m11 = scale * (-sin + cos * ky), scale * (-sin * kx + cos)
+    return [[m00, m01, cx + translate[0] - m00 * cx - m01 * cy],
+            [m10, m11, cy + translate[1] - m10 * cx - m11 * cy], [0.0, 0.0, 1.0]]
 
 
 def affine_matrix(*, width: int, height: int, angle: float = 0.0, scale: float = 1.0,
@@ -280,15 +277,12 @@ def _sample(img: torch.Tensor, x: torch.Tensor, grid: torch.Tensor, mode: str,
     return out.reshape(img.shape)
 
 
-def _map_boxes(boxes: torch.Tensor, matrix: torch.Tensor) -> torch.Tensor:
-    """The envelope of each box's four mapped corners."""
-    x0, y0, x1, y1 = boxes.to(torch.float64).unbind(-1)
-    xs = torch.stack([x0, x1, x0, x1], -1)
-    ys = torch.stack([y0, y0, y1, y1], -1)
-    m = _as_lists(matrix)
-    mx = m[0][0] * xs + m[0][1] * ys + m[0][2]
-    my = m[1][0] * xs + m[1][1] * ys + m[1][2]
-    return torch.stack([mx.amin(-1), my.amin(-1), mx.amax(-1), my.amax(-1)], -1)
+def _map_boxes(boxes: torch.Tensor, matrix) -> torch.Tensor:
+    """The envelope of each box's four mapped corners (float64)."""
+    m = torch.tensor(_as_lists(matrix), dtype=torch.float64)
+    corners = boxes.to(torch.float64)[:, [0, 1, 2, 1, 0, 3, 2, 3]].view(-1, 4, 2)
+    mapped = corners @ m[:2, :2].T + m[:2, 2]
+    return torch.cat([mapped.amin(1), mapped.amax(1)], 1)
 
 
 # -- the augmentations -------------------------------------------------------------------------
