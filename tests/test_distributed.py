@@ -8,6 +8,7 @@ import threading
 import time
 import warnings
 
+import cv2
 import numpy as np
 import pytest
 import torch
@@ -46,6 +47,10 @@ def _ids(loader) -> list[str]:
 
 
 def _rank(rank: int, world: int, port: int, split, out: str) -> None:
+    # as in DataLoader workers: thread pools the parent used do not survive a fork (without
+    # this a forked rank hangs once the parent ran parallel torch or OpenCV ops)
+    torch.set_num_threads(1)
+    cv2.setNumThreads(0)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=world)
     try:
