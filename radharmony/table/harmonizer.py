@@ -18,6 +18,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import os
+import sys
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -185,7 +186,9 @@ class BaseHarmonizer:
                 self._df = self._harmonize_inputs(inputs)
             else:
                 owner = {"class": f"{type(self).__module__}.{type(self).__qualname__}",
-                         "arguments": self.arguments(), "key": self.spec.key}
+                         "arguments": self.arguments(), "key": self.spec.key,
+                         "module_file": getattr(sys.modules.get(type(self).__module__),
+                                                "__file__", None)}  # its code keys the table
                 self._df = TableCache(cache_dir).get(owner, inputs.identity(),
                                                      lambda: self._harmonize_inputs(inputs))
         # pandas >= 3 copies on write: a shallow copy already protects self._df (and is free)
