@@ -174,9 +174,10 @@ class BaseHarmonizer:
 
         With ``cache_dir`` the validated table is kept in ``<cache_dir>/tables/`` (zstd Arrow
         IPC, no pickle), keyed by this class and its :meth:`arguments`, the identity of every
-        input :meth:`inputs` declares and the radharmony version; a later call with unchanged
-        inputs reads it back instead of parsing the metadata again. Datasets pass their
-        ``cache_dir``.
+        input :meth:`inputs` declares, the radharmony version and a digest of the table code
+        (:data:`radharmony.table.store.TABLE_SOURCES` and this class's module); a later call
+        with unchanged inputs reads it back instead of parsing the metadata again. Datasets
+        pass their ``cache_dir``.
         """
         if self._df is None:
             path = self.resolve_metadata_path()
