@@ -92,6 +92,11 @@ class RowsDroppedWarning(UserWarning):
     """Rows were dropped or merged (duplicate image references, absent image files)."""
 
 
+class SharedImageWarning(UserWarning):
+    """One image file is reachable from rows of different patients (a hard link or a
+    symlink inside the dataset), which would let an image cross a patient split."""
+
+
 class ColourImageWarning(UserWarning):
     """A colour image was converted to grayscale (its channels differed)."""
 

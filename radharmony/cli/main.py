@@ -144,6 +144,13 @@ def main(argv: list[str] | None = None) -> int:
         error = exc
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # a bug or an unguarded fault: --json still prints JSON
+        if not args.json:
+            raise
+        import traceback
+
+        traceback.print_exc()
+        code, error = EXIT_PROBLEMS, exc
     if args.json:
         print(json.dumps({"ok": False, "error": _error_payload(error)}, indent=2))
     note(f"radharmony {args.command}: {error}")

@@ -80,6 +80,10 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
             image's path and replaces the built-in pipeline.
         cache_dir: where preprocessed images are cached (built-in pipeline only); None
             disables caching.
+        cache_key: how cache entries are keyed: ``"identity"`` (default: the file's resolved
+            path, size, modification and change time, inode -- one ``stat``) or ``"content"``
+            (a hash of the file's bytes: survives anything that keeps size and timestamps,
+            shared by copies at other paths, costs a full read of the file per key).
         dtype: dtype of ``img``.
         harmonized_df, harmonizer_path, harmonizer: where the table comes from, in that order
             of precedence; when all are None the dataset's harmonizer runs.
@@ -109,7 +113,8 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
                  harmonizer: BaseHarmonizer | None = None,
                  harmonizer_path: str | os.PathLike | None = None, on_missing: str = "raise",
                  spec: DatasetSpec | None = None,
-                 image_roots: Mapping[str, str | os.PathLike] | None = None):
+                 image_roots: Mapping[str, str | os.PathLike] | None = None,
+                 cache_key: str = "identity"):
         self.spec = spec if spec is not None else type(self).spec
         if base_image_dir is None and not (self.spec.root_col and image_roots):
             raise RadHarmonyError(f"{type(self).__name__} needs base_image_dir",
@@ -132,7 +137,7 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
         self.cache_dir = None if cache_dir is None else Path(cache_dir)
         self.image_cache = None
         if self.cache_dir is not None and self.user_transform is None:
-            self.image_cache = ImageCache(self.cache_dir, self.pipeline.params())
+            self.image_cache = ImageCache(self.cache_dir, self.pipeline.params(), key=cache_key)
         self.harmonizer = self._table_source(harmonized_df, harmonizer_path, harmonizer)
         df = self.harmonizer.harmonize(cache_dir=self.cache_dir) if harmonized_df is None else \
             validate(harmonized_df, self.spec, source="harmonized_df")

@@ -5,7 +5,10 @@ read, one tensor, collation). :class:`CachedLoader` pays it per batch: the batch
 copied out of the memory-mapped pack with one ``numpy.take``, checked with one vectorized
 checksum, converted to ``dtype`` in one tensor operation, and only the requested extra outputs
 (reports, labels, boxes) are looked up per sample. Its batches equal those of
-``DataLoader(dataset, batch_size, collate_fn=radharmony.collate)`` with the same order.
+``DataLoader(dataset, batch_size, collate_fn=radharmony.collate)`` with the same order, also
+when image files change while it runs: each batch ``stat``s its files (:class:`FileStamps`)
+and a sample whose file changed since the loader was built is read through the dataset's
+per-item path (fresh key, rebuilt entry) instead of its pack record.
 
     ds = ReXGradientTrainDataset(base_image_dir, cache_dir="./cache")
     loader = CachedLoader(ds, batch_size=64, shuffle=True, num_workers=2)  # pre-caches once
@@ -16,6 +19,7 @@ checksum, converted to ``dtype`` in one tensor operation, and only the requested
 
 from __future__ import annotations
 
+import os
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from itertools import islice
@@ -30,12 +34,52 @@ from ..imaging.geometry import Letterbox
 from ..imaging.packs import Pack, warn_bad_record
 
 
-class _BatchReader:
-    """Reads batches of sample indices of ``dataset`` from packs (opened lazily per process)."""
+def _stamp(path: str) -> tuple | None:
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
 
-    def __init__(self, dataset, pack_paths: list, pack_of: np.ndarray, row_of: np.ndarray):
+
+class FileStamps:
+    """What each sample's image file looked like when a batched reader was built (size,
+    modification and change time, inode -- what its cache key depends on), so that a reader
+    can tell, with one ``stat`` per sample, which pack records no longer match their file.
+
+    ``FileStamps.of(dataset)`` takes them; ``changed(indices)`` is a boolean mask of the
+    samples whose file differs now (or is gone, or could not be resolved).
+    """
+
+    def __init__(self, paths: list, stamps: list):
+        self.paths, self.stamps = paths, stamps
+
+    @classmethod
+    def of(cls, dataset) -> "FileStamps":
+        paths: list = []
+        for i in range(len(dataset)):
+            try:
+                paths.append(str(dataset.image_file(i)))
+            except RadHarmonyError:
+                paths.append(None)  # unsafe: always "changed", the per-item path raises
+        return cls(paths, [None if p is None else _stamp(p) for p in paths])
+
+    def changed(self, indices) -> np.ndarray:
+        paths, stamps = self.paths, self.stamps
+        return np.fromiter(((paths[i] is None or stamps[i] is None or
+                             _stamp(paths[i]) != stamps[i]) for i in indices.tolist()),
+                           bool, len(indices))
+
+
+class _BatchReader:
+    """Reads batches of sample indices of ``dataset`` from packs (opened lazily per process);
+    samples without a sound, current pack record go through ``dataset.load_image``."""
+
+    def __init__(self, dataset, pack_paths: list, pack_of: np.ndarray, row_of: np.ndarray,
+                 stamps: FileStamps | None = None):
         self.dataset, self.pack_paths = dataset, pack_paths
         self.pack_of, self.row_of = pack_of, row_of
+        self.stamps = stamps
         self._packs: list[Pack] | None = None
 
     def __getstate__(self):
@@ -48,21 +92,31 @@ class _BatchReader:
 
     def __call__(self, indices: np.ndarray) -> dict:
         ds, packs = self.dataset, self.packs()
-        first = packs[0]
-        buf = np.empty((len(indices), *first.shape), first.dtype)
-        which, rows = self.pack_of[indices], self.row_of[indices]
-        ok = np.ones(len(indices), bool)
-        for p in np.unique(which):
+        which, rows = self.pack_of[indices].copy(), self.row_of[indices]
+        if self.stamps is not None:  # a file changed since the packs were located: re-read
+            which[self.stamps.changed(indices)] = -1
+        if packs:
+            buf = np.empty((len(indices), *packs[0].shape), packs[0].dtype)
+        else:
+            size = ds.pipeline.size
+            buf = np.empty((len(indices), size, size), ds.pipeline.params()["storage"])
+        ok = which >= 0
+        for p in np.unique(which[ok]):
             sel = np.flatnonzero(which == p)
             if len(sel) == len(indices):  # the common case: one pack, one gather
                 ok = packs[p].read(rows, out=buf)[1]
             else:
                 buf[sel], ok[sel] = packs[p].read(rows[sel])
-        for j in np.flatnonzero(~ok):  # a damaged record: rebuilt through the per-item path
-            warn_bad_record(packs[which[j]], int(rows[j]))
-            buf[j] = ds.load_image(int(indices[j]))[0]
-        boxes = [Letterbox(**packs[p].info_dict(int(r))) for p, r in zip(which, rows)] \
-            if ds.outputs else [None] * len(indices)  # boxes and masks follow the letterbox
+        boxes: list = [None] * len(indices)
+        for j in np.flatnonzero(~ok):  # damaged, stale or unpacked: the per-item path
+            if which[j] >= 0:
+                warn_bad_record(packs[which[j]], int(rows[j]))
+            buf[j], boxes[j] = ds.load_image(int(indices[j]))
+        if ds.outputs:  # boxes and masks follow the letterbox
+            boxes = [box if box is not None else Letterbox(**packs[p].info_dict(int(r)))
+                     for box, p, r in zip(boxes, which, rows)]
+        else:
+            boxes = [None] * len(indices)
         return assemble_batch(ds, indices, buf, boxes)
 
 
@@ -96,14 +150,11 @@ class CachedLoader:
         self.drop_last, self.num_workers, self.seed = drop_last, num_workers, seed
         self.pin_memory, self.prefetch_factor = pin_memory, prefetch_factor
         self.epoch = 0
+        stamps = FileStamps.of(dataset)  # before the keys: a later change reads as "changed"
         keys = pre_cache(dataset, num_workers=num_workers, progress=progress).keys
         packs, pack_of, row_of = require_cache(dataset).locate(keys)
-        if len(keys) and (pack_of < 0).any():
-            raise RadHarmonyError("Some images are not in the cache after pre-caching",
-                                  expected="every image packed", found=f"{int((pack_of < 0).sum())}"
-                                  " missing (another process may have removed the cache)",
-                                  fix="build the CachedLoader again")
-        self._reader = _BatchReader(dataset, [p.path for p in packs], pack_of, row_of)
+        # images not packed (a cache that cannot be written) are read per item
+        self._reader = _BatchReader(dataset, [p.path for p in packs], pack_of, row_of, stamps)
         self._reader.packs()  # opened here, before any reading thread starts
 
     def set_epoch(self, epoch: int) -> None:

@@ -139,7 +139,7 @@ class _ObjectCXRMasks:
         try:
             with open(path, "rb") as fh:
                 head = fh.read(132)
-            h, w, _ = header_size(path, sniff(head), head)
+            h, w = header_size(path, sniff(head), head)[:2]
         except (OSError, ValueError) as exc:
             raise ImageReadError(f"Image {path}: its size cannot be read for the mask",
                                  expected="a readable JPEG, PNG or DICOM", found=str(exc),

@@ -136,7 +136,7 @@ class _ReXGradientHarmonizer(BaseHarmonizer):
     def read(self, inputs: Inputs) -> ReXGradientRaw:
         """The split JSON, plus ``interstitial_pattern_bbox.json`` when it lies beside it."""
         path = inputs.metadata
-        raw = load_json(path)  # parse faults are reported by BaseHarmonizer (line, byte)
+        raw = load_json(path, counted=("ImagePath",))  # faults: BaseHarmonizer names them
         if not isinstance(raw, dict):
             raise MetadataError(f"{path} has the wrong top-level type",
                                 expected="a JSON object keyed by study",

@@ -18,6 +18,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import os
+import sys
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -173,9 +174,10 @@ class BaseHarmonizer:
 
         With ``cache_dir`` the validated table is kept in ``<cache_dir>/tables/`` (zstd Arrow
         IPC, no pickle), keyed by this class and its :meth:`arguments`, the identity of every
-        input :meth:`inputs` declares and the radharmony version; a later call with unchanged
-        inputs reads it back instead of parsing the metadata again. Datasets pass their
-        ``cache_dir``.
+        input :meth:`inputs` declares, the radharmony version and a digest of the table code
+        (:data:`radharmony.table.store.TABLE_SOURCES` and this class's module); a later call
+        with unchanged inputs reads it back instead of parsing the metadata again. Datasets
+        pass their ``cache_dir``.
         """
         if self._df is None:
             path = self.resolve_metadata_path()
@@ -185,7 +187,9 @@ class BaseHarmonizer:
                 self._df = self._harmonize_inputs(inputs)
             else:
                 owner = {"class": f"{type(self).__module__}.{type(self).__qualname__}",
-                         "arguments": self.arguments(), "key": self.spec.key}
+                         "arguments": self.arguments(), "key": self.spec.key,
+                         "module_file": getattr(sys.modules.get(type(self).__module__),
+                                                "__file__", None)}  # its code keys the table
                 self._df = TableCache(cache_dir).get(owner, inputs.identity(),
                                                      lambda: self._harmonize_inputs(inputs))
         # pandas >= 3 copies on write: a shallow copy already protects self._df (and is free)

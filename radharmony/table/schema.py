@@ -177,7 +177,9 @@ def canonical_views(values, view_map) -> np.ndarray:
 
 def sample_ids(df: pd.DataFrame, spec: DatasetSpec) -> np.ndarray:
     """Deterministic ``"<key>:<native id>"`` for every row (native id from ``spec.id_col``;
-    an ``image_path`` id loses its file extension, ``.`` + 2-5 ASCII letters/digits)."""
+    an ``image_path`` id loses its file extension, ``.`` + 2-5 ASCII letters/digits, unless
+    that would make two ids equal -- ``I.png``, ``I.PNG``, ``I.jpg`` -- in which case those
+    rows keep their whole path; the result depends only on the set of paths)."""
     prefix, strip_ext = spec.key + ":", spec.id_col == "image_path"
     out = []
     for v in df[spec.id_col].tolist():
@@ -188,4 +190,22 @@ def sample_ids(df: pd.DataFrame, spec: DatasetSpec) -> np.ndarray:
             if i >= 0 and 2 <= len(ext) <= 5 and ext.isascii() and ext.isalnum():
                 v = v[:i]
         out.append(prefix + v)
+    if strip_ext and len(set(out)) < len(out):
+        out = _unique_ids(out, [prefix + (v if type(v) is str else str(v))
+                                for v in df[spec.id_col].tolist()])
     return np.array(out, dtype=object)
+
+
+def _unique_ids(stripped: list[str], whole: list[str]) -> list[str]:
+    """``stripped``, with every member of a colliding group replaced by its ``whole`` id
+    (repeated until no collision is left or only equal whole ids remain)."""
+    from collections import Counter
+
+    final, expand = list(stripped), set()
+    while True:
+        dups = {k for k, c in Counter(final).items() if c > 1}
+        new = {i for i, f in enumerate(final) if f in dups} - expand
+        if not new:
+            return final
+        expand |= new
+        final = [whole[i] if i in expand else stripped[i] for i in range(len(stripped))]
