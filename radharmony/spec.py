@@ -34,6 +34,13 @@ class DatasetSpec:
             or ``"pixel"`` (source pixels, when the metadata gives no image size).
         root_col: for a table spanning several image roots (e.g. a merged dataset), the
             column whose value names each row's root; None: every row is under one root.
+        column_types: the type of each extra column that is not text: ``"Int64"`` (nullable
+            integer), ``"int64"``, ``"float64"``, ``"float32"`` or ``"json"`` (lists and dicts;
+            ``boxes`` is always nested). Every other extra column is text. ``validate``
+            restores these types, so a table read back with a bare ``pd.read_csv`` is the
+            table that was written.
+        zero_pad: text columns made of zero-padded digits -> their width (NIH patient ids
+            ``00000001``): a CSV reader turns them into numbers, ``validate`` pads them back.
     """
 
     key: str
@@ -49,6 +56,8 @@ class DatasetSpec:
     id_col: str = "image_path"
     box_units: str = "normalized"
     root_col: str | None = None
+    column_types: Mapping[str, str] = field(default_factory=dict)
+    zero_pad: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def columns(self) -> tuple[str, ...]:

@@ -47,7 +47,7 @@ ACCESS = ("Stanford AIMI, free registration: Stanford University School of Medic
 SPEC = DatasetSpec(
     key="chexpert", title="CheXpert v1.0 (train)", metadata_files=("train.csv",),
     label_cols=LABELS, extra_cols=EXTRA_COLS, outputs=frozenset({"cls"}), view_map=VIEW_MAP,
-    access=ACCESS, expected={"images": 223_414, "studies": 187_641, "patients": 64_540})
+    column_types={"patient_age": "Int64"}, access=ACCESS, expected={"images": 223_414, "studies": 187_641, "patients": 64_540})
 VALID_SPEC = replace(SPEC, key="chexpert_valid", title="CheXpert v1.0 (valid)",
                      metadata_files=("valid.csv",),
                      expected={"images": 234, "studies": 200, "patients": 200})

@@ -57,6 +57,8 @@ SPEC = DatasetSpec(
     metadata_files=(f"mimic-cxr-{VERSION}-metadata.csv.gz", f"mimic-cxr-{VERSION}-metadata.csv"),
     label_cols=LABEL_COLS, extra_cols=EXTRA_COLS, outputs=frozenset({"cls", "report"}),
     view_map=VIEW_MAP, id_col="dicom_id",
+    column_types={"study_date": "Int64", "study_time": "float64", "rows": "Int64",
+                  "columns": "Int64", **{c: "float32" for c in NEGBIO_COLS}},
     expected={"images": 377_110, "studies": 227_827, "patients": 65_379},  # published
     access=("PhysioNet mimic-cxr-jpg 2.1.0, credentialed access, PhysioNet Credentialed "
             "Health Data License 1.5.0 (reports: mimic-cxr 2.1.0)"))

@@ -61,6 +61,10 @@ GOOGLE_SETS = {"val": "val", "test": "test"}
 VIEW_MAP = {"PA": "PA", "AP": "AP"}
 EXTRA_COLS = ("follow_up", "patient_age", "patient_sex", "original_width", "original_height",
               "pixel_spacing_x", "pixel_spacing_y", "split")
+COLUMN_TYPES = {"follow_up": "int64", "patient_age": "Int64", "original_width": "Int64",
+                "original_height": "Int64", "pixel_spacing_x": "float64",
+                "pixel_spacing_y": "float64"}
+ZERO_PAD = {"patient_id": 8}  # 00000001
 ACCESS = ("NIH Clinical Center, public (nihcc.app.box.com/v/ChestXray-NIHCC); cite Wang et al., "
           "CVPR 2017; Google labels: Majkowska et al., Radiology 2020, CC BY 4.0")
 
@@ -69,7 +73,7 @@ NIH_SPEC = DatasetSpec(
     metadata_files=("Data_Entry_2017_v2020.csv", "Data_Entry_2017_v2020.csv.gz",
                     "Data_Entry_2017.csv"),
     label_cols=LABELS, extra_cols=EXTRA_COLS + ("boxes",), outputs=frozenset({"cls", "bbox"}),
-    view_map=VIEW_MAP, access=ACCESS,
+    view_map=VIEW_MAP, access=ACCESS, column_types=COLUMN_TYPES, zero_pad=ZERO_PAD,
     expected={"images": 112_120, "studies": 112_120, "patients": 30_805, "boxes": 984,
               "box_images": 880, "train_val": 86_524, "test": 25_596})
 GOOGLE_SPEC = DatasetSpec(
@@ -77,7 +81,7 @@ GOOGLE_SPEC = DatasetSpec(
     metadata_files=("google2019_nih-chest-xray-labels.csv",
                     "google2019_nih-chest-xray-labels.csv.gz"),
     label_cols=GOOGLE_LABELS, extra_cols=EXTRA_COLS, outputs=frozenset({"cls"}),
-    view_map=VIEW_MAP, access=ACCESS,
+    view_map=VIEW_MAP, access=ACCESS, column_types=COLUMN_TYPES, zero_pad=ZERO_PAD,
     expected={"images": 4_376, "studies": 4_376, "patients": 1_695, "val": 2_414,
               "test": 1_962})
 

@@ -80,6 +80,7 @@ SPEC = DatasetSpec(
     key="padchest", title="PadChest", metadata_files=(f"{FILE}.gz", FILE),
     label_cols=LABELS, extra_cols=EXTRA_COLS, outputs=frozenset({"cls", "report"}),
     view_map=VIEW_MAP, access=ACCESS,
+    column_types={"patient_birth_year": "Int64", "study_date": "Int64", "labels": "json"},
     expected={"images": 160_861, "studies": 109_931, "patients": 67_625,
               "label_strings": 194})
 

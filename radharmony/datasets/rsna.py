@@ -52,7 +52,8 @@ SPEC = DatasetSpec(
               "rows": 30_227, "patients_without_mapping": 26_684},
     access=("Kaggle 'rsna-pneumonia-detection-challenge' (competition rules); NIH-derived "
             "images; mapping file from rsna.org (RSNA Pneumonia Detection Challenge 2018)"),
-    box_units="pixel")
+    box_units="pixel", column_types={"patient_age": "Int64"},
+    zero_pad={"patient_id": 8})  # the NIH patient (00000013) when the mapping is present
 
 
 # -- harmonizer -----------------------------------------------------------------------------------
