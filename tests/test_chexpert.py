@@ -52,16 +52,22 @@ def test_uncertain_policy_for_cls(tmp_path):
     table = kept.harmonized_df[list(LABELS)].to_numpy()
     i = int(np.flatnonzero((table == -1).any(axis=1) & np.isnan(table).any(axis=1))[0])
     unc, missing = table[i] == -1, np.isnan(table[i])
-    expected = {"keep": -1.0, "zeros": 0.0, "ones": 1.0}
-    for policy, value in expected.items():
+    # policy -> (cls value of an uncertain label, whether cls_mask counts it)
+    expected = {"keep": (-1.0, 0.0), "ignore": (0.0, 0.0), "zeros": (0.0, 1.0),
+                "ones": (1.0, 1.0)}
+    for policy, (value, counted) in expected.items():
         ds = CheXpertDataset(base, output_cls=True, cache_dir=None, uncertain=policy,
                              harmonized_df=kept.harmonized_df.drop(columns="sample_id"))
-        cls = ds[i]["cls"].float().numpy()
+        s = ds[i]
+        cls, mask = s["cls"].float().numpy(), s["cls_mask"].numpy()
+        assert s["cls_mask"].shape == s["cls"].shape
         assert (cls[unc] == value).all() and (cls[missing] == 0).all()
+        assert (mask[unc] == counted).all() and (mask[missing] == 0).all()
+        assert (mask[~unc & ~missing] == 1).all()
         assert (cls[~unc & ~missing] == table[i][~unc & ~missing]).all()
         assert (ds.harmonized_df[list(LABELS)].to_numpy() == -1).sum() == (table == -1).sum()
     with pytest.raises(RadHarmonyError, match="uncertain-label policy"):
-        CheXpertDataset(base, uncertain="ignore", cache_dir=None)
+        CheXpertDataset(base, uncertain="drop", cache_dir=None)
 
 
 def test_real_train_table_counts():

@@ -200,3 +200,21 @@ def test_page_csv_round_trip_changes_nothing(case, tmp_path):
         assert list(tra.sample_ids) == list(trb.sample_ids)
     for i in sorted({0, len(a) // 2, len(a) - 1}):
         _same_sample(a[i], b[i], f"{key}[{i}]")
+
+
+def test_cls_mask_marks_every_unusable_target(case):
+    """No -1 and no unknown label reaches a masked loss: ``cls_mask`` is 0 exactly where the
+    table says uncertain (default policy) or missing, and ``cls`` is 0/1 wherever it is 1."""
+    key, cls, kwargs, ds, root = case
+    if "cls" not in cls.spec.outputs:
+        pytest.skip(f"{key} has no labels")
+    d = cls(**kwargs, output_cls=True, cache_dir=root / "cache")
+    table = d.harmonized_df[list(cls.spec.label_cols)].to_numpy(np.float64)
+    for i in sorted({0, len(d) // 2, len(d) - 1}):
+        s = d[i]
+        assert s["cls_mask"].shape == s["cls"].shape and s["cls_mask"].dtype == torch.float32
+        usable = ~np.isnan(table[i]) & (table[i] != -1)
+        assert (s["cls_mask"].numpy() == usable).all()
+        assert set(s["cls"].float().numpy()[usable].tolist()) <= {0.0, 1.0}
+    batch = radharmony.collate([d[0], d[len(d) - 1]])
+    assert batch["cls_mask"].shape == batch["cls"].shape

@@ -32,6 +32,7 @@ from ..imaging.geometry import Letterbox
 from ..imaging.pipeline import DefaultTransform
 from ..imaging.read import safe_path
 from ..spec import DERIVED_COLUMNS, DatasetSpec
+from ..table.frozen import FrozenFrame
 from ..table.harmonizer import BaseHarmonizer
 from ..table.schema import canonical_views, sample_ids, validate
 
@@ -190,8 +191,26 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
         df.insert(0, "sample_id", sample_ids(df, self.spec))
         df["view"] = pd.Series(canonical_views(df["view_position"], self.spec.view_map),
                                index=df.index, dtype=object)
-        self.harmonized_df = df
         self.rows = TableRows.of(df, self.spec, self.image_roots)
+        self._table = FrozenFrame(df)
+
+    @property
+    def harmonized_df(self) -> pd.DataFrame:
+        """The table behind the samples, splits and folds, with ``sample_id`` and ``view``.
+        Read-only (in-place edits raise :class:`~radharmony.errors.ReadOnlyTableError`):
+        subset with :meth:`filter`, or pass an edited copy as ``harmonized_df=``."""
+        return self._table
+
+    @harmonized_df.setter
+    def harmonized_df(self, df: pd.DataFrame) -> None:
+        self.set_harmonized_df(df)
+
+    def set_harmonized_df(self, df: pd.DataFrame) -> None:
+        """Replace the table (validated like ``harmonized_df=``); samples, splits and folds
+        all follow it."""
+        self._set_table(validate(df.drop(columns=[c for c in DERIVED_COLUMNS
+                                                  if c in df.columns]),
+                                 self.spec, source="set_harmonized_df"))
 
     def _subset(self, rows: np.ndarray) -> "BaseRadiologicalDataset":
         new = copy.copy(self)

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from ..table.harmonizer import BaseHarmonizer, Inputs
+from ..annotations.labels import UncertainLabelsMixin
 from ..data.dataset import BaseRadiologicalDataset
 from ..spec import DatasetSpec
 from ..table.locate import find_optional
@@ -173,9 +174,10 @@ def _study_labels(table: pd.DataFrame | None, study: pd.Series, source: str) -> 
 
 
 # -- dataset --------------------------------------------------------------------------------------
-class MIMICCXRJPGDataset(BaseRadiologicalDataset):
+class MIMICCXRJPGDataset(UncertainLabelsMixin, BaseRadiologicalDataset):
     """MIMIC-CXR-JPG; ``base_image_dir`` is the release root (holding ``files/`` and the
-    CSVs). The official split is the ``split`` column."""
+    CSVs). The official split is the ``split`` column. ``uncertain=`` chooses what an
+    uncertain (-1) CheXpert-labeler value becomes (see :class:`UncertainLabelsMixin`)."""
 
     harmonizer_class = MIMICCXRJPGHarmonizer
 
