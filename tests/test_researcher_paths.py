@@ -95,3 +95,53 @@ def test_mimic_takes_the_uncertain_policy(tmp_path):
         s = MIMICCXRJPGDataset(root, output_cls=True, cache_dir=None, uncertain=policy)[i]
         assert (s["cls"].numpy()[unc] == value).all()
         assert (s["cls_mask"].numpy()[unc] == counted).all()
+
+
+# -- DICOMs without a Transfer Syntax UID (real VinDr-CXR v1.0.0 files) ----------------------------
+def test_dicom_without_transfer_syntax_is_read_as_implicit_little_endian(tmp_path):
+    import pydicom
+
+    from radharmony.fake.dicom import write_dicom
+    from radharmony.fake.images import synthetic_cxr
+    from radharmony.imaging import read as read_mod
+
+    img = synthetic_cxr(64, 48, rng=np.random.default_rng(0), bits=16)
+    good = write_dicom(tmp_path / "good.dicom", img)
+    bad = tmp_path / "bad.dicom"
+    ds = pydicom.dcmread(good)
+    del ds.file_meta.TransferSyntaxUID
+    ds.save_as(bad, implicit_vr=True, little_endian=True)
+    assert "TransferSyntaxUID" not in pydicom.dcmread(bad).file_meta
+    read_mod._syntax_warned = False
+    with pytest.warns(UserWarning, match="no Transfer Syntax UID.*Implicit VR Little Endian"):
+        arr, _ = read_mod.read_image(bad)
+    expected, _ = read_mod.read_image(good)
+    np.testing.assert_array_equal(arr, expected)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per process
+        read_mod.read_image(bad)
+
+
+# -- dependency floors: each one an installable, tested version ---------------------------------
+#: dependency -> (the first release with an API radharmony uses, that API)
+API_FLOORS = {"pydicom": ("3.0", "pydicom.pixels.apply_voi_lut (imaging/read.py)"),
+              "pandas": ("2.0", "pd.api.types.infer_dtype on Arrow-backed strings"),
+              "torch": ("2.2", "torch.utils.data.Dataset.__getitems__")}
+
+
+def test_declared_floors_cover_the_apis_used():
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    tools = Path(__file__).resolve().parents[1] / "tools" / "min_requirements.py"
+    spec = importlib.util.spec_from_file_location("min_requirements", tools)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["min_requirements"] = mod
+    spec.loader.exec_module(mod)
+    floors = mod.floors("test")
+    version = lambda v: tuple(int(p) for p in v.split("."))  # noqa: E731
+    for name, (needed, api) in API_FLOORS.items():
+        assert version(floors[name]) >= version(needed), f"{name}>={floors[name]} lacks {api}"
+    makefile = (tools.parents[1] / "Makefile").read_text()
+    assert "test-min:" in makefile and "min_requirements.py" in makefile
