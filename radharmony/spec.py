@@ -9,6 +9,9 @@ from typing import Mapping
 REQUIRED_COLUMNS = ("patient_id", "study_id", "image_path", "view_position", "report")
 #: Columns that identify a row and may never be missing.
 ID_COLUMNS = ("patient_id", "study_id", "image_path")
+#: The values of the ``split`` column in every dataset that ships an official split (the
+#: dataset's own name for it is kept in ``split_raw``); missing where a row has none.
+SPLIT_NAMES = ("train", "valid", "test")
 #: Columns a dataset derives from its table: the sample id and the canonical view
 #: (``view_map`` applied to the raw ``view_position``).
 DERIVED_COLUMNS = ("sample_id", "view")

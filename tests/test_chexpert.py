@@ -33,7 +33,8 @@ def test_hand_written_rows_keep_one_zero_uncertain_missing_apart(tmp_path):
     assert list(canonical_views(df["view_position"], h.spec.view_map)) == \
         ["PA", "LATERAL", "LATERAL"]
     assert df["patient_sex"].tolist() == ["F", None, "M"]
-    assert df["split"].tolist() == ["train", "train", "val"]
+    assert df["split"].tolist() == ["train", "train", "valid"]
+    assert df["split_raw"].tolist() == ["train", "train", "valid"]
 
 
 @pytest.mark.parametrize("cell, row", [("2.0", chexpert_row(P + "view1_frontal.jpg",
@@ -95,4 +96,4 @@ def test_fake_replica_and_valid_table(tmp_path):
     assert s["img"].shape == (1, 224, 224) and s["cls"].shape == (len(LABELS),)
     assert "report" not in s and (base / ds.harmonized_df["image_path"][0]).is_file()
     valid = CheXpertHarmonizer(csv_path=base / "valid.csv").harmonize()
-    assert set(valid["split"]) == {"val"} and len(valid) > 0
+    assert set(valid["split"]) == {"valid"} and len(valid) > 0

@@ -218,3 +218,15 @@ def test_cls_mask_marks_every_unusable_target(case):
         assert set(s["cls"].float().numpy()[usable].tolist()) <= {0.0, 1.0}
     batch = radharmony.collate([d[0], d[len(d) - 1]])
     assert batch["cls_mask"].shape == batch["cls"].shape
+
+
+def test_split_column_speaks_one_vocabulary(case):
+    from radharmony.spec import SPLIT_NAMES
+
+    key, cls, kwargs, ds, root = case
+    df = ds.harmonized_df
+    if "split" not in df.columns:
+        pytest.skip(f"{key} ships no official split")
+    assert "split_raw" in df.columns, "the dataset's own split name is kept beside it"
+    assert set(df["split"].dropna()) <= set(SPLIT_NAMES)
+    assert (df["split"].isna() == df["split_raw"].isna()).all()

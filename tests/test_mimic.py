@@ -61,7 +61,8 @@ def test_paths_views_split_and_reports():
     assert df["image_path"].tolist()[0] == "files/p10/p10000032/s50414267/d1.jpg"
     assert df["dicom_id"].tolist() == ["d1", "d2", "d3"]
     assert df["view_position"].tolist() == ["PA", "LATERAL", None]
-    assert df["split"].tolist() == ["train", "train", "validate"]
+    assert df["split"].tolist() == ["train", "train", "valid"]
+    assert df["split_raw"].tolist() == ["train", "train", "validate"]
     assert df["report"].tolist() == ["FINAL REPORT\n FINDINGS: clear."] * 2 + [None]
     assert df.iloc[0]["negbio_Pneumonia"] == 0 and df.iloc[0]["Pneumonia"] == 1
     assert math.isnan(df.iloc[2]["Pneumonia"])

@@ -28,6 +28,10 @@ def standard_outputs(ds, index: int, sample: dict, letterbox) -> None:
     if "cls" in ds.outputs and rows.labels is not None:
         sample["cls"], sample["cls_mask"] = cls_targets(
             rows.labels[index], getattr(ds, "uncertain", "keep"))
+    if "bbox" in ds.outputs:
+        box_outputs(ds, index, sample, letterbox)
+    if "mask" in ds.outputs:
+        sample["mask"] = mask_output(ds.source_mask(index), letterbox)
 
 
 def cls_targets(labels: np.ndarray, uncertain: str = "keep") -> tuple[torch.Tensor, torch.Tensor]:
@@ -56,10 +60,6 @@ def cls_targets(labels: np.ndarray, uncertain: str = "keep") -> tuple[torch.Tens
         else:
             cls[unsure] = UNCERTAIN_POLICIES[uncertain]
     return torch.from_numpy(cls), torch.from_numpy(mask)
-    if "bbox" in ds.outputs:
-        box_outputs(ds, index, sample, letterbox)
-    if "mask" in ds.outputs:
-        sample["mask"] = mask_output(ds.source_mask(index), letterbox)
 
 
 def box_outputs(ds, index: int, sample: dict, letterbox) -> None:

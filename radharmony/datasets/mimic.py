@@ -51,7 +51,8 @@ SIDE_FILES = {kind: (f"mimic-cxr-{VERSION}-{kind}.csv.gz", f"mimic-cxr-{VERSION}
               for kind in ("chexpert", "negbio", "split")}
 VIEW_MAP = {"PA": "PA", "AP": "AP", "LATERAL": "LATERAL", "LL": "LATERAL", "LAO": "LAO",
             "RAO": "RAO"}
-EXTRA_COLS = ("dicom_id", "split", "study_date", "study_time", "rows", "columns", "procedure",
+SPLIT_MAP = {"train": "train", "validate": "valid", "test": "test"}  # MIMIC's name -> split
+EXTRA_COLS = ("dicom_id", "split", "split_raw", "study_date", "study_time", "rows", "columns", "procedure",
               *NEGBIO_COLS)
 SPEC = DatasetSpec(
     key="mimic_cxr_jpg", title="MIMIC-CXR-JPG 2.x",
@@ -143,9 +144,10 @@ class MIMICCXRJPGHarmonizer(BaseHarmonizer):
         df[list(LABEL_COLS)] = _study_labels(raw.get("chexpert"), study, source)
         df["dicom_id"] = meta["dicom_id"].to_numpy(object)
         split = raw.get("split")
-        df["split"] = None if split is None else \
+        df["split_raw"] = None if split is None else \
             split.drop_duplicates("dicom_id").set_index("dicom_id")["split"] \
             .reindex(meta["dicom_id"]).to_numpy(object)
+        df["split"] = None if split is None else df["split_raw"].map(SPLIT_MAP)
         df["study_date"] = pd.array(pd.to_numeric(meta["StudyDate"], errors="coerce"),
                                     dtype="Int64")
         df["study_time"] = pd.to_numeric(meta["StudyTime"], errors="coerce").to_numpy()

@@ -55,12 +55,13 @@ LABEL_COUNTS = {"Atelectasis": 11_559, "Cardiomegaly": 2_776, "Effusion": 13_317
 BOX_LABELS = {"Infiltrate": "Infiltration"}  # the box file's spelling -> the label's
 PNG_SIDE = 1024.0  # every released PNG is 1024x1024; box pixels are divided by it
 SPLIT_FILES = {"train_val": "train_val_list.txt", "test": "test_list.txt"}
+SPLIT_MAP = {"train_val": "train", "test": "test"}  # NIH's name -> split
 BOX_FILES = ("BBox_List_2017.csv", "BBox_List_2017.csv.gz")
 GOOGLE_VALUES = {"YES": 1.0, "NO": 0.0}
-GOOGLE_SETS = {"val": "val", "test": "test"}
+GOOGLE_SETS = {"val": "valid", "test": "test"}  # Set Id -> split
 VIEW_MAP = {"PA": "PA", "AP": "AP"}
 EXTRA_COLS = ("follow_up", "patient_age", "patient_sex", "original_width", "original_height",
-              "pixel_spacing_x", "pixel_spacing_y", "split")
+              "pixel_spacing_x", "pixel_spacing_y", "split", "split_raw")
 COLUMN_TYPES = {"follow_up": "int64", "patient_age": "Int64", "original_width": "Int64",
                 "original_height": "Int64", "pixel_spacing_x": "float64",
                 "pixel_spacing_y": "float64"}
@@ -176,7 +177,9 @@ class NIHChestXray14Harmonizer(BaseHarmonizer):
         df[list(LABELS)] = labels
         names = df["image_path"].tolist()
         which = {n: s for s, listed in raw.get("splits", {}).items() for n in listed}
-        df["split"] = pd.Series([which.get(n) for n in names], dtype=object) if which else None
+        df["split_raw"] = pd.Series([which.get(n) for n in names], dtype=object) if which \
+            else None
+        df["split"] = df["split_raw"].map(SPLIT_MAP) if which else None
         boxes = {} if raw.get("boxes") is None else box_records(raw["boxes"], source=source)
         stray = set(boxes).difference(names)
         if stray:
@@ -204,6 +207,7 @@ class NIHGoogleHarmonizer(BaseHarmonizer):
         check_cells(raw["Set Id"].isin(list(GOOGLE_SETS)), raw["Set Id"], source=source,
                     what="unexpected Set Id", expected=f"one of {sorted(GOOGLE_SETS)}")
         df["split"] = raw["Set Id"].map(GOOGLE_SETS)
+        df["split_raw"] = raw["Set Id"]
         return df
 
 
