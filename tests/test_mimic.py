@@ -83,7 +83,7 @@ def test_fake_release_end_to_end(tmp_path):
                                 dtype=torch.float32)
     df = ds.harmonized_df
     assert df["patient_id"].nunique() == 3 and df["study_id"].nunique() == 5
-    assert set(df["split"]) == {"train", "validate", "test"}
+    assert set(df["split"]) == {"train", "valid", "test"}
     assert df.groupby("patient_id")["split"].nunique().eq(1).all()
     assert df["report"].isna().sum() == df.loc[df["report"].isna(), "study_id"].map(
         df["study_id"].value_counts()).iloc[0]  # exactly one study lacks its report
