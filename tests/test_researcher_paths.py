@@ -145,3 +145,44 @@ def test_declared_floors_cover_the_apis_used():
         assert version(floors[name]) >= version(needed), f"{name}>={floors[name]} lacks {api}"
     makefile = (tools.parents[1] / "Makefile").read_text()
     assert "test-min:" in makefile and "min_requirements.py" in makefile
+
+
+# -- the CLI: warns only about what the user asked for; -q silences; help offers what works ----
+def _cli(argv):
+    from radharmony.cli.main import main
+
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        code = main(argv)
+    return code, [str(w.message) for w in rec], [w.category for w in rec]
+
+
+def test_cli_warns_only_about_flags_the_user_passed(tmp_path):
+    from radharmony.errors import UnsupportedOutputWarning
+
+    images = write_rexgradient(tmp_path, studies={"valid": 3})  # no box file: no 'bbox'
+    code, messages, categories = _cli(["validate", "rexgradient_valid", "--root",
+                                       str(images), "--json"])
+    assert code == 0
+    assert UnsupportedOutputWarning not in categories, messages
+
+
+def test_cli_quiet_silences_warnings(tmp_path, capsys):
+    root = write_mimic(tmp_path, images=False)
+    code, messages, _ = _cli(["info", "mimic_cxr_jpg", "--root", str(root), "--json"])
+    assert code == 0 and any("without a row in the CheXpert label table" in m for m in messages)
+    code, messages, _ = _cli(["info", "mimic_cxr_jpg", "--root", str(root), "--json", "-q"])
+    assert code == 0 and messages == []
+
+
+def test_harmonize_help_offers_only_keys_it_accepts(capsys):
+    from radharmony.cli.main import main
+
+    with pytest.raises(SystemExit):
+        main(["harmonize", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "family" in text and "not a family" in text  # says it takes one split
+    assert "or a dataset family for every split" not in text
+    with pytest.raises(SystemExit):
+        main(["info", "--help"])
+    assert "or a dataset family" in " ".join(capsys.readouterr().out.split())
