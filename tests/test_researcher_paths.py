@@ -161,8 +161,8 @@ def test_cli_warns_only_about_flags_the_user_passed(tmp_path):
     from radharmony.errors import UnsupportedOutputWarning
 
     images = write_rexgradient(tmp_path, studies={"valid": 3})  # no box file: no 'bbox'
-    code, messages, categories = _cli(["validate", "rexgradient_valid", "--root",
-                                       str(images), "--json"])
+    code, messages, categories = _cli(["cache", "rexgradient_valid", "--root", str(images),
+                                       "--cache-dir", str(tmp_path / "cache"), "--json"])
     assert code == 0
     assert UnsupportedOutputWarning not in categories, messages
 
