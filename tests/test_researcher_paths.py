@@ -186,3 +186,50 @@ def test_harmonize_help_offers_only_keys_it_accepts(capsys):
     with pytest.raises(SystemExit):
         main(["info", "--help"])
     assert "or a dataset family" in " ".join(capsys.readouterr().out.split())
+
+
+# -- layouts users actually have, each found without flags ---------------------------------------
+def _same_ids_and_readable(a, b):
+    assert list(a.sample_ids) == list(b.sample_ids)
+    for i in (0, len(b) - 1):
+        assert b[i]["img"].shape == (1, 224, 224)
+        assert b.image_file(i).is_file()
+
+
+def test_nih_kaggle_nesting_is_found(tmp_path):
+    from radharmony.datasets.nih import NIHChestXray14Dataset, NIHGoogleDataset
+    from radharmony.fake.nih import write_nih
+
+    flat = write_nih(tmp_path / "flat")
+    kaggle = write_nih(tmp_path / "kaggle", layout="kaggle")
+    assert (kaggle / "images_002" / "images").is_dir()
+    for cls in (NIHChestXray14Dataset, NIHGoogleDataset):
+        a, b = cls(flat, cache_dir=None), cls(kaggle, cache_dir=None)
+        assert b.harmonized_df["image_path"].str.fullmatch(r"images_\d{3}/images/\d+_\d+\.png").all()
+        _same_ids_and_readable(a, b)
+        assert b.harmonized_df["patient_id"].tolist() == a.harmonized_df["patient_id"].tolist()
+
+
+def test_padchest_flat_layout_is_found(tmp_path):
+    from radharmony.datasets.padchest import PadChestDataset
+    from radharmony.fake.padchest import write_padchest
+
+    nested = PadChestDataset(write_padchest(tmp_path / "nested"), cache_dir=None)
+    flat = PadChestDataset(write_padchest(tmp_path / "flat", flat=True), cache_dir=None)
+    assert not flat.harmonized_df["image_path"].str.contains("/").any()
+    assert len(flat) == len(nested)
+    assert [p.rsplit("/", 1)[-1] for p in nested.harmonized_df["image_path"]] == \
+        flat.harmonized_df["image_path"].tolist()
+    for i in (0, len(flat) - 1):
+        assert flat[i]["img"].shape == (1, 224, 224)
+
+
+@pytest.mark.parametrize("fmt", ["png", "jpg"])
+def test_rsna_converted_to_png_or_jpeg_is_found(tmp_path, fmt):
+    from radharmony.datasets.rsna import RSNAPneumoniaDataset
+    from radharmony.fake.rsna import write_rsna
+
+    dcm = RSNAPneumoniaDataset(write_rsna(tmp_path / "dcm"), cache_dir=None)
+    conv = RSNAPneumoniaDataset(write_rsna(tmp_path / fmt, image_format=fmt), cache_dir=None)
+    assert conv.harmonized_df["image_path"].str.endswith(f".{fmt}").all()
+    _same_ids_and_readable(dcm, conv)
