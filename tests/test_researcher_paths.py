@@ -233,3 +233,34 @@ def test_rsna_converted_to_png_or_jpeg_is_found(tmp_path, fmt):
     conv = RSNAPneumoniaDataset(write_rsna(tmp_path / fmt, image_format=fmt), cache_dir=None)
     assert conv.harmonized_df["image_path"].str.endswith(f".{fmt}").all()
     _same_ids_and_readable(dcm, conv)
+
+
+# -- documented DataLoaders use radharmony.collate; the troubleshooting names the error -----------
+def test_every_documented_dataloader_uses_radharmony_collate():
+    import re
+    from pathlib import Path
+
+    from torch.utils.data import default_collate
+
+    repo = Path(__file__).resolve().parents[1]
+    docs = [repo / "README.md", *sorted((repo / "docs").glob("*.md"))]
+    calls = 0
+    for doc in docs:
+        text = doc.read_text()
+        for m in re.finditer(r"DataLoader\(", text):
+            depth, j = 1, m.end()
+            while depth and j < len(text):
+                depth += {"(": 1, ")": -1}.get(text[j], 0)
+                j += 1
+            call = text[m.start():j]
+            if "DataLoader(ds)" in call or "import" in text[max(0, m.start() - 7):m.start()]:
+                continue
+            calls += 1
+            assert "collate_fn=" in call or "CachedLoader" in call, f"{doc.name}: {call}"
+    assert calls >= 3
+    with pytest.raises(TypeError) as info:
+        default_collate([{"report": None}, {"report": "a"}])
+    readme = (repo / "README.md").read_text()
+    assert str(info.value).split(";")[0] in readme and "collate_fn=radharmony.collate" in readme
+    batch = radharmony.collate([{"report": None}, {"report": "a"}])
+    assert batch["report"] == [None, "a"]
