@@ -25,14 +25,15 @@ from ..annotations.boxes import BoxSelection
 from . import precache, sampling
 from .checks import drop_missing
 from .splits import assign_folds
-from ..errors import (ImageReadError, PathSafetyError, RadHarmonyError, UnsupportedOutputWarning,
-                      check_choice)
+from ..errors import (ImageReadError, PathSafetyError, RadHarmonyError, RowsDroppedWarning,
+                      UnsupportedOutputWarning, check_choice)
 from ..imaging.cache import ImageCache
 from ..imaging.geometry import Letterbox
 from ..imaging.pipeline import DefaultTransform
 from ..imaging.read import safe_path
 from ..spec import DERIVED_COLUMNS, DatasetSpec
-from ..table.harmonizer import BaseHarmonizer
+from ..table.frozen import FrozenFrame
+from ..table.harmonizer import BaseHarmonizer, spec_columns
 from ..table.schema import canonical_views, sample_ids, validate
 
 
@@ -97,11 +98,15 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
 
     harmonizer_class: ClassVar[type[BaseHarmonizer] | None] = None
     spec: DatasetSpec  # the class default comes from harmonizer_class; instances may differ
+    #: the reference library's names: label columns in ``cls`` order, extra columns
+    LABEL_COLS: ClassVar[list[str]] = []
+    EXTRA_OUTPUT_COLS: ClassVar[list[str]] = []
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         if cls.__dict__.get("harmonizer_class") is not None:
             cls.spec = cls.harmonizer_class.spec
+            cls.LABEL_COLS, cls.EXTRA_OUTPUT_COLS = spec_columns(cls.spec)
 
     def __init__(self, base_image_dir: str | os.PathLike | None,
                  csv_path: str | os.PathLike | None = None,
@@ -116,6 +121,10 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
                  image_roots: Mapping[str, str | os.PathLike] | None = None,
                  cache_key: str = "identity"):
         self.spec = spec if spec is not None else type(self).spec
+        if base_image_dir is None and harmonizer_path is not None and harmonized_df is None \
+                and self.harmonizer_class is not None:  # the image root saved with the table
+            harmonizer, harmonizer_path = self.harmonizer_class.load(harmonizer_path), None
+            base_image_dir = harmonizer.base_image_dir
         if base_image_dir is None and not (self.spec.root_col and image_roots):
             raise RadHarmonyError(f"{type(self).__name__} needs base_image_dir",
                                   expected="the folder the images are under", found="None",
@@ -195,8 +204,26 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
         df.insert(0, "sample_id", sample_ids(df, self.spec))
         df["view"] = pd.Series(canonical_views(df["view_position"], self.spec.view_map),
                                index=df.index, dtype=object)
-        self.harmonized_df = df
         self.rows = TableRows.of(df, self.spec, self.image_roots)
+        self._table = FrozenFrame(df)
+
+    @property
+    def harmonized_df(self) -> pd.DataFrame:
+        """The table behind the samples, splits and folds, with ``sample_id`` and ``view``.
+        Read-only (in-place edits raise :class:`~radharmony.errors.ReadOnlyTableError`):
+        subset with :meth:`filter`, or pass an edited copy as ``harmonized_df=``."""
+        return self._table
+
+    @harmonized_df.setter
+    def harmonized_df(self, df: pd.DataFrame) -> None:
+        self.set_harmonized_df(df)
+
+    def set_harmonized_df(self, df: pd.DataFrame) -> None:
+        """Replace the table (validated like ``harmonized_df=``); samples, splits and folds
+        all follow it."""
+        self._set_table(validate(df.drop(columns=[c for c in DERIVED_COLUMNS
+                                                  if c in df.columns]),
+                                 self.spec, source="set_harmonized_df"))
 
     def _subset(self, rows: np.ndarray) -> "BaseRadiologicalDataset":
         new = copy.copy(self)
@@ -227,12 +254,32 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
             return self._subset(np.arange(len(self)))
         return self.get_folds(n_splits, seed=seed)[0]
 
-    def get_folds(self, n_splits: int, *, seed: int = 0) -> list[tuple]:
+    def get_folds(self, n_splits: int = 5, *, seed: int = 0) -> list[tuple]:
         """``n_splits`` ``(train, val)`` pairs grouped by patient; the val sides cover every
         image exactly once."""
         folds = assign_folds(self.harmonized_df[self.spec.group_col], n_splits, seed=seed)
         return [(self._subset(np.flatnonzero(folds != k)), self._subset(np.flatnonzero(folds == k)))
                 for k in range(n_splits)]
+
+    # -- the reference library's vocabulary --------------------------------------------------
+    def get_harmonized_df(self) -> pd.DataFrame:
+        """A writable copy of :attr:`harmonized_df`."""
+        return pd.DataFrame(self.harmonized_df).copy()
+
+    def verify_images(self, drop_missing: bool = True) -> pd.DataFrame:
+        """The rows whose image file is absent; with ``drop_missing`` (default) they are
+        dropped from this dataset, with a :class:`~radharmony.errors.RowsDroppedWarning`."""
+        present = np.fromiter((self.image_root(i).joinpath(p).is_file()
+                               for i, p in enumerate(self.rows.paths)),
+                              dtype=bool, count=len(self))
+        missing = pd.DataFrame(self.harmonized_df)[~present].copy()
+        if drop_missing and len(missing):
+            warnings.warn(f"{type(self).__name__}: dropped {len(missing)} rows with missing "
+                          f"images ({int(present.sum())} remaining), first: "
+                          f"{missing['image_path'].head(5).tolist()}", RowsDroppedWarning,
+                          stacklevel=2)
+            self._set_table(pd.DataFrame(self.harmonized_df)[present])
+        return missing
 
     # -- images -------------------------------------------------------------------------------
     def __len__(self) -> int:

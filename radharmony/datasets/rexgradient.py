@@ -57,7 +57,8 @@ def split_spec(split: str) -> DatasetSpec:
         metadata_files=(view_position_file(split), f"{split}_metadata.json"),
         label_cols=LABEL_COLS, label_map=LABEL_MAP, extra_cols=EXTRA_OUTPUT_COLS,
         outputs=frozenset({"report", "bbox"}),
-        view_map=VIEW_MAP, expected=SPLITS[split], access=ACCESS)
+        view_map=VIEW_MAP, expected=SPLITS[split], access=ACCESS,
+        column_types={"study_date": "Int64"})
 
 
 # -- pure helpers ---------------------------------------------------------------------------------

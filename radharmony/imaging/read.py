@@ -320,6 +320,8 @@ def _read_dicom(path: Path, min_side: int | None):
     from pydicom.pixels import apply_modality_lut, apply_voi_lut
 
     ds = pydicom.dcmread(path)
+    if "TransferSyntaxUID" not in getattr(ds, "file_meta", {}):
+        _assume_transfer_syntax(ds, path)
     arr = ds.pixel_array
     if arr.ndim == 3 and getattr(ds, "SamplesPerPixel", 1) == 1:
         arr = arr[0]  # multi-frame: the first frame is the radiograph
@@ -327,6 +329,30 @@ def _read_dicom(path: Path, min_side: int | None):
     if str(getattr(ds, "PhotometricInterpretation", "")).upper() == "MONOCHROME1":
         arr = arr.max() + arr.min() - arr
     return _to_gray(arr, path=path, order="rgb"), arr.shape[:2]
+
+
+def _assume_transfer_syntax(ds, path: Path) -> None:
+    """A DICOM whose file meta lacks (0002,0010) Transfer Syntax UID (real VinDr-CXR v1.0.0
+    files): its pixels are read as the encoding the data set was parsed in (implicit VR
+    little endian for those files), with one warning per process."""
+    from pydicom.dataset import FileMetaDataset
+    from pydicom.uid import ExplicitVRBigEndian, ExplicitVRLittleEndian, ImplicitVRLittleEndian
+
+    implicit, little = getattr(ds, "original_encoding", (True, True))
+    uid = ImplicitVRLittleEndian if implicit else (
+        ExplicitVRLittleEndian if little else ExplicitVRBigEndian)
+    if getattr(ds, "file_meta", None) is None:
+        ds.file_meta = FileMetaDataset()
+    ds.file_meta.TransferSyntaxUID = uid
+    global _syntax_warned
+    if not _syntax_warned:
+        _syntax_warned = True
+        warnings.warn(f"DICOM {path} (and any further ones) has no Transfer Syntax UID in its "
+                      f"file meta; its pixels are read as {uid.name}, the encoding its data "
+                      "set was parsed in.", UserWarning, stacklevel=4)
+
+
+_syntax_warned = False
 
 
 _READERS = {"png": _read_png, "jpeg": _read_jpeg, "dicom": _read_dicom}
