@@ -60,10 +60,12 @@ def cache_keys(ds, *, failures: list | None = None) -> list[str | None]:
     raises the standard error naming the sample, or, when a ``failures`` list is given, gives
     None and appends ``(index, message)`` to it."""
     cache = require_cache(ds)
+    key_of = getattr(ds, "cache_key", None) or (lambda i: cache.key(ds.image_file(i),
+                                                                      resolved=True))
     keys: list[str | None] = []
     for i in range(len(ds)):
         try:
-            keys.append(cache.key(ds.image_file(i), resolved=True))
+            keys.append(key_of(i))
         except (OSError, ImageReadError, PathSafetyError) as exc:
             try:
                 ds[i]  # raises the standard error naming the sample and file

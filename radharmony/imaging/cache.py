@@ -64,9 +64,11 @@ class ImageCache:
         return {**self.__dict__, "opened_packs": {}, "_scanned": False}
 
     # -- keys -------------------------------------------------------------------------------
-    def key(self, path: str | os.PathLike, *, resolved: bool = False) -> str:
-        """The key of the image at ``path`` (``resolved``: already an absolute real path)."""
-        st = os.stat(path)
+    def key(self, path: str | os.PathLike, *, resolved: bool = False,
+            st: os.stat_result | None = None) -> str:
+        """The key of the image at ``path`` (``resolved``: already an absolute real path;
+        ``st``: its ``os.stat`` result, when the caller has it)."""
+        st = os.stat(path) if st is None else st
         real = os.fspath(path) if resolved else os.path.realpath(path)
         ident = f"{real}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}" \
             f"\0{self.salt}"
