@@ -18,7 +18,8 @@ folder changed (one ``stat`` per batch, only while it still reads loose entries)
 from the one shared, memory-mapped pack. A lock left by a killed process is taken over once
 that process is gone (same host) or after :data:`STALE_LOCK_SECONDS`. When the last two
 readers finish together and neither sees the other's final entries, the check is repeated
-after another quarter share, early in the next epoch.
+(after as many further loose reads as rows were missing, per reader), early in the next
+epoch.
 """
 
 from __future__ import annotations
@@ -235,19 +236,20 @@ def note_loose(ds, n: int, batch: int) -> None:
     """Count ``n`` rows served from loose entries; check and pack once this process's share
     of the dataset is done."""
     state = ds.__dict__.setdefault("_autopack", {"count": 0, "next": None})
-    share = len(ds) / _readers()
+    readers = _readers()
     if state["next"] is None:
-        state["next"] = max(1, int(share) - batch)
+        state["next"] = max(1, int(len(ds) / readers) - batch)
     state["count"] += n
     if state["count"] < state["next"]:
         return
-    if not try_pack(ds):
-        state["next"] = state["count"] + max(batch, int(share) // 4)
+    missing = try_pack(ds)
+    if missing:  # check again once this process could have read its part of the rest
+        state["next"] = state["count"] + max(1, missing // readers)
 
 
-def try_pack(ds) -> bool:
-    """Pack every row of ``ds`` when each has a cache entry; True when all are packed or a
-    pack was written (here, or by the current lock holder)."""
+def try_pack(ds) -> int:
+    """Pack every row of ``ds`` when each has a cache entry. Returns how many rows have none
+    yet (0: all packed now, or being packed by the current lock holder)."""
     files, cache = ds._file_table(), ds.image_cache
     rows = ds._file_rows
     with files.lock:
@@ -256,7 +258,7 @@ def try_pack(ds) -> bool:
             try:
                 key = files.identify(int(r), lambda p, st: cache.key(p, resolved=True, st=st))[1]
             except (OSError, PathSafetyError):
-                return False  # an absent or unsafe image: nothing to pack until fixed
+                return len(pending)  # an absent or unsafe image: nothing to pack until fixed
             if cache.has(key):
                 files.confirmed[r] = True
         unknown = pending[~files.confirmed[pending]]
@@ -264,13 +266,13 @@ def try_pack(ds) -> bool:
             _locate(files, cache, unknown)
             files.confirmed[unknown[files.pack[unknown] >= 0]] = True
             if not files.confirmed[unknown].all():
-                return False
+                return int((~files.confirmed[unknown]).sum())
         todo = np.unique(rows[files.pack[rows] < 0])
         if not len(todo):
-            return True
+            return 0
         with exclusive(lock_path(cache)) as held:
             if not held:
-                return True  # another process packs them
+                return 0  # another process packs them
             keys = list(files.key[todo])
             by_key = dict(zip(keys, todo))
 
@@ -280,4 +282,4 @@ def try_pack(ds) -> bool:
 
             cache.pack(keys, build)
         files.pack[todo] = UNKNOWN
-        return True
+        return 0
