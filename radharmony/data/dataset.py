@@ -22,7 +22,8 @@ import pandas as pd
 import torch
 
 from ..annotations.boxes import BoxSelection
-from . import precache, sampling
+from . import batches, precache, sampling
+from .filetable import FileTable
 from .checks import drop_missing
 from .splits import assign_folds
 from ..errors import (ImageReadError, PathSafetyError, RadHarmonyError, RowsDroppedWarning,
@@ -30,7 +31,6 @@ from ..errors import (ImageReadError, PathSafetyError, RadHarmonyError, RowsDrop
 from ..imaging.cache import ImageCache
 from ..imaging.geometry import Letterbox
 from ..imaging.pipeline import DefaultTransform
-from ..imaging.read import safe_path
 from ..spec import DERIVED_COLUMNS, DatasetSpec
 from ..table.frozen import FrozenFrame
 from ..table.harmonizer import BaseHarmonizer, spec_columns
@@ -101,6 +101,11 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
     #: the reference library's names: label columns in ``cls`` order, extra columns
     LABEL_COLS: ClassVar[list[str]] = []
     EXTRA_OUTPUT_COLS: ClassVar[list[str]] = []
+
+    #: a callable run on every sample dict after the built-in pipeline and the cache (tensors
+    #: in, tensors out; e.g. :mod:`radharmony.augment` or MONAI dictionary transforms); set
+    #: per split by :meth:`get_datasets` / :meth:`get_folds` (``train_transform=``)
+    sample_transform: Callable | None = None
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -226,9 +231,23 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
                                  self.spec, source="set_harmonized_df"))
 
     def _subset(self, rows: np.ndarray) -> "BaseRadiologicalDataset":
+        files, file_rows = self._file_table(), self._file_rows
         new = copy.copy(self)
+        new.__dict__.pop("_autopack", None)
         new._set_table(self.harmonized_df.iloc[rows])
+        new._files, new._file_rows = files, file_rows[rows]  # splits share what reads learn
         return new
+
+    def _file_table(self) -> FileTable:
+        """The build's :class:`~radharmony.data.filetable.FileTable` (made on first use)."""
+        files = self.__dict__.get("_files")
+        if files is None:
+            roots = self.rows.roots if self.rows.roots is not None else \
+                np.full(len(self), str(self.base_image_dir), object)
+            files = self._files = FileTable(np.array([str(r) for r in roots], object),
+                                            self.rows.paths)
+            self._file_rows = np.arange(len(self))
+        return files
 
     def filter(self, mask) -> "BaseRadiologicalDataset":
         """A dataset of the rows where ``mask`` is True: a boolean array or Series over
@@ -247,18 +266,35 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
         return self._subset(np.flatnonzero(mask))
 
     # -- splits -----------------------------------------------------------------------------
-    def get_datasets(self, n_splits: int | None = None, *, seed: int = 0):
+    def get_datasets(self, n_splits: int | None = None, *, seed: int = 0,
+                     train_transform: Callable | None = None,
+                     val_transform: Callable | None = None):
         """``None``: one dataset with every image. ``n``: ``(train, val)``, with about 1/n of
-        the patients in val; deterministic for ``seed``; no patient on both sides."""
-        if n_splits is None:
-            return self._subset(np.arange(len(self)))
-        return self.get_folds(n_splits, seed=seed)[0]
+        the patients in val; deterministic for ``seed``; no patient on both sides.
 
-    def get_folds(self, n_splits: int = 5, *, seed: int = 0) -> list[tuple]:
+        ``train_transform`` / ``val_transform``: run on each sample of that side after the
+        built-in pipeline and the cache (the cache still holds the unaugmented image), on
+        tensors, with fresh randomness on every read (:attr:`sample_transform`). The val side
+        gets none unless ``val_transform`` is given; with ``n_splits=None`` the one dataset
+        gets ``train_transform``.
+
+            >>> from radharmony.augment import Compose, RandomFlip  # doctest: +SKIP
+            >>> train, val = ds.get_datasets(10, train_transform=RandomFlip())  # doctest: +SKIP
+        """
+        if n_splits is None:
+            return self._with_transform(self._subset(np.arange(len(self))), train_transform)
+        return self.get_folds(n_splits, seed=seed, train_transform=train_transform,
+                              val_transform=val_transform)[0]
+
+    def get_folds(self, n_splits: int = 5, *, seed: int = 0,
+                  train_transform: Callable | None = None,
+                  val_transform: Callable | None = None) -> list[tuple]:
         """``n_splits`` ``(train, val)`` pairs grouped by patient; the val sides cover every
-        image exactly once."""
+        image exactly once. ``train_transform`` / ``val_transform`` as for
+        :meth:`get_datasets`."""
         folds = assign_folds(self.harmonized_df[self.spec.group_col], n_splits, seed=seed)
-        return [(self._subset(np.flatnonzero(folds != k)), self._subset(np.flatnonzero(folds == k)))
+        return [(self._with_transform(self._subset(np.flatnonzero(folds != k)), train_transform),
+                 self._with_transform(self._subset(np.flatnonzero(folds == k)), val_transform))
                 for k in range(n_splits)]
 
     # -- the reference library's vocabulary --------------------------------------------------
@@ -281,6 +317,16 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
             self._set_table(pd.DataFrame(self.harmonized_df)[present])
         return missing
 
+    @staticmethod
+    def _with_transform(ds: "BaseRadiologicalDataset", transform) -> "BaseRadiologicalDataset":
+        if transform is not None and not callable(transform):
+            raise RadHarmonyError("A train_transform / val_transform must be callable",
+                                  expected="a callable on the sample dict, e.g. "
+                                  "radharmony.augment.RandomFlip()", found=repr(transform),
+                                  fix="pass a transform instance (or None)")
+        ds.sample_transform = transform
+        return ds
+
     # -- images -------------------------------------------------------------------------------
     def __len__(self) -> int:
         return len(self.rows.ids)
@@ -295,25 +341,26 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
         return self.rows.roots[index] if self.rows.roots is not None else self.base_image_dir
 
     def image_file(self, index: int) -> Path:
-        """The absolute path of sample ``index``'s image (refusing paths outside the root)."""
-        return safe_path(self.image_root(index), self.rows.paths[index])
+        """The absolute path of sample ``index``'s image (refusing paths outside the root;
+        directories are resolved once per dataset build, see
+        :mod:`radharmony.data.filetable`)."""
+        return self._file_table().file(int(self._file_rows[index]))
 
     def load_image(self, index: int) -> tuple[np.ndarray, Letterbox]:
         """``(quantized (size, size) array, Letterbox)`` through the cache when enabled."""
-        path = self.image_file(index)
         cache = self.image_cache
         if cache is None:
-            return self.pipeline.encode(path)
+            return self.pipeline.encode(self.image_file(index))
         try:
-            key = cache.key(path, resolved=True)  # image_file() resolved it
-        except FileNotFoundError:
-            return self.pipeline.encode(path)  # raises the standard missing-file error
-        hit = cache.load(key)
-        if hit is not None:
-            return hit[0], Letterbox(**hit[1])
-        arr, box = self.pipeline.encode(path)
-        cache.store(key, arr, box.as_dict())
-        return arr, box
+            path, key = batches.identify(self, index)
+        except OSError:  # absent, a loop, a name too long: the standard error names it
+            return self.pipeline.encode(self.image_file(index))
+        return batches.load_one(self, index, path, key)
+
+    def cache_key(self, index: int) -> str:
+        """Sample ``index``'s cache key: derived once per dataset build and again only when
+        the file's size, mtime, ctime or inode changed (one ``lstat`` per call)."""
+        return batches.identify(self, index)[1]
 
     def cache_keys(self) -> list[str]:
         """The cache key of every sample's image (one ``stat`` each)."""
@@ -344,11 +391,12 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
         try:
             if self.user_transform is None:
                 arr, box = self.load_image(index)
-                return self.assemble(index, self.pipeline.to_tensor(arr, self.dtype), box)
+                return self.finish(self.assemble(index, self.pipeline.to_tensor(arr, self.dtype),
+                                                 box))
             sample = self.assemble(index, str(self.image_file(index)), None)
             sample = self.user_transform(sample)
             sample["img"] = sampling.as_tensor(sample["img"], self.dtype)
-            return sample
+            return self.finish(sample)
         except (ImageReadError, PathSafetyError) as exc:
             raise type(exc)(f"Sample {sid}: {exc.what}", expected=exc.expected,
                             found=exc.found, fix=exc.fix) from None
@@ -357,6 +405,26 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
                 exc.add_note(f"radharmony: while loading sample {sid} "
                              f"({self.image_root(index) / self.rows.paths[index]})")
             raise
+
+    def __getitems__(self, indices) -> list[dict]:
+        """The samples of ``indices``, read as one batch: ``DataLoader(ds, batch_size=B)``
+        calls this, and the batch's cached images are gathered from the pack at once. The
+        samples' ``img`` are views into one batch tensor, which :func:`radharmony.collate`
+        returns without copying; the default collate stacks them as usual."""
+        n = len(self)
+        for i in indices:
+            if not -n <= i < n:
+                raise IndexError(f"index {i} out of range for {n} samples")
+        if self.image_cache is None or self.user_transform is not None or not len(indices):
+            return [self[i] for i in indices]
+        return batches.read_samples(self, [int(i) % n for i in indices])
+
+    def finish(self, sample: dict) -> dict:
+        """Run :attr:`sample_transform` on an assembled sample (MONAI MetaTensors are turned
+        back into plain tensors; ``img`` keeps the dataset's dtype)."""
+        if self.sample_transform is None:
+            return sample
+        return sampling.after_transform(self.sample_transform(sample), self.dtype)
 
     def assemble(self, index: int, img, letterbox: Letterbox | None) -> dict:
         """The sample of row ``index`` around an image tensor (outputs added through

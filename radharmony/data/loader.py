@@ -1,14 +1,11 @@
-"""Cached epochs at memory speed: whole batches gathered from the cache's packs.
+"""A thin loader over the datasets' batched reads, for threads instead of worker processes.
 
-A ``DataLoader`` over a map-style dataset pays Python per sample (``__getitem__``, one file
-read, one tensor, collation). :class:`CachedLoader` pays it per batch: the batch's records are
-copied out of the memory-mapped pack with one ``numpy.take``, checked with one vectorized
-checksum, converted to ``dtype`` in one tensor operation, and only the requested extra outputs
-(reports, labels, boxes) are looked up per sample. Its batches equal those of
-``DataLoader(dataset, batch_size, collate_fn=radharmony.collate)`` with the same order, also
-when image files change while it runs: each batch ``stat``s its files (:class:`FileStamps`)
-and a sample whose file changed since the loader was built is read through the dataset's
-per-item path (fresh key, rebuilt entry) instead of its pack record.
+``DataLoader(dataset, batch_size=B)`` already reads a whole batch at once (the dataset's
+``__getitems__``: one gather from the memory-mapped pack, one vectorized checksum, one dtype
+conversion; see :mod:`radharmony.data.batches`). :class:`CachedLoader` drives the same reader
+with read-ahead *threads* (the gather, checksum and conversion release the GIL), pre-caches
+and packs the dataset up front, and shuffles by ``seed`` and epoch. Its batches equal those of
+``DataLoader(dataset, batch_size, collate_fn=radharmony.collate)`` with the same order.
 
     ds = ReXGradientTrainDataset(base_image_dir, cache_dir="./cache")
     loader = CachedLoader(ds, batch_size=64, shuffle=True, num_workers=2)  # pre-caches once
@@ -19,7 +16,6 @@ per-item path (fresh key, rebuilt entry) instead of its pack record.
 
 from __future__ import annotations
 
-import os
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from itertools import islice
@@ -27,97 +23,9 @@ from itertools import islice
 import numpy as np
 import torch
 
+from .collate import collate
 from .precache import pre_cache, require_cache
-from .sampling import assemble_batch
 from ..errors import RadHarmonyError
-from ..imaging.geometry import Letterbox
-from ..imaging.packs import Pack, warn_bad_record
-
-
-def _stamp(path: str) -> tuple | None:
-    try:
-        st = os.stat(path)
-    except (OSError, ValueError):
-        return None
-    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
-
-
-class FileStamps:
-    """What each sample's image file looked like when a batched reader was built (size,
-    modification and change time, inode -- what its cache key depends on), so that a reader
-    can tell, with one ``stat`` per sample, which pack records no longer match their file.
-
-    ``FileStamps.of(dataset)`` takes them; ``changed(indices)`` is a boolean mask of the
-    samples whose file differs now (or is gone, or could not be resolved).
-    """
-
-    def __init__(self, paths: list, stamps: list):
-        self.paths, self.stamps = paths, stamps
-
-    @classmethod
-    def of(cls, dataset) -> "FileStamps":
-        paths: list = []
-        for i in range(len(dataset)):
-            try:
-                paths.append(str(dataset.image_file(i)))
-            except RadHarmonyError:
-                paths.append(None)  # unsafe: always "changed", the per-item path raises
-        return cls(paths, [None if p is None else _stamp(p) for p in paths])
-
-    def changed(self, indices) -> np.ndarray:
-        paths, stamps = self.paths, self.stamps
-        return np.fromiter(((paths[i] is None or stamps[i] is None or
-                             _stamp(paths[i]) != stamps[i]) for i in indices.tolist()),
-                           bool, len(indices))
-
-
-class _BatchReader:
-    """Reads batches of sample indices of ``dataset`` from packs (opened lazily per process);
-    samples without a sound, current pack record go through ``dataset.load_image``."""
-
-    def __init__(self, dataset, pack_paths: list, pack_of: np.ndarray, row_of: np.ndarray,
-                 stamps: FileStamps | None = None):
-        self.dataset, self.pack_paths = dataset, pack_paths
-        self.pack_of, self.row_of = pack_of, row_of
-        self.stamps = stamps
-        self._packs: list[Pack] | None = None
-
-    def __getstate__(self):
-        return {**self.__dict__, "_packs": None}
-
-    def packs(self) -> list[Pack]:
-        if self._packs is None:
-            self._packs = [Pack(p) for p in self.pack_paths]
-        return self._packs
-
-    def __call__(self, indices: np.ndarray) -> dict:
-        ds, packs = self.dataset, self.packs()
-        which, rows = self.pack_of[indices].copy(), self.row_of[indices]
-        if self.stamps is not None:  # a file changed since the packs were located: re-read
-            which[self.stamps.changed(indices)] = -1
-        if packs:
-            buf = np.empty((len(indices), *packs[0].shape), packs[0].dtype)
-        else:
-            size = ds.pipeline.size
-            buf = np.empty((len(indices), size, size), ds.pipeline.params()["storage"])
-        ok = which >= 0
-        for p in np.unique(which[ok]):
-            sel = np.flatnonzero(which == p)
-            if len(sel) == len(indices):  # the common case: one pack, one gather
-                ok = packs[p].read(rows, out=buf)[1]
-            else:
-                buf[sel], ok[sel] = packs[p].read(rows[sel])
-        boxes: list = [None] * len(indices)
-        for j in np.flatnonzero(~ok):  # damaged, stale or unpacked: the per-item path
-            if which[j] >= 0:
-                warn_bad_record(packs[which[j]], int(rows[j]))
-            buf[j], boxes[j] = ds.load_image(int(indices[j]))
-        if ds.outputs:  # boxes and masks follow the letterbox
-            boxes = [box if box is not None else Letterbox(**packs[p].info_dict(int(r)))
-                     for box, p, r in zip(boxes, which, rows)]
-        else:
-            boxes = [None] * len(indices)
-        return assemble_batch(ds, indices, buf, boxes)
 
 
 class CachedLoader:
@@ -150,12 +58,10 @@ class CachedLoader:
         self.drop_last, self.num_workers, self.seed = drop_last, num_workers, seed
         self.pin_memory, self.prefetch_factor = pin_memory, prefetch_factor
         self.epoch = 0
-        stamps = FileStamps.of(dataset)  # before the keys: a later change reads as "changed"
         keys = pre_cache(dataset, num_workers=num_workers, progress=progress).keys
         packs, pack_of, row_of = require_cache(dataset).locate(keys)
-        # images not packed (a cache that cannot be written) are read per item
-        self._reader = _BatchReader(dataset, [p.path for p in packs], pack_of, row_of, stamps)
-        self._reader.packs()  # opened here, before any reading thread starts
+        # images left unpacked (a cache that cannot be written) are read one by one
+        dataset._file_table()  # made here, before any reading thread starts
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -173,7 +79,7 @@ class CachedLoader:
                                                             self.batch_size)]
 
     def _read(self, indices: np.ndarray) -> dict:
-        batch = self._reader(indices)
+        batch = collate(self.dataset.__getitems__([int(i) for i in indices]))
         if self.pin_memory and torch.cuda.is_available():
             batch["img"] = batch["img"].pin_memory()
         return batch

@@ -63,6 +63,8 @@ def cache_keys(ds, *, failures: list | None = None) -> list[str | None]:
     raises the standard error naming the sample, or, when a ``failures`` list is given, gives
     None and appends ``(index, message)`` to it."""
     cache = require_cache(ds)
+    key_of = getattr(ds, "cache_key", None) or (lambda i: cache.key(ds.image_file(i),
+                                                                      resolved=True))
     keys: list[str | None] = []
     files: dict[tuple[int, int], int] = {}
     shared: list[tuple[int, int]] = []
@@ -73,7 +75,7 @@ def cache_keys(ds, *, failures: list | None = None) -> list[str | None]:
             first = files.setdefault((st.st_dev, st.st_ino), i)
             if first != i:
                 shared.append((first, i))
-            keys.append(cache.key(path, resolved=True))
+            keys.append(key_of(i))
         except (OSError, ImageReadError, PathSafetyError) as exc:
             try:
                 ds[i]  # raises the standard error naming the sample and file

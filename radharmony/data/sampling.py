@@ -108,3 +108,22 @@ def as_tensor(img, dtype: torch.dtype) -> torch.Tensor:
         img = img.as_tensor()
     img = torch.as_tensor(np.asarray(img) if not isinstance(img, torch.Tensor) else img)
     return img.to(dtype) if img.is_floating_point() else img
+
+
+def after_transform(sample, dtype: torch.dtype) -> dict:
+    """A sample returned by a transform run after the cache: MONAI MetaTensors (any key)
+    unwrapped to plain tensors, ``img`` as a tensor of ``dtype``."""
+    if not isinstance(sample, dict):
+        from ..errors import RadHarmonyError
+
+        raise RadHarmonyError("A sample transform returned no sample dict",
+                              expected="the (possibly changed) sample dict",
+                              found=type(sample).__name__,
+                              fix="return the sample from the transform (MONAI dictionary "
+                                  "transforms do)")
+    for key, value in sample.items():
+        if hasattr(value, "as_tensor") and isinstance(value, torch.Tensor):
+            sample[key] = value.as_tensor()
+    if "img" in sample:
+        sample["img"] = as_tensor(sample["img"], dtype)
+    return sample

@@ -196,6 +196,7 @@ class MSCXRTDataset(BaseRadiologicalDataset):
         super().add_outputs(index, sample, box)
         prior = copy.copy(self)  # the same dataset, reading the prior images' paths
         prior.rows = dataclasses.replace(self.rows, paths=self._prior_paths)
+        prior.__dict__.pop("_files", None)  # the prior images get their own file table
         if self.user_transform is None:
             arr, _ = prior.load_image(index)
             sample["prior_img"] = self.default_transform.to_tensor(arr, self.dtype)

@@ -38,6 +38,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import struct
 import warnings
 import zlib
@@ -92,10 +93,12 @@ class ImageCache:
         return {**self.__dict__, "opened_packs": {}, "_scanned": False, "_bad_packs": set()}
 
     # -- keys -------------------------------------------------------------------------------
-    def key(self, path: str | os.PathLike, *, resolved: bool = False) -> str:
-        """The key of the image at ``path`` (``resolved``: already an absolute real path).
-        Anything but a regular file raises :class:`~radharmony.errors.ImageReadError`."""
-        st = check_regular(Path(path))
+    def key(self, path: str | os.PathLike, *, resolved: bool = False,
+            st: os.stat_result | None = None) -> str:
+        """The key of the image at ``path`` (``resolved``: already an absolute real path;
+        ``st``: its ``os.stat`` result, when the caller has it). Anything but a regular file
+        raises :class:`~radharmony.errors.ImageReadError`."""
+        st = check_regular(Path(path)) if st is None or not stat.S_ISREG(st.st_mode) else st
         if self.key_mode == "content":
             return self._content_key(path)
         real = os.fspath(path) if resolved else os.path.realpath(path)
