@@ -9,9 +9,10 @@ from typing import Mapping
 REQUIRED_COLUMNS = ("patient_id", "study_id", "image_path", "view_position", "report")
 #: Columns that identify a row and may never be missing.
 ID_COLUMNS = ("patient_id", "study_id", "image_path")
-#: Columns a dataset derives from its table: the sample id and the canonical view
-#: (``view_map`` applied to the raw ``view_position``).
-DERIVED_COLUMNS = ("sample_id", "view")
+#: Columns a dataset derives from its table: the sample id, the canonical view (``view_map``
+#: applied to the raw ``view_position``), the age in years and the sex (``"M"``/``"F"``/None)
+#: read from the columns the spec names (``age_col``, ``sex_col``; NaN / None without them).
+DERIVED_COLUMNS = ("sample_id", "view", "age_years", "sex")
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,12 @@ class DatasetSpec:
         label_map: label column -> its canonical findings, a tuple of ``(finding, relation)``
             pairs (relation ``exact``, ``narrower``, ``broader`` or ``approximate``; see
             :mod:`radharmony.vocabulary`), or None for a label explicitly left unmapped.
+        age_col, age_format: the table column holding the patient's age and its encoding
+            (``"years"``, ``"dicom_as"`` such as ``"007Y"``, ``"auto"`` for both, or
+            ``"birth_year"`` measured at ``study_date_col``), read into ``age_years``; see
+            :func:`radharmony.annotations.demographics.parse_age_years`.
+        study_date_col: the study date (``YYYYMMDD`` or year) a birth-year age is taken at.
+        sex_col: the table column holding the patient's sex, read into ``sex``.
     """
 
     key: str
@@ -53,6 +60,10 @@ class DatasetSpec:
     box_units: str = "normalized"
     root_col: str | None = None
     label_map: Mapping[str, tuple | None] = field(default_factory=dict)
+    age_col: str | None = None
+    age_format: str = "years"
+    study_date_col: str | None = None
+    sex_col: str | None = None
 
     @property
     def columns(self) -> tuple[str, ...]:

@@ -84,6 +84,7 @@ ACCESS = ("NIH Clinical Center, public (nihcc.app.box.com/v/ChestXray-NIHCC); ci
 
 NIH_SPEC = DatasetSpec(
     key="nih_cxr14", title="NIH ChestX-ray14",
+    age_col="patient_age", sex_col="patient_sex",
     metadata_files=("Data_Entry_2017_v2020.csv", "Data_Entry_2017_v2020.csv.gz",
                     "Data_Entry_2017.csv"),
     label_cols=LABELS, extra_cols=EXTRA_COLS + ("boxes",), outputs=frozenset({"cls", "bbox"}),
@@ -92,6 +93,7 @@ NIH_SPEC = DatasetSpec(
               "box_images": 880, "train_val": 86_524, "test": 25_596})
 GOOGLE_SPEC = DatasetSpec(
     key="nih_cxr14_google", title="NIH ChestX-ray14, Google expert labels (2019)",
+    age_col="patient_age", sex_col="patient_sex",
     metadata_files=("google2019_nih-chest-xray-labels.csv",
                     "google2019_nih-chest-xray-labels.csv.gz"),
     label_cols=GOOGLE_LABELS, extra_cols=EXTRA_COLS, outputs=frozenset({"cls"}),

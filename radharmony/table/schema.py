@@ -118,7 +118,9 @@ def validate(df: pd.DataFrame, spec: DatasetSpec, *, source: str = "harmonized t
     out["image_path"] = pd.Series([p if isinstance(p, str) and _plainly_clean(p) else
                                    check_relative_path(p, where=f"{source}, row {i}")
                                    for i, p in enumerate(out["image_path"])], dtype=object)
-    dup = out["image_path"].duplicated(keep=False)
+    per_root = spec.root_col is not None and spec.root_col in out.columns  # paths per root
+    dup = out.duplicated([spec.root_col, "image_path"], keep=False) if per_root else \
+        out["image_path"].duplicated(keep=False)
     if dup.any():
         first = out.loc[dup, "image_path"].iloc[0]
         raise SchemaError(f"{source}: image_path {first!r} appears in {int(dup.sum())} rows",
