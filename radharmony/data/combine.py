@@ -306,7 +306,9 @@ def merge(datasets: Sequence[BaseRadiologicalDataset], *, findings: Iterable[str
                          fix="pass each dataset once, and disjoint splits of one dataset "
                              "(e.g. the train and val of one get_datasets call)")
     columns = list(BASE_COLUMNS) + list(wanted) + ["sample_id"]
-    table = pd.DataFrame({c: np.concatenate([p[c] for p in parts]) for c in columns})
+    table = pd.DataFrame({c: pd.Series(np.concatenate([p[c] for p in parts]), copy=False,
+                                       dtype=object if parts[0][c].dtype == object else None)
+                          for c in columns})  # object, not inferred (slower) string columns
     report = pd.DataFrame(summaries, columns=list(REPORT_COLUMNS))
     log.info("merged %d sources, %d rows:\n%s", len(datasets), len(table),
              report.to_string(index=False))

@@ -170,11 +170,12 @@ def _boxes_cell(value, *, where: str) -> list[dict]:
 def canonical_views(values, view_map) -> np.ndarray:
     """Raw view names -> canonical ones via ``view_map`` (exact, after strip/upper-casing);
     unmapped names stay as written (stripped), missing or empty ones become None."""
-    out = np.empty(len(values), dtype=object)
-    for i, v in enumerate(values):
+    codes, uniques = pd.factorize(pd.Series(np.asarray(values, dtype=object), dtype=object))
+    canon = np.empty(len(uniques) + 1, dtype=object)  # each distinct name once; last: missing
+    for i, v in enumerate(uniques):
         k = v.strip().upper() if isinstance(v, str) else None
-        out[i] = view_map.get(k, v.strip()) if k else None
-    return out
+        canon[i] = view_map.get(k, v.strip()) if k else None
+    return canon[codes]
 
 
 def sample_ids(df: pd.DataFrame, spec: DatasetSpec) -> np.ndarray:
