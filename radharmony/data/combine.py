@@ -192,7 +192,7 @@ def _check_sources(datasets: Sequence) -> None:
                 continue
             if get(ds) != get(first):
                 raise MergeError(f"merge(): {_describe(first)} and {_describe(ds)} were built "
-                                 f"with different {what}", expected=f"one setting for all",
+                                 f"with different {what}", expected=f"the same {what} for every source",
                                  found=f"{get(first)!r} vs {get(ds)!r}", fix=fix)
     roots: dict[str, object] = {}
     for ds in datasets:
