@@ -32,6 +32,7 @@ test: install
 
 bench: install
 	$(BIN)/python -m benchmarks.run
+	$(BIN)/python -m benchmarks.merge
 
 clean:
 	rm -rf $(VENV) cache demo_output .pytest_cache

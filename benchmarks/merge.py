@@ -62,13 +62,14 @@ def bench() -> dict | None:
         warnings.simplefilter("ignore")
         datasets = [_dataset(k, t) for k, t in tables.items()]
         del tables
-        t2 = time.perf_counter()
+        t2, c2 = time.perf_counter(), time.process_time()
         merged = merge(datasets)
-    t3 = time.perf_counter()
+    t3, c3 = time.perf_counter(), time.process_time()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return {"rows": len(merged), "sources": len(datasets), "findings": len(merged.findings),
             "harmonize_seconds": round(t1 - t0, 2), "build_seconds": round(t2 - t1, 2),
-            "merge_seconds": round(t3 - t2, 2), "peak_rss_bytes": peak,
+            "merge_seconds": round(t3 - t2, 2), "merge_cpu_seconds": round(c3 - c2, 2),
+            "peak_rss_bytes": peak,
             "report": merged.merge_report.to_dict("records")}
 
 
@@ -88,7 +89,8 @@ def main(argv=None) -> int:
     print(pd.DataFrame(res["report"]).to_string(index=False))
     ok = res["merge_seconds"] <= 10 and res["peak_rss_bytes"] <= 2e9
     print(f"merge of {res['sources']} real tables, {res['rows']:,} rows x {res['findings']} "
-          f"findings: {res['merge_seconds']:.2f} s (datasets built in "
+          f"findings: {res['merge_seconds']:.2f} s ({res['merge_cpu_seconds']:.2f} s CPU; "
+          f"datasets built in "
           f"{res['build_seconds']:.2f} s, harmonized in {res['harmonize_seconds']:.2f} s); "
           f"peak RSS {res['peak_rss_bytes'] / 1e9:.2f} GB -> target (seconds, <= 2 GB) "
           f"{'met' if ok else 'NOT met'}")

@@ -57,7 +57,7 @@ def row(merged, sample_id) -> pd.Series:
     return df.loc[df["sample_id"] == sample_id].iloc[0]
 
 
-# -- the label traps, through merge ----------------------------------------------------------------
+# -- the label traps, through merge ---------------------------------------------------------------
 def test_nih_normal_row_makes_no_negatives_for_chexpert_only_findings():
     nih = dataset("nih_cxr14", [{"patient_id": "00000001", "image_path": "00000001_000.png"}])
     chx = dataset("chexpert", [{"patient_id": "patient1", "image_path": "train/p1/s1/v.jpg",
@@ -110,7 +110,7 @@ def test_unmappable_rows_are_kept_with_nan_and_reported():
     assert approx.harmonized_df["pneumonia"].tolist() == [0.0, 1.0]
 
 
-# -- patients --------------------------------------------------------------------------------------
+# -- patients -------------------------------------------------------------------------------------
 NIH_ROWS = [{"patient_id": "00000013", "image_path": "00000013_005.png"},
             {"patient_id": "00000013", "image_path": "00000013_006.png"},
             {"patient_id": "00000014", "image_path": "00000014_000.png"}]
@@ -138,7 +138,8 @@ def test_rsna_patients_join_nih_patients():
 
 
 def test_siim_with_nih_warns_that_its_patients_cannot_be_joined():
-    siim = dataset("siim_acr_ptx", [{"patient_id": "1.2.3", "study_id": "1.2.3", "image_path": "x.dcm",
+    siim = dataset("siim_acr_ptx", [{"patient_id": "1.2.3", "study_id": "1.2.3",
+                                     "image_path": "x.dcm",
                                      "Pneumothorax": 1.0, "rle": []}])
     with pytest.warns(UserWarning, match="siim_acr_ptx.*cannot be joined"):
         m = merge([dataset("nih_cxr14", NIH_ROWS), siim])
@@ -165,7 +166,7 @@ def test_splits_are_disjoint_by_namespaced_patient_and_deterministic():
     assert m.harmonized_df["patient_id"].nunique() == 40
 
 
-# -- samples, targets, demographics ------------------------------------------------------------------
+# -- samples, targets, demographics ---------------------------------------------------------------
 def test_table_columns_and_demographics():
     nih = dataset("nih_cxr14", [{"patient_id": "00000001", "image_path": "00000001_000.png",
                                  "patient_age": 58, "patient_sex": "F", "view_position": "PA"}])
@@ -209,7 +210,7 @@ def test_sample_cls_mask_and_uncertain_policy():
         merge([chx], uncertain="maybe")
 
 
-# -- images: caches, loader, viewer ------------------------------------------------------------------
+# -- images: caches, loader, viewer ---------------------------------------------------------------
 @pytest.fixture(scope="module")
 def nih_root(tmp_path_factory):
     from radharmony.fake.nih import write_nih
@@ -299,7 +300,7 @@ def test_cli_merge_and_vocab(nih_root, tmp_path, capsys):
     assert [(r["finding"], r["relation"]) for r in nm] == [("nodule_or_mass", "exact")]
 
 
-# -- errors ------------------------------------------------------------------------------------------
+# -- errors ---------------------------------------------------------------------------------------
 def test_errors_name_the_dataset_and_the_fix():
     nih = dataset("nih_cxr14", NIH_ROWS)
     with pytest.raises(VocabularyError, match="merge\\(findings=\\).*'nodule_mass'.*"
@@ -335,3 +336,26 @@ def test_errors_name_the_dataset_and_the_fix():
 
 def test_exported_from_the_package():
     assert radharmony.merge is merge and radharmony.MergedDataset is MergedDataset
+
+
+def test_readme_trains_a_linear_head_on_a_merged_replica(nih_root, tmp_path, monkeypatch):
+    import re
+    from pathlib import Path
+
+    from radharmony.fake.chexpert import write_chexpert
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = text[text.index("## One label space"):]
+    section = section[:section.index("\n## ", 3)]
+    (code,) = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    chexpert = write_chexpert(tmp_path / "chexpert", n_patients=4)
+    code = code.replace("/data/NIH/images", str(nih_root)).replace(
+        "/data/CheXpert-v1.0-small", str(chexpert))
+    monkeypatch.chdir(tmp_path)
+    ns: dict = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exec(compile(code, "README", "exec"), ns)
+    assert torch.isfinite(ns["loss"]) and ns["loss"].item() > 0
+    assert set(ns["merged"].harmonized_df["source"]) == {"nih_cxr14", "chexpert"}
+    assert ns["head"].weight.grad is not None

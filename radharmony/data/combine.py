@@ -21,7 +21,8 @@ no NIH original (its ids are new DICOM UIDs), so its patients cannot be joined: 
 ...                   "Pneumothorax": [1.0, 0.0], "rle": [[], []]})
 >>> siim = BaseRadiologicalDataset("/data/siim", harmonized_df=t, spec=spec, cache_dir=None)
 >>> m = merge([siim], findings=["pneumothorax", "hydropneumothorax", "pneumonia"])
->>> m.harmonized_df[["sample_id", "patient_id", "pneumothorax", "hydropneumothorax"]].values.tolist()
+>>> cols = ["sample_id", "patient_id", "pneumothorax", "hydropneumothorax"]
+>>> m.harmonized_df[cols].values.tolist()
 [['siim_acr_ptx:a', 'siim_acr_ptx:a', 1.0, nan], ['siim_acr_ptx:b', 'siim_acr_ptx:b', 0.0, 0.0]]
 >>> m.merge_report[["dataset", "rows", "mapped", "one_way", "unknown"]].values.tolist()
 [['siim_acr_ptx', 2, 2, 0, 0]]
@@ -192,7 +193,8 @@ def _check_sources(datasets: Sequence) -> None:
                 continue
             if get(ds) != get(first):
                 raise MergeError(f"merge(): {_describe(first)} and {_describe(ds)} were built "
-                                 f"with different {what}", expected=f"the same {what} for every source",
+                                 f"with different {what}",
+                                 expected=f"the same {what} for every source",
                                  found=f"{get(first)!r} vs {get(ds)!r}", fix=fix)
     roots: dict[str, object] = {}
     for ds in datasets:

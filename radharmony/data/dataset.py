@@ -194,7 +194,9 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
         df.insert(0, "sample_id", df.pop("sample_id") if keep else sample_ids(df, self.spec))
         df["view"] = pd.Series(canonical_views(df["view_position"], self.spec.view_map),
                                index=df.index, dtype=object)
-        df["age_years"], df["sex"] = table_demographics(df, self.spec)
+        age, sex = table_demographics(df, self.spec)
+        df["age_years"] = age
+        df["sex"] = pd.Series(sex, index=df.index, dtype=object)  # None, not NaN, for missing
         self.harmonized_df = df
         self.rows = TableRows.of(df, self.spec, self.image_roots)
 
