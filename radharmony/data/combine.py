@@ -277,9 +277,9 @@ def merge(datasets: Sequence[BaseRadiologicalDataset], *, findings: Iterable[str
     """
     check_choice("uncertain", uncertain, tuple(UNCERTAIN))
     wanted = check_findings(findings, where="merge(findings=)")
-    datasets = list(datasets) if isinstance(datasets, (list, tuple)) else datasets
+    if isinstance(datasets, Iterable) and not isinstance(datasets, BaseRadiologicalDataset):
+        datasets = list(datasets)
     _check_sources(datasets)
-    datasets = list(datasets)
     keys = [ds.spec.key for ds in datasets]
     nih_key = next((k for k in NIH_KEYS if k in keys), None)
     if nih_key is not None:
