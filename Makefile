@@ -44,6 +44,7 @@ test-min:
 
 bench: install
 	$(BIN)/python -m benchmarks.run
+	$(BIN)/python -m benchmarks.merge
 
 clean:
 	rm -rf $(VENV) $(MIN_VENV) cache demo_output .pytest_cache

@@ -2,11 +2,13 @@
 
 from .version import __version__
 from .data.collate import collate, pad_boxes
+from .data.combine import MergedDataset, merge
 from .data.loader import CachedLoader
 from .errors import RadHarmonyError
 from .registry import (families, get_dataset_class, get_harmonizer_class, list_datasets,
                        load_harmonizer, register_dataset, resolve_dataset)
 
-__all__ = ["__version__", "CachedLoader", "collate", "pad_boxes", "RadHarmonyError", "families",
+__all__ = ["__version__", "CachedLoader", "MergedDataset", "collate", "merge", "pad_boxes",
+           "RadHarmonyError", "families",
            "get_dataset_class", "get_harmonizer_class", "list_datasets", "load_harmonizer",
            "register_dataset", "resolve_dataset"]

@@ -12,9 +12,10 @@ ID_COLUMNS = ("patient_id", "study_id", "image_path")
 #: The values of the ``split`` column in every dataset that ships an official split (the
 #: dataset's own name for it is kept in ``split_raw``); missing where a row has none.
 SPLIT_NAMES = ("train", "valid", "test")
-#: Columns a dataset derives from its table: the sample id and the canonical view
-#: (``view_map`` applied to the raw ``view_position``).
-DERIVED_COLUMNS = ("sample_id", "view")
+#: Columns a dataset derives from its table: the sample id, the canonical view (``view_map``
+#: applied to the raw ``view_position``), the age in years and the sex (``"M"``/``"F"``/None)
+#: read from the columns the spec names (``age_col``, ``sex_col``; NaN / None without them).
+DERIVED_COLUMNS = ("sample_id", "view", "age_years", "sex")
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,12 @@ class DatasetSpec:
             table that was written.
         zero_pad: text columns made of zero-padded digits -> their width (NIH patient ids
             ``00000001``): a CSV reader turns them into numbers, ``validate`` pads them back.
+        age_col, age_format: the table column holding the patient's age and its encoding
+            (``"years"``, ``"dicom_as"`` such as ``"007Y"``, ``"auto"`` for both, or
+            ``"birth_year"`` measured at ``study_date_col``), read into ``age_years``; see
+            :func:`radharmony.annotations.demographics.parse_age_years`.
+        study_date_col: the study date (``YYYYMMDD`` or year) a birth-year age is taken at.
+        sex_col: the table column holding the patient's sex, read into ``sex``.
     """
 
     key: str
@@ -65,6 +72,10 @@ class DatasetSpec:
     label_map: Mapping[str, tuple | None] = field(default_factory=dict)
     column_types: Mapping[str, str] = field(default_factory=dict)
     zero_pad: Mapping[str, int] = field(default_factory=dict)
+    age_col: str | None = None
+    age_format: str = "years"
+    study_date_col: str | None = None
+    sex_col: str | None = None
 
     @property
     def columns(self) -> tuple[str, ...]:

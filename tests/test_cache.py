@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import radharmony
+from radharmony.spec import DERIVED_COLUMNS
 from radharmony.imaging import cache as cache_mod
 from radharmony.imaging.cache import ImageCache
 from radharmony.table.store import TableCache
@@ -326,7 +327,7 @@ def test_table_cache_serves_the_same_table_without_parsing(tmp_path, monkeypatch
     assert again.equals(first) and list(again.dtypes) == list(first.dtypes)
     rebuilt = ReXGradientTrainDataset(root, _meta(root), cache_dir=tmp_path / "c")
     assert rebuilt.harmonized_df.equals(built.harmonized_df)
-    assert rebuilt.harmonized_df.drop(columns=["sample_id", "view"]).equals(first)
+    assert rebuilt.harmonized_df.drop(columns=list(DERIVED_COLUMNS)).equals(first)
 
 
 def test_table_cache_invalidated_when_metadata_changes(tmp_path):

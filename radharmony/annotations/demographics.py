@@ -82,8 +82,9 @@ def parse_age_years(values: Iterable, *, format: str = "auto", study_date: Itera
         ages = year - birth
     else:
         fmt = "dicom_as" if format == "dicom_as" else "auto"
-        out = []
-        for x in values:
+        codes, uniques = pd.factorize(pd.Series(values, dtype=object), use_na_sentinel=True)
+        out = []  # each distinct value read once: ages repeat across a table's rows
+        for x in uniques:
             try:
                 if format == "years" and isinstance(x, str) and _AS.match(x):
                     raise ValueError(x)
@@ -94,7 +95,7 @@ def parse_age_years(values: Iterable, *, format: str = "auto", study_date: Itera
                 raise DemographicsError(f"{source}: an age cannot be read", expected=expected,
                                         found=repr(x), fix="pass format= matching the column"
                                         ) from None
-        ages = np.asarray(out, dtype=float)
+        ages = np.append(np.asarray(out, dtype=float), np.nan)[codes]  # code -1: missing
     return np.where((ages >= 0) & (ages <= MAX_AGE_YEARS), ages, np.nan)
 
 
@@ -104,8 +105,9 @@ def normalize_sex(values: Iterable, *, source: str = "sex") -> list[str | None]:
     >>> normalize_sex(["M", "female", " F ", "Unknown", None, "O"])
     ['M', 'F', 'F', None, None, None]
     """
+    codes, uniques = pd.factorize(pd.Series(list(values), dtype=object), use_na_sentinel=True)
     out: list[str | None] = []
-    for x in values:
+    for x in uniques:  # each distinct value once
         if _missing(x):
             out.append(None)
             continue
@@ -122,4 +124,45 @@ def normalize_sex(values: Iterable, *, source: str = "sex") -> list[str | None]:
             raise DemographicsError(f"{source}: an unknown sex value",
                                     expected="'M', 'F', 'Male', 'Female', 'O', 'U' or missing",
                                     found=repr(x), fix="map the value before calling")
-    return out
+    return np.array(out + [None], dtype=object)[codes].tolist()  # code -1: missing
+
+
+def table_demographics(df: pd.DataFrame, spec) -> tuple[np.ndarray, np.ndarray]:
+    """``(age_years float array, sex object array of "M"/"F"/None)`` for a harmonized table,
+    read from the columns ``spec`` names (``age_col`` in ``age_format``, ``study_date_col``
+    for birth years, ``sex_col``); NaN / None throughout for a column the spec does not name
+    or the table lacks.
+
+    >>> from radharmony.spec import DatasetSpec
+    >>> spec = DatasetSpec(key="x", title="x", age_col="patient_age", age_format="dicom_as",
+    ...                    sex_col="patient_sex")
+    >>> t = pd.DataFrame({"patient_age": ["045Y", None], "patient_sex": ["F", "O"]})
+    >>> age, sex = table_demographics(t, spec)
+    >>> age.tolist(), sex.tolist()
+    ([45.0, nan], ['F', None])
+    """
+    n = len(df)
+    age = np.full(n, np.nan)
+    sex = np.full(n, None, dtype=object)
+    where = f"dataset {spec.key!r}"
+    col = getattr(spec, "age_col", None)
+    if col is not None and col in df.columns:
+        fmt = spec.age_format
+        dates = None
+        if fmt == "birth_year":
+            dcol = spec.study_date_col
+            dates = df[dcol].to_numpy(object) if dcol in df.columns else np.full(n, None)
+        values = df[col]
+        if fmt in ("years", "birth_year") and pd.api.types.is_numeric_dtype(values):
+            values = values.to_numpy(float, na_value=np.nan)
+            age = values if fmt == "years" else parse_age_years(
+                values, format=fmt, study_date=dates, source=f"{where}, column {col!r}")
+            age = np.where((age >= 0) & (age <= MAX_AGE_YEARS), age, np.nan)
+        else:
+            age = parse_age_years(values.to_numpy(object), format=fmt, study_date=dates,
+                                  source=f"{where}, column {col!r}")
+    col = getattr(spec, "sex_col", None)
+    if col is not None and col in df.columns:
+        sex = np.array(normalize_sex(df[col].to_numpy(object), source=f"{where}, column {col!r}"),
+                       dtype=object)
+    return age, sex

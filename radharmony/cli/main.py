@@ -9,6 +9,7 @@ from pathlib import Path
 
 from . import commands as c
 from . import evaluate, export, label_reports
+from . import merge as merge_cmd
 from .output import EXIT_PROBLEMS, EXIT_USAGE, UsageError, note
 from ..errors import RadHarmonyError, RegistryError
 from ..version import __version__
@@ -118,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     label_reports.add_parser(sub, parents=[common])
     export.add_parser(sub, parents=[common])
+    merge_cmd.add_parser(sub, parents=[common])
     evaluate.add_parser(sub)
     return parser
 

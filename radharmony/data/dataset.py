@@ -22,6 +22,7 @@ import pandas as pd
 import torch
 
 from ..annotations.boxes import BoxSelection
+from ..annotations.demographics import table_demographics
 from . import batches, precache, sampling
 from .filetable import FileTable
 from .checks import drop_missing
@@ -204,11 +205,17 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
         return h
 
     def _set_table(self, df: pd.DataFrame) -> None:
-        # a table saved from a dataset carries the derived columns: recompute them
-        df = df.drop(columns=[c for c in DERIVED_COLUMNS if c in df.columns]).reset_index(drop=True)
-        df.insert(0, "sample_id", sample_ids(df, self.spec))
+        # a table saved from a dataset carries the derived columns: recompute them (a table
+        # whose spec has id_col="sample_id", e.g. a merged one, keeps its sources' sample ids)
+        keep = {"sample_id"} if self.spec.id_col == "sample_id" else set()
+        df = df.drop(columns=[c for c in DERIVED_COLUMNS if c in df.columns and c not in keep]
+                     ).reset_index(drop=True)
+        df.insert(0, "sample_id", df.pop("sample_id") if keep else sample_ids(df, self.spec))
         df["view"] = pd.Series(canonical_views(df["view_position"], self.spec.view_map),
                                index=df.index, dtype=object)
+        age, sex = table_demographics(df, self.spec)
+        df["age_years"] = age
+        df["sex"] = pd.Series(sex, index=df.index, dtype=object)  # None, not NaN, for missing
         self.rows = TableRows.of(df, self.spec, self.image_roots)
         self._table = FrozenFrame(df)
 

@@ -69,6 +69,7 @@ SPEC = DatasetSpec(
     label_map=LABEL_MAP, key="brax", title="BRAX, Brazilian labeled chest X-ray dataset",
     metadata_files=("master_spreadsheet_update.csv", "master_spreadsheet.csv"),
     label_cols=LABELS, extra_cols=EXTRA_COLS, outputs=frozenset({"cls"}), view_map=VIEW_MAP,
+    age_col="patient_age", sex_col="patient_sex",  # age: the 5-year group's lower bound
     expected={"images": 40_967, "studies": 24_959, "patients": 19_351, "thin_strips": 12},
     access=("PhysioNet brax 1.1.0, credentialed access (PhysioNet Credentialed Health Data "
             "License 1.5.0, CITI 'Data or Specimens Only Research' training)"))

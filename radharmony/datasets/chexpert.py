@@ -65,6 +65,7 @@ ACCESS = ("Stanford AIMI, free registration: Stanford University School of Medic
 
 SPEC = DatasetSpec(
     key="chexpert", title="CheXpert v1.0 (train)", metadata_files=("train.csv",),
+    age_col="patient_age", sex_col="patient_sex",
     label_cols=LABELS, extra_cols=EXTRA_COLS, outputs=frozenset({"cls"}), view_map=VIEW_MAP,
     column_types={"patient_age": "Int64"}, access=ACCESS,
     expected={"images": 223_414, "studies": 187_641, "patients": 64_540}, label_map=LABEL_MAP)

@@ -83,6 +83,7 @@ SPEC = DatasetSpec(
     label_map=LABEL_MAP, key="chexpert_plus", title="CheXpert-Plus", metadata_files=("df_chexpert_plus_240401.csv",),
     label_cols=LABELS, extra_cols=EXTRA_COLS, outputs=frozenset({"cls", "report"}),
     view_map=VIEW_MAP, access=ACCESS,
+    age_col="patient_age", sex_col="patient_sex",
     expected={"images": 223_228, "reports": 187_711, "patients": 64_725, "rows": 223_462})
 
 

@@ -84,7 +84,7 @@ GOOGLE_SETS = {"val": "valid", "test": "test"}  # Set Id -> split
 VIEW_MAP = {"PA": "PA", "AP": "AP"}
 EXTRA_COLS = ("follow_up", "patient_age", "patient_sex", "original_width", "original_height",
               "pixel_spacing_x", "pixel_spacing_y", "split", "split_raw")
-COLUMN_TYPES = {"follow_up": "int64", "patient_age": "Int64", "original_width": "Int64",
+COLUMN_TYPES = {"follow_up": "Int64", "patient_age": "Int64", "original_width": "Int64",
                 "original_height": "Int64", "pixel_spacing_x": "float64",
                 "pixel_spacing_y": "float64"}
 ZERO_PAD = {"patient_id": 8}  # 00000001
@@ -93,6 +93,7 @@ ACCESS = ("NIH Clinical Center, public (nihcc.app.box.com/v/ChestXray-NIHCC); ci
 
 NIH_SPEC = DatasetSpec(
     key="nih_cxr14", title="NIH ChestX-ray14",
+    age_col="patient_age", sex_col="patient_sex",
     metadata_files=("Data_Entry_2017_v2020.csv", "Data_Entry_2017_v2020.csv.gz",
                     "Data_Entry_2017.csv"),
     label_cols=LABELS, extra_cols=EXTRA_COLS + ("boxes",), outputs=frozenset({"cls", "bbox"}),
@@ -103,6 +104,7 @@ NIH_SPEC = DatasetSpec(
               "box_images": 880, "train_val": 86_524, "test": 25_596})
 GOOGLE_SPEC = DatasetSpec(
     key="nih_cxr14_google", title="NIH ChestX-ray14, Google expert labels (2019)",
+    age_col="patient_age", sex_col="patient_sex",
     metadata_files=("google2019_nih-chest-xray-labels.csv",
                     "google2019_nih-chest-xray-labels.csv.gz"),
     label_cols=GOOGLE_LABELS, extra_cols=EXTRA_COLS, outputs=frozenset({"cls"}),

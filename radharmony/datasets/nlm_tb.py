@@ -57,6 +57,7 @@ SPEC = DatasetSpec(
     label_map=LABEL_MAP, key="nlm_montgomery", title="NLM Montgomery County TB set",
     metadata_files=(IMAGE_DIR,), label_cols=(LABEL,),
     extra_cols=("patient_sex", "patient_age", "has_mask"), column_types={"has_mask": "bool", "patient_age": "Int64"},
+    age_col="patient_age", sex_col="patient_sex",
     outputs=frozenset({"cls", "report", "mask"}), access=ACCESS,
     expected={"images": 138, "patients": 138, "positive": 58, "negative": 80})
 SHENZHEN_SPEC = replace(

@@ -95,6 +95,8 @@ ACCESS = ("BIMCV PadChest (bimcv.cipf.es/bimcv-projects/padchest), free registra
 
 SPEC = DatasetSpec(
     key="padchest", title="PadChest", metadata_files=(f"{FILE}.gz", FILE),
+    age_col="patient_birth_year", age_format="birth_year", study_date_col="study_date",
+    sex_col="patient_sex",
     label_cols=LABELS, extra_cols=EXTRA_COLS, outputs=frozenset({"cls", "report"}),
     view_map=VIEW_MAP, access=ACCESS, label_map=LABEL_MAP,
     column_types={"patient_birth_year": "Int64", "study_date": "Int64", "labels": "json"},

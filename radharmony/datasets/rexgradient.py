@@ -56,6 +56,7 @@ def split_spec(split: str) -> DatasetSpec:
         key=f"rexgradient_{split}", title=f"ReXGradient-160K ({split})",
         metadata_files=(view_position_file(split), f"{split}_metadata.json"),
         label_cols=LABEL_COLS, label_map=LABEL_MAP, extra_cols=EXTRA_OUTPUT_COLS,
+        age_col="patient_age", age_format="auto", sex_col="patient_sex",  # "007Y"
         outputs=frozenset({"report", "bbox"}),
         view_map=VIEW_MAP, expected=SPLITS[split], access=ACCESS,
         column_types={"study_date": "Int64"})

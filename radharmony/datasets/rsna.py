@@ -52,6 +52,7 @@ SPEC = DatasetSpec(
     key="rsna_pneumonia", title="RSNA Pneumonia Detection Challenge (stage 2 train)",
     metadata_files=("stage_2_train_labels.csv", "kaggle_stage_2_train_labels.csv.zip"),
     label_cols=(LABEL,), label_map=LABEL_MAP,
+    age_col="patient_age", sex_col="patient_sex",
     extra_cols=("detailed_class", "patient_sex", "patient_age", "nih_image"),
     outputs=frozenset({"cls", "bbox"}), view_map={"PA": "PA", "AP": "AP"},
     expected={"images": 26_684, "studies": 26_684, "positive": 6_012, "boxes": 9_555,

@@ -123,7 +123,9 @@ def validate(df: pd.DataFrame, spec: DatasetSpec, *, source: str = "harmonized t
     out["image_path"] = pd.Series([p if isinstance(p, str) and _plainly_clean(p) else
                                    check_relative_path(p, where=f"{source}, row {i}")
                                    for i, p in enumerate(out["image_path"])], dtype=object)
-    dup = out["image_path"].duplicated(keep=False)
+    per_root = spec.root_col is not None and spec.root_col in out.columns  # paths per root
+    dup = out.duplicated([spec.root_col, "image_path"], keep=False) if per_root else \
+        out["image_path"].duplicated(keep=False)
     if dup.any():
         first = out.loc[dup, "image_path"].iloc[0]
         raise SchemaError(f"{source}: image_path {first!r} appears in {int(dup.sum())} rows",
@@ -251,11 +253,12 @@ def _boxes_cell(value, *, where: str) -> list[dict]:
 def canonical_views(values, view_map) -> np.ndarray:
     """Raw view names -> canonical ones via ``view_map`` (exact, after strip/upper-casing);
     unmapped names stay as written (stripped), missing or empty ones become None."""
-    out = np.empty(len(values), dtype=object)
-    for i, v in enumerate(values):
+    codes, uniques = pd.factorize(pd.Series(np.asarray(values, dtype=object), dtype=object))
+    canon = np.empty(len(uniques) + 1, dtype=object)  # each distinct name once; last: missing
+    for i, v in enumerate(uniques):
         k = v.strip().upper() if isinstance(v, str) else None
-        out[i] = view_map.get(k, v.strip()) if k else None
-    return out
+        canon[i] = view_map.get(k, v.strip()) if k else None
+    return canon[codes]
 
 
 def sample_ids(df: pd.DataFrame, spec: DatasetSpec) -> np.ndarray:

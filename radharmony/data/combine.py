@@ -1,0 +1,333 @@
+"""Several source datasets as one dataset in the canonical label space.
+
+:func:`merge` derives each source's canonical findings (:func:`radharmony.vocabulary.
+derive_findings`: 1 / 0 / -1 / NaN, never an invented negative), stacks the sources' rows into
+one table and returns a :class:`MergedDataset`: a :class:`~radharmony.data.dataset.
+BaseRadiologicalDataset` whose rows keep their own image root (``spec.root_col="source"``),
+their source's ``sample_id`` and a namespaced ``patient_id`` (``"<key>:<patient>"``), so splits
+and folds never put one patient on both sides.
+
+NIH ChestX-ray14 images reappear in RSNA Pneumonia (whose table names each image's NIH
+original, ``nih_image``) and in the NIH Google labels: with an NIH table in the merge, their
+patients are joined under the NIH key. SIIM-ACR images are NIH images too, but its table names
+no NIH original (its ids are new DICOM UIDs), so its patients cannot be joined: the merge warns.
+
+>>> import pandas as pd
+>>> from radharmony.data.dataset import BaseRadiologicalDataset
+>>> from radharmony.registry import get_harmonizer_class
+>>> spec = get_harmonizer_class("siim_acr_ptx").spec
+>>> t = pd.DataFrame({"patient_id": ["a", "b"], "study_id": ["a", "b"],
+...                   "image_path": ["a.dcm", "b.dcm"], "view_position": None, "report": None,
+...                   "Pneumothorax": [1.0, 0.0], "rle": [[], []]})
+>>> siim = BaseRadiologicalDataset("/data/siim", harmonized_df=t, spec=spec, cache_dir=None)
+>>> m = merge([siim], findings=["pneumothorax", "hydropneumothorax", "pneumonia"])
+>>> cols = ["sample_id", "patient_id", "pneumothorax", "hydropneumothorax"]
+>>> m.harmonized_df[cols].values.tolist()
+[['siim_acr_ptx:a', 'siim_acr_ptx:a', 1.0, nan], ['siim_acr_ptx:b', 'siim_acr_ptx:b', 0.0, 0.0]]
+>>> m.merge_report[["dataset", "rows", "mapped", "one_way", "unknown"]].values.tolist()
+[['siim_acr_ptx', 2, 2, 0, 0]]
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ..errors import RadHarmonyError, UnsupportedOutputWarning, check_choice
+from ..spec import DatasetSpec
+from ..vocabulary import derive_findings, derive_report
+from ..vocabulary.table import check_findings
+from .dataset import BaseRadiologicalDataset
+
+log = logging.getLogger("radharmony.merge")
+
+MERGED_KEY = "merged"
+#: ``uncertain=``: what -1 becomes in ``cls`` and whether ``cls_mask`` counts it
+UNCERTAIN = {"keep": (-1.0, False), "ignore": (0.0, False), "zeros": (0.0, True),
+             "ones": (1.0, True)}
+#: datasets whose patient ids are NIH ChestX-ray14's (the first one present names the group)
+NIH_KEYS = ("nih_cxr14", "nih_cxr14_google")
+#: a source column naming each row's NIH original (file stem ``<patient>_<follow-up>``)
+NIH_IMAGE_COL = "nih_image"
+#: datasets of NIH images whose tables cannot name the NIH original
+NIH_UNLINKED = ("siim_acr_ptx",)
+#: the merged table's columns before the findings
+BASE_COLUMNS = ("patient_id", "study_id", "image_path", "view_position", "report", "source",
+                "patient_age_years", "patient_sex")
+REPORT_COLUMNS = ("dataset", "rows", "label_columns", "values", "mapped", "one_way", "unknown",
+                  "rows_without_findings", "patients_joined")
+
+
+class MergeError(RadHarmonyError, ValueError):
+    """Datasets that cannot be merged as given."""
+
+
+def _cls_targets(labels: np.ndarray, uncertain: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(cls, cls_mask)`` float32 of a row (or rows) of findings: unknown is 0 and masked;
+    -1 follows ``uncertain`` (:data:`UNCERTAIN`)."""
+    known = ~np.isnan(labels)
+    cls = np.where(known, labels, np.float32(0.0)).astype(np.float32)
+    mask = known.astype(np.float32)
+    value, counted = UNCERTAIN[uncertain]
+    unsure = labels == -1.0
+    if unsure.any():
+        cls[unsure] = value
+        if not counted:
+            mask[unsure] = 0.0
+    return cls, mask
+
+
+class MergedDataset(BaseRadiologicalDataset):
+    """Samples of several source datasets in one label space (build it with :func:`merge`).
+
+    Samples: ``img``, ``sample_id`` (the source's), ``source`` (the dataset key), ``cls`` (one
+    value per finding of :attr:`findings`, unknown as 0) and ``cls_mask`` (1 where the value
+    is a known target; ``uncertain=`` decides -1, see :data:`UNCERTAIN`), plus ``report`` when
+    every source was built with ``output_report=True``.
+
+    Attributes:
+        findings: the canonical finding ids, in ``cls`` order.
+        merge_report: per source, how many label values reached the findings (see
+            :func:`merge`).
+        sources: the source datasets, in merge order.
+    """
+
+    harmonizer_class = None
+
+    def __init__(self, table: pd.DataFrame, *, spec: DatasetSpec, image_roots, findings,
+                 uncertain: str, merge_report: pd.DataFrame, sources: tuple, like):
+        self.findings = tuple(findings)
+        self.uncertain = uncertain
+        self.merge_report = merge_report
+        self.sources = sources
+        transform = like.user_transform if like.user_transform is not None else like.pipeline
+        super().__init__(None, output_cls=True, output_report="report" in like.outputs,
+                         transform=transform, cache_dir=like.cache_dir, dtype=like.dtype,
+                         harmonized_df=table, spec=spec, image_roots=image_roots)
+
+    def _set_table(self, df: pd.DataFrame) -> None:
+        super()._set_table(df)
+        self.source_of = self.harmonized_df["source"].to_numpy(dtype=object)
+
+    def add_outputs(self, index: int, sample: dict, letterbox) -> None:
+        super().add_outputs(index, sample, letterbox)
+        sample["source"] = self.source_of[index]
+        cls, mask = _cls_targets(self.rows.labels[index], self.uncertain)
+        sample["cls"], sample["cls_mask"] = torch.from_numpy(cls), torch.from_numpy(mask)
+
+    def targets(self) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        """``(labels (N, F) float32, mask (N, F) bool, finding ids)``: what
+        :func:`radharmony.evaluate.targets` probes score; usable cells are the 0/1 targets
+        of ``cls`` where ``cls_mask`` is 1 (``uncertain="keep"`` masks -1 like ``"ignore"``)."""
+        policy = "ignore" if self.uncertain == "keep" else self.uncertain
+        labels, mask = _cls_targets(self.rows.labels, policy)
+        return labels, mask.astype(bool), list(self.findings)
+
+    def by_source(self) -> dict[str, "MergedDataset"]:
+        """One dataset per source (rows in merged order), e.g. for the viewer:
+        ``ViewerApp(list(merged.by_source().values()))`` lists each source as a split."""
+        out = {}
+        for key in pd.unique(self.source_of):
+            part = self._subset(np.flatnonzero(self.source_of == key))
+            part.spec = _replace_key(self.spec, f"{self.spec.key}/{key}")
+            out[key] = part
+        return out
+
+
+def _replace_key(spec: DatasetSpec, key: str) -> DatasetSpec:
+    from dataclasses import replace
+
+    return replace(spec, key=key, title=f"{spec.title}: {key.split('/', 1)[1]}")
+
+
+def _merged_spec(findings: tuple[str, ...], outputs: frozenset[str]) -> DatasetSpec:
+    return DatasetSpec(
+        key=MERGED_KEY, title="Merged datasets (canonical findings)", label_cols=findings,
+        extra_cols=BASE_COLUMNS[5:], outputs=outputs, id_col="sample_id", root_col="source",
+        age_col="patient_age_years", sex_col="patient_sex",
+        label_map={f: ((f, "exact"),) for f in findings},
+        access="the terms of each source dataset")
+
+
+def _describe(ds) -> str:
+    return f"{type(ds).__name__} ({ds.spec.key})"
+
+
+def _check_sources(datasets: Sequence) -> None:
+    if isinstance(datasets, BaseRadiologicalDataset) or not isinstance(datasets, Iterable):
+        raise MergeError("merge() needs a sequence of datasets", expected="a list such as "
+                         "[nih, chexpert]", found=type(datasets).__name__,
+                         fix="pass merge([ds1, ds2, ...])")
+    if not datasets:
+        raise MergeError("merge() got no dataset", expected="at least one dataset",
+                         found="an empty sequence", fix="pass merge([ds1, ds2, ...])")
+    for ds in datasets:
+        if not isinstance(ds, BaseRadiologicalDataset):
+            raise MergeError("merge() got something that is not a radharmony dataset",
+                             expected="BaseRadiologicalDataset instances",
+                             found=type(ds).__name__, fix="build each source dataset first")
+        if isinstance(ds, MergedDataset) or ds.spec.root_col is not None:
+            raise MergeError(f"merge() got {_describe(ds)}, a table over several roots",
+                             expected="single-source datasets", found="a merged dataset",
+                             fix="merge its sources together instead (merged.sources)")
+    first = datasets[0]
+    checks = (("output flags", lambda d: sorted(d.outputs),
+               "build every source with the same output_* flags"),
+              ("dtypes", lambda d: str(d.dtype), "pass the same dtype= to every source"),
+              ("image pipelines", lambda d: d.pipeline.params() if d.user_transform is None
+               else f"user transform {d.user_transform!r}",
+               "build every source with the same transform= (one DefaultTransform, or one "
+               "user transform object)"),
+              ("cache folders", lambda d: str(d.cache_dir),
+               "pass the same cache_dir= to every source (the merged dataset shares their "
+               "image cache)"))
+    for ds in datasets[1:]:
+        for what, get, fix in checks:
+            if what == "image pipelines" and ds.user_transform is not None and \
+                    ds.user_transform is first.user_transform:
+                continue
+            if get(ds) != get(first):
+                raise MergeError(f"merge(): {_describe(first)} and {_describe(ds)} were built "
+                                 f"with different {what}",
+                                 expected=f"the same {what} for every source",
+                                 found=f"{get(first)!r} vs {get(ds)!r}", fix=fix)
+    roots: dict[str, object] = {}
+    for ds in datasets:
+        key = ds.spec.key
+        if key in roots and roots[key] != ds.base_image_dir:
+            raise MergeError(f"merge(): two {key!r} datasets have different image folders",
+                             expected="one base_image_dir per dataset key",
+                             found=f"{roots[key]} vs {ds.base_image_dir}",
+                             fix="merge splits of one dataset built on the same folder")
+        roots[key] = ds.base_image_dir
+
+
+def _namespaced(key: str, values: pd.Series) -> np.ndarray:
+    return (key + ":" + values.astype(str)).to_numpy(dtype=object)
+
+
+def _part(ds, wanted: tuple[str, ...], approximate: bool, nih_key: str | None):
+    df = ds.harmonized_df
+    key = ds.spec.key
+    derived = derive_findings(df, ds.spec, findings=wanted, approximate=approximate)
+    patients = _namespaced(key, df["patient_id"])
+    joined = 0
+    if nih_key is not None and key in NIH_KEYS:
+        patients = _namespaced(nih_key, df["patient_id"])
+        joined = len(df)
+    elif nih_key is not None and NIH_IMAGE_COL in df.columns:
+        nih = df[NIH_IMAGE_COL]
+        linked = nih.notna().to_numpy()
+        if linked.any():
+            stem = nih[linked].astype(str).str.replace(r"\.png$", "", regex=True)
+            patients[linked] = _namespaced(nih_key, stem.str.replace(r"_\d+$", "", regex=True))
+        joined = int(linked.sum())
+    part = {"patient_id": patients, "study_id": _namespaced(key, df["study_id"]),
+            "image_path": df["image_path"].to_numpy(dtype=object),
+            "view_position": df["view"].to_numpy(dtype=object),
+            "report": df["report"].to_numpy(dtype=object),
+            "source": np.full(len(df), key, dtype=object),
+            "patient_age_years": df["age_years"].to_numpy(dtype=np.float32),
+            "patient_sex": df["sex"].to_numpy(dtype=object)}
+    part.update({f: derived[f].to_numpy(np.float32) for f in wanted})
+    part["sample_id"] = df["sample_id"].to_numpy(dtype=object)
+    rep = derive_report(df, ds.spec, approximate=approximate)
+    summary = (key, len(df), len(ds.spec.label_cols), int(rep["values"].sum()),
+               int(rep["mapped"].sum()), int(rep["one_way"].sum()), int(rep["unknown"].sum()),
+               int(derived.isna().all(axis=1).sum()) if len(wanted) else len(df), joined)
+    return part, summary
+
+
+def merge(datasets: Sequence[BaseRadiologicalDataset], *, findings: Iterable[str] | None = None,
+          approximate: bool = False, uncertain: str = "keep", verbose: bool = False
+          ) -> MergedDataset:
+    """One dataset over ``datasets`` in the canonical label space.
+
+    Args:
+        datasets: source datasets (splits, folds or ``filter()`` results of any registered
+            dataset), built with the same output flags, ``dtype``, transform and
+            ``cache_dir``; their image caches are shared (same files and pipeline give the
+            same cache keys).
+        findings: canonical finding ids to keep, in ``cls`` order (default: all of
+            :data:`radharmony.vocabulary.FINDINGS`).
+        approximate: let ``approximate`` relations transfer values (see
+            :mod:`radharmony.vocabulary`).
+        uncertain: what an uncertain (-1) finding is in samples: ``"keep"`` (-1 in ``cls``,
+            masked), ``"ignore"`` (0, masked), ``"zeros"`` / ``"ones"`` (0 / 1, counted).
+            The table keeps -1 either way.
+        verbose: also print the per-source summary (it is always logged at INFO on the
+            ``radharmony.merge`` logger).
+
+    Returns:
+        A :class:`MergedDataset`. Its ``harmonized_df``: ``sample_id`` (the source's),
+        ``patient_id`` (``"<key>:<patient>"``; NIH-derived sources joined to NIH patients),
+        ``study_id`` (``"<key>:<study>"``), ``image_path`` (under its source's root),
+        ``view_position`` (the source's canonical view), ``report``, ``source``, one float
+        column per finding (1 / 0 / -1 / NaN), then ``view``, ``age_years`` and ``sex``.
+        ``merge_report``: one row per source with ``rows``, ``label_columns``, ``values``
+        (known label cells), ``mapped`` (passed as is), ``one_way`` (transferred only one way:
+        a narrower 1 or a broader 0), ``unknown`` (reached no finding; ``mapped + one_way +
+        unknown == values``), ``rows_without_findings`` (rows kept with every finding NaN)
+        and ``patients_joined`` (rows whose patient is an NIH patient).
+    """
+    check_choice("uncertain", uncertain, tuple(UNCERTAIN))
+    wanted = check_findings(findings, where="merge(findings=)")
+    if isinstance(datasets, Iterable) and not isinstance(datasets, BaseRadiologicalDataset):
+        datasets = list(datasets)
+    _check_sources(datasets)
+    keys = [ds.spec.key for ds in datasets]
+    nih_key = next((k for k in NIH_KEYS if k in keys), None)
+    if nih_key is not None:
+        for k in NIH_UNLINKED:
+            if k in keys:
+                warnings.warn(f"merge(): {k} images are NIH ChestX-ray14 images, but its table "
+                              "names no NIH original, so its patients cannot be joined to "
+                              f"{nih_key}'s: a patient may land in train and val through both. "
+                              f"Leave {k} out of patient-grouped splits with NIH, or split it "
+                              "separately", UserWarning, stacklevel=2)
+    parts, summaries = [], []
+    for ds in datasets:
+        part, summary = _part(ds, wanted, approximate, nih_key)
+        parts.append(part)
+        summaries.append(summary)
+    ids = np.concatenate([p["sample_id"] for p in parts])
+    dup = pd.Index(ids).duplicated(keep=False)
+    if dup.any():
+        owners = np.concatenate([[i] * len(p["sample_id"]) for i, p in enumerate(parts)]) \
+            if len(parts) < 64 else None
+        who = sorted({_describe(datasets[i]) for i in owners[dup]}) if owners is not None else []
+        raise MergeError("merge(): sample_ids repeat across the sources",
+                         expected="every sample_id once",
+                         found=f"{int(dup.sum())} rows share ids such as {ids[dup][0]!r}"
+                               + (f" (in {', '.join(who)})" if who else ""),
+                         fix="pass each dataset once, and disjoint splits of one dataset "
+                             "(e.g. the train and val of one get_datasets call)")
+    columns = list(BASE_COLUMNS) + list(wanted) + ["sample_id"]
+    table = pd.DataFrame({c: pd.Series(np.concatenate([p[c] for p in parts]), copy=False,
+                                       dtype=object if parts[0][c].dtype == object else None)
+                          for c in columns})  # object, not inferred (slower) string columns
+    report = pd.DataFrame(summaries, columns=list(REPORT_COLUMNS))
+    log.info("merged %d sources, %d rows:\n%s", len(datasets), len(table),
+             report.to_string(index=False))
+    if verbose:
+        print(report.to_string(index=False))
+    first = datasets[0]
+    outputs = frozenset({"cls"} | ({"report"} & set(first.outputs)))
+    dropped = set(first.outputs) - outputs
+    if dropped:
+        warnings.warn(f"merge(): the sources' outputs {sorted(dropped)} are per-dataset and "
+                      "not merged; merged samples carry img, sample_id, source, cls, cls_mask"
+                      + (" and report" if "report" in outputs else ""),
+                      UnsupportedOutputWarning, stacklevel=2)
+    roots = {ds.spec.key: ds.base_image_dir for ds in datasets}
+    return MergedDataset(table, spec=_merged_spec(wanted, outputs), image_roots=roots,
+                         findings=wanted, uncertain=uncertain, merge_report=report,
+                         sources=tuple(datasets), like=first)
+
+
+__all__ = ["MERGED_KEY", "MergeError", "MergedDataset", "UNCERTAIN", "merge"]
