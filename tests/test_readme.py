@@ -24,3 +24,13 @@ def test_quick_start_runs(rex_root, tmp_path, monkeypatch):
         exec(compile(code.replace("/data/ReXGradient-160K", str(rex_root)), "README", "exec"), ns)
     assert ns["sample"]["img"].shape == (1, 224, 224)
     assert len(ns["folds"]) == 5 and len(ns["ds"]) == len(ns["df"])
+
+
+def test_report_labels_section_runs(capsys):
+    text = README.read_text()
+    section = text[text.index("## Labels from reports"):]
+    section = section[:section.index("\n## ", 3)]
+    (block,) = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    exec(compile(block, "README.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "negation" in out and "uncertain" in out

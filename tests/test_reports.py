@@ -56,12 +56,27 @@ def one(text, col, **kw):
     ("Findings suggestive of pulmonary edema.", "Edema", -1.0),
     ("Question of a small pneumothorax.", "Pneumothorax", -1.0),
     ("Possible small effusion.", "Pleural Effusion", -1.0),
+    # the examination, not the finding
+    ("Evaluation for pneumothorax is limited by rotation.", "Pneumothorax", None),
+    ("Low lung volumes limit evaluation for an effusion.", "Pleural Effusion", None),
+    ("CT can be performed to identify a small nodule.", "Lung Lesion", None),
+    ("Evaluation for pneumothorax is limited; small effusion.", "Pleural Effusion", 1.0),
     # exclusions
     ("Small pericardial effusion.", "Pleural Effusion", None),
     ("Subcutaneous emphysema in the neck.", "Pneumothorax", None),
 ])
 def test_snippets(text, col, value):
     assert one(text, col) == value
+
+
+def test_canonical_ids_are_vocabulary_findings():
+    from radharmony import vocabulary
+    from radharmony.reports.findings import CANONICAL_CHILDREN
+
+    emitted = set(columns("canonical")) | set(CANONICAL_CHILDREN)
+    assert emitted <= set(vocabulary.FINDINGS), emitted - set(vocabulary.FINDINGS)
+    assert "hiatal_hernia" in columns("canonical") and "hernia" not in columns("canonical")
+    assert one("Small hiatal hernia.", "hiatal_hernia", vocabulary="canonical") == 1.0
 
 
 def test_aggregation_positive_beats_uncertain_beats_negative():

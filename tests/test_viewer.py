@@ -202,6 +202,31 @@ def test_http_routes(server):
     assert _get(server.url + "api/sample?index=abc")[0] == 400
 
 
+def test_report_labels_with_deciding_phrase(server):
+    s = json.loads(_get(server.url + "api/sample?index=0")[2])
+    labels = {lab["name"]: lab for lab in s["report_labels"]}
+    eff = labels["Pleural Effusion"]
+    assert eff["value"] == 1.0 and eff["cue"] is None
+    assert s["report"][eff["mention"]["start"]:eff["mention"]["end"]] == "pleural effusion"
+    assert eff["sentence"] == "Small left pleural effusion."
+    lesion = labels["Lung Lesion"]
+    assert s["report"][lesion["mention"]["start"]:lesion["mention"]["end"]] == "nodule"
+    assert "Pneumonia" not in labels  # nothing said about it
+    assert json.loads(_get(server.url + "api/sample?index=5")[2])["report_labels"] == []
+
+
+def test_report_label_cue_offsets():
+    from radharmony.viewer.app import report_label_evidence
+
+    text = "FINDINGS:\nNo pneumothorax. Possible small effusion."
+    ev = {e["name"]: e for e in report_label_evidence(text)}
+    ptx, eff = ev["Pneumothorax"], ev["Pleural Effusion"]
+    assert ptx["value"] == 0.0 and text[ptx["cue"]["start"]:ptx["cue"]["end"]] == "No"
+    assert eff["value"] == -1.0 and text[eff["cue"]["start"]:eff["cue"]["end"]] == "Possible"
+    assert eff["cue_kind"] == "uncertain" and eff["rule"].startswith("mentions.tsv:")
+    assert report_label_evidence(None) == []
+
+
 @pytest.mark.parametrize("path", ["static/../cli.py", "static/%2e%2e/app.py",
                                   "static/viewer.js/../../app.py", "../../etc/passwd",
                                   "image.png?id=../../etc/passwd", "api/sample?id=p0/img0.png",

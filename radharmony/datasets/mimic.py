@@ -32,6 +32,7 @@ from ..annotations.labels import UncertainLabelsMixin
 from ..data.dataset import BaseRadiologicalDataset
 from ..errors import MetadataNotFoundError
 from ..spec import DatasetSpec
+from .report_labels import ReportLabelsDataset, ReportLabelsHarmonizer
 from ..table.locate import find_optional
 from ..table.read_csv import numeric_columns, read_table, require_columns
 
@@ -99,7 +100,7 @@ def report_file(subject: str, study: str) -> str:
 
 
 # -- harmonizer -----------------------------------------------------------------------------------
-class MIMICCXRJPGHarmonizer(BaseHarmonizer):
+class MIMICCXRJPGHarmonizer(ReportLabelsHarmonizer, BaseHarmonizer):
     """MIMIC-CXR-JPG: 377,110 images, 227,827 studies, 65,379 patients; official split."""
 
     spec = SPEC
@@ -198,7 +199,7 @@ def _study_labels(table: pd.DataFrame | None, study: pd.Series, source: str) -> 
 
 
 # -- dataset --------------------------------------------------------------------------------------
-class MIMICCXRJPGDataset(UncertainLabelsMixin, BaseRadiologicalDataset):
+class MIMICCXRJPGDataset(UncertainLabelsMixin, ReportLabelsDataset, BaseRadiologicalDataset):
     """MIMIC-CXR-JPG; ``base_image_dir`` is the release root (holding ``files/`` and the
     CSVs). The official split is the ``split`` column. ``uncertain=`` chooses what an
     uncertain (-1) CheXpert-labeler value becomes (see :class:`UncertainLabelsMixin`)."""
@@ -253,7 +254,7 @@ class MIMICCXRJPGTestHarmonizer(MIMICCXRJPGHarmonizer):
                                      source=source)
 
 
-class MIMICCXRJPGTestDataset(BaseRadiologicalDataset):
+class MIMICCXRJPGTestDataset(ReportLabelsDataset, BaseRadiologicalDataset):
     """The radiologist-labelled MIMIC-CXR-JPG test set; ``base_image_dir`` as for
     :class:`MIMICCXRJPGDataset`."""
 

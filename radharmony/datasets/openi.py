@@ -36,6 +36,7 @@ from ..table.harmonizer import BaseHarmonizer, Inputs
 from ..data.dataset import BaseRadiologicalDataset
 from ..errors import MetadataError
 from ..spec import DatasetSpec
+from .report_labels import ReportLabelsDataset, ReportLabelsHarmonizer
 from ..table.locate import find_optional
 from ..table.read_csv import read_table
 from ..reports.format import format_report
@@ -119,7 +120,7 @@ def heading(tag: str) -> str:
 
 
 # -- harmonizer -----------------------------------------------------------------------------------
-class OpenIHarmonizer(BaseHarmonizer):
+class OpenIHarmonizer(ReportLabelsHarmonizer, BaseHarmonizer):
     """OpenI: 3,955 reports, 7,470 images (3,851 reports have images)."""
 
     spec = SPEC
@@ -200,7 +201,7 @@ def _report_rows(name: str, data: bytes, source: str) -> list[list]:
 
 
 # -- dataset --------------------------------------------------------------------------------------
-class OpenIDataset(BaseRadiologicalDataset):
+class OpenIDataset(ReportLabelsDataset, BaseRadiologicalDataset):
     """OpenI; ``base_image_dir`` holds the extracted ``NLMCXR_png.tgz`` (``<id>.png``);
     ``NLMCXR_reports.tgz`` is found beside or above it."""
 

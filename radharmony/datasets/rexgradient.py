@@ -31,6 +31,7 @@ from ..errors import MetadataError, MetadataFormatError
 from ..table.read_json import read_json_file, load_json
 from ..reports.format import SECTIONS, format_report, join_sections, section_texts
 from ..spec import DatasetSpec
+from .report_labels import ReportLabelsDataset, ReportLabelsHarmonizer
 
 # -- declarative spec ----------------------------------------------------------------------------
 SPLITS = {"train": {"images": 238_968, "studies": 140_000, "patients": 95_716},
@@ -115,7 +116,7 @@ def _fields(studies: list[dict], names: tuple[str, ...]) -> dict[str, tuple | li
 
 
 # -- harmonizer -----------------------------------------------------------------------------------
-class _ReXGradientHarmonizer(BaseHarmonizer):
+class _ReXGradientHarmonizer(ReportLabelsHarmonizer, BaseHarmonizer):
     split: ClassVar[str]
 
     @property
@@ -225,17 +226,17 @@ class ReXGradientTestHarmonizer(_ReXGradientHarmonizer):
     split, spec = "test", split_spec("test")
 
 
-class ReXGradientTrainDataset(BaseRadiologicalDataset):
+class ReXGradientTrainDataset(ReportLabelsDataset, BaseRadiologicalDataset):
     """ReXGradient-160K train split; ``base_image_dir`` is the extracted ``deid_png/``."""
     harmonizer_class = ReXGradientTrainHarmonizer
 
 
-class ReXGradientValidDataset(BaseRadiologicalDataset):
+class ReXGradientValidDataset(ReportLabelsDataset, BaseRadiologicalDataset):
     """ReXGradient-160K validation split; ``base_image_dir`` is the extracted ``deid_png/``."""
     harmonizer_class = ReXGradientValidHarmonizer
 
 
-class ReXGradientTestDataset(BaseRadiologicalDataset):
+class ReXGradientTestDataset(ReportLabelsDataset, BaseRadiologicalDataset):
     """ReXGradient-160K public test split; ``base_image_dir`` is the extracted ``deid_png/``."""
     harmonizer_class = ReXGradientTestHarmonizer
 

@@ -33,6 +33,7 @@ from ..errors import MetadataError
 from ..cells import parse_literal
 from ..annotations.spans import align_tokens, char_spans, detect_span_end
 from ..spec import DatasetSpec
+from .report_labels import ReportLabelsDataset, ReportLabelsHarmonizer
 from ..table.read_json import read_jsonl
 
 # -- declarative spec ----------------------------------------------------------------------------
@@ -140,7 +141,7 @@ def _warn_unknown(unknown: dict, source: str) -> None:
 
 
 # -- harmonizer -----------------------------------------------------------------------------------
-class XRaydarMultimodalHarmonizer(BaseHarmonizer):
+class XRaydarMultimodalHarmonizer(ReportLabelsHarmonizer, BaseHarmonizer):
     """X-Raydar multimodal: 979 exams, one row each (``csv_path`` = ``annotations.jsonl``)."""
 
     spec = SPEC
@@ -224,7 +225,7 @@ def _as_list(value) -> list:
     return [] if value is None or isinstance(value, float) else list(value)
 
 
-class XRaydarMultimodalDataset(BaseRadiologicalDataset):
+class XRaydarMultimodalDataset(ReportLabelsDataset, BaseRadiologicalDataset):
     """All 979 X-Raydar exams; ``base_image_dir`` is the folder holding ``images/`` and
     ``annotations.jsonl``. ``get_datasets(n_splits=k)`` / ``get_folds`` group by exam.
 

@@ -40,7 +40,7 @@ GOLD: dict[str, tuple[str, ...]] = {
     "mass": ("Mass",),
     "emphysema": ("Emphysema", "Pulmonary Emphysema"),
     "fibrosis": ("Pulmonary Fibrosis",),
-    "hernia": ("Hernia, Hiatal",),
+    "hiatal_hernia": ("Hernia, Hiatal",),
     "fracture": ("Fractures, Bone",),
     "pleural_thickening": ("Thickening/pleura",),
     "hydropneumothorax": ("Hydropneumothorax",),

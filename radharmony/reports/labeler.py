@@ -7,7 +7,9 @@ cues of its sentence (``cues.tsv``):
 1. the sentence is cut into clauses at terminators ("but", "however", "which", ";", ...);
    only cues in the mention's clause count;
 2. the nearest cue *before* the mention decides: negation -> 0, uncertain -> -1,
-   pseudo-negation ("no change in") -> 1;
+   pseudo-negation ("no change in") -> 1; an ``ignore`` cue ("limits evaluation for")
+   drops the mention (the clause speaks of the examination, not the finding), and so does
+   an ``ignore`` cue anywhere after it in the clause ("evaluation for ... is limited");
 3. else the nearest cue *after* it: "is not seen" -> 0, "cannot be excluded" -> -1;
 4. else the mention is positive (1). A ``normal`` rule ("normal heart size") gives 0, an
    ``uncertain`` rule ("borderline heart size") -1, whatever the cues.
@@ -32,12 +34,12 @@ import pandas as pd
 from ..errors import RadHarmonyError
 from .rules import Rules, resolve_rules
 from .sections import LABELLED, section_name, section_spans
-from .vocabulary import NO_FINDING, NOT_ABNORMAL, VOCABULARIES, columns, feeds
+from .findings import NO_FINDING, NOT_ABNORMAL, VOCABULARIES, columns, feeds
 
 _SENTENCE_END = re.compile(r"[.!?]+(?=\s|$)|\n[ \t]*\n")
 _RANK = {1.0: 3, -1.0: 2, 0.0: 1}
 _FIXED = {"normal": 0.0, "uncertain": -1.0}  # mention kinds that carry their own value
-_CUE_VALUE = {"negation": 0.0, "uncertain": -1.0, "pseudo": 1.0}
+_CUE_VALUE = {"negation": 0.0, "uncertain": -1.0, "pseudo": 1.0, "ignore": None}
 EXPLAIN_COLUMNS = ("row", "label", "value", "section", "sentence", "mention", "cue",
                    "cue_kind", "mention_rule", "cue_rule", "mention_start", "mention_end",
                    "cue_start", "cue_end")
@@ -85,6 +87,8 @@ class _Labeler:
                     if cues is None:
                         cues = cue_cache[k] = self._cues(low, ss, se)
                     value, cue = self._decide(cues, ms, me)
+                    if value is None:
+                        continue
                 for finding in rule.findings:
                     old = out.get(finding)
                     if old is None or _RANK[value] > _RANK[old[0]]:
@@ -112,6 +116,8 @@ class _Labeler:
             elif cs >= me:
                 if rule.kind == "terminator":
                     break
+                if rule.kind == "ignore":
+                    return None, cue
                 if post is None and rule.target != "pre":
                     post = cue
         if pre is not None:
@@ -156,7 +162,7 @@ def label_reports(texts, *, vocabulary: str = "chexpert", explain: bool = False,
             ..., "IMPRESSION": ...}``), or None/NaN (an all-NaN row). A single string is one
             report.
         vocabulary: ``"chexpert"`` (CheXpert's 14 column names) or ``"canonical"``
-            (snake_case ids, :data:`radharmony.reports.vocabulary.FINDINGS`).
+            (snake_case ids, :data:`radharmony.reports.findings.FINDINGS`).
         explain: also return the evidence (see below).
         rules: None (the built-in rules), a :class:`~radharmony.reports.rules.Rules` from
             :func:`~radharmony.reports.load_rules`, or a ``.tsv`` path / list of paths whose

@@ -4,7 +4,7 @@ Two kinds of tab-separated file, told apart by their header row (``#`` starts a 
 line; blank lines are skipped):
 
 ``finding<TAB>kind<TAB>pattern`` -- mention rules (``finding``: one id of
-:data:`~radharmony.reports.vocabulary.FINDINGS`, or several comma-separated). ``kind`` is
+:data:`~radharmony.reports.findings.FINDINGS`, or several comma-separated). ``kind`` is
 
 * ``mention``: the pattern names the finding; cues around it decide 1 / 0 / -1;
 * ``normal``: the pattern states the finding is absent ("normal heart size"): 0;
@@ -13,7 +13,8 @@ line; blank lines are skipped):
   ``pleural_effusion``); its text is consumed so no rule matches inside it.
 
 ``kind<TAB>position<TAB>pattern`` -- cue rules. ``kind`` is ``negation`` (0), ``uncertain``
-(-1), ``pseudo`` (looks like a negation but is not: "no change in", decides 1) or
+(-1), ``pseudo`` (looks like a negation but is not: "no change in", decides 1), ``ignore``
+(the mention is not counted: "evaluation for pneumothorax is limited") or
 ``terminator`` (ends a cue's scope: "but", "however", "which", ";"). ``position`` says where
 the cue stands relative to the mention: ``pre``, ``post`` or ``any`` (terminators: ``any``).
 
@@ -34,15 +35,15 @@ from pathlib import Path
 from typing import Iterable
 
 from ..errors import RadHarmonyError
-from .vocabulary import FINDINGS
+from .findings import FINDINGS
 
 #: bump when the labelling algorithm changes (the rules' own hash is part of the cache key)
-LABELER_VERSION = "1.0"
+LABELER_VERSION = "1.1"
 RULES_DIR = Path(__file__).with_name("rules")
 MENTION_HEADER = ("finding", "kind", "pattern")
 CUE_HEADER = ("kind", "position", "pattern")
 MENTION_KINDS = ("mention", "normal", "uncertain", "exclude")
-CUE_KINDS = ("pseudo", "uncertain", "negation", "terminator")
+CUE_KINDS = ("pseudo", "uncertain", "negation", "ignore", "terminator")
 POSITIONS = ("pre", "post", "any")
 _NO_BOUNDARY = set(";:,.!-/&'\" \t")
 

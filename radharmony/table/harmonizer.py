@@ -305,7 +305,7 @@ class BaseHarmonizer:
         args = header.get("arguments") or {}
         h = cls(**{k: v for k, v in args.items() if v is not None})
         try:
-            h._df = validate(df, cls.spec, source=str(path))
+            h._df = validate(df, h.spec, source=str(path))  # h.spec: instance-level
         except RadHarmonyError as exc:
             raise SavedFileError(f"{path} holds a table that is not a valid {cls.spec.key!r} "
                                  "table", expected="the table harmonizer.save() wrote",

@@ -19,6 +19,11 @@ import numpy as np
 
 from ..errors import RadHarmonyError
 
+try:
+    from pandas import NA as _NA
+except ImportError:  # pragma: no cover
+    _NA = None
+
 MISSING_VIEW = "(missing)"
 MAX_PAGE = 500
 #: a report section header at the start of a line: ``FINDINGS:``, ``IMPRESSION:`` ...
@@ -68,6 +73,34 @@ def clean_spans(spans, *, report: str | None) -> list[dict]:
         if 0 <= start < end <= len(report):
             out.append({"label": label, "start": start, "end": end})
     return sorted(out, key=lambda s: (s["start"], s["end"]))
+
+
+def report_label_evidence(report: str | None, *, rules=None) -> list[dict]:
+    """The report labeler's CheXpert labels of ``report`` with what decided each:
+    ``[{"name", "value", "sentence", "mention": {"start", "end"} | None, "cue": {...} |
+    None, "cue_kind", "rule"}]``; offsets are into ``report`` (the deciding phrase to
+    highlight). ``No Finding`` (derived) has no offsets."""
+    if not report:
+        return []
+    from ..reports import label_reports
+
+    _, ev = label_reports([report], explain=True, rules=rules)
+    out = []
+    for r in ev.itertuples(index=False):
+        def span(a, b):
+            return None if a is None or a is _NA or b is None or b is _NA else \
+                {"start": int(a), "end": int(b)}
+        out.append({"name": r.label, "value": float(r.value), "sentence": _plain(r.sentence),
+                    "mention": span(r.mention_start, r.mention_end),
+                    "cue": span(r.cue_start, r.cue_end), "cue_kind": _plain(r.cue_kind),
+                    "rule": _plain(r.mention_rule)})
+    return out
+
+
+def _report_rules(dataset):
+    """The user rule files a report-labelled dataset was built with (None: built-in)."""
+    rules = getattr(getattr(dataset, "harmonizer", None), "report_rules", None)
+    return list(rules) if rules else None
 
 
 def _plain(value: Any) -> Any:
@@ -242,14 +275,17 @@ class ViewerApp:
             "fields": {c: _plain(row[c]) for c in s.spec.extra_cols if c in row.index},
             "labels": [{"name": c, "value": _plain(row[c])} for c in s.label_cols],
             "report": report, "sections": report_sections(report), "report_spans": [],
+            "report_labels": report_label_evidence(report, rules=_report_rules(s.dataset)),
             "boxes": [], "width": None, "height": None, "image_error": None}
         try:
             sample = self._sample(s, i)
         except RadHarmonyError as exc:
             out["image_error"] = str(exc)
             return out
-        if isinstance(sample.get("report"), str):
+        if isinstance(sample.get("report"), str) and sample["report"] != out["report"]:
             out["report"] = sample["report"]
+            out["report_labels"] = report_label_evidence(out["report"],
+                                                         rules=_report_rules(s.dataset))
             out["sections"] = report_sections(sample["report"])
         out["report_spans"] = clean_spans(sample.get("report_spans"), report=out["report"])
         img = sample["img"]

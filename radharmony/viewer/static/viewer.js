@@ -171,6 +171,40 @@ function drawLabels(s) {
   else if (missing) box.append(el("span", { class: "muted" }, ` ${missing} not mentioned`));
 }
 
+function drawReportLabels(s) {
+  // each report label with its deciding sentence: the mention and the cue highlighted
+  const box = $("report-labels");
+  box.replaceChildren();
+  const kinds = { 1: "positive", "-1": "uncertain", 0: "negative" };
+  if (!s.report_labels || !s.report_labels.length) {
+    box.append(el("span", { class: "muted" }, s.report ? "nothing labelled" : "no report"));
+    return;
+  }
+  for (const lab of s.report_labels) {
+    const row = el("div", { class: "evidence", "data-label": lab.name });
+    row.append(el("span", { class: `chip ${kinds[lab.value] || "other"}` }, lab.name), " ");
+    const marks = [lab.mention && { ...lab.mention, cls: "mention" },
+                   lab.cue && { ...lab.cue, cls: "cue" }].filter(Boolean)
+      .sort((a, b) => a.start - b.start);
+    if (marks.length) {
+      const from = Math.max(0, s.report.lastIndexOf(lab.sentence || "", marks[0].start));
+      const to = Math.max(marks[marks.length - 1].end, from + (lab.sentence || "").length);
+      let pos = from;
+      for (const m of marks) {
+        if (m.start < pos) continue;
+        row.append(document.createTextNode(s.report.slice(pos, m.start)));
+        row.append(el("mark", { class: m.cls, title: m.cls === "cue" ? lab.cue_kind : lab.rule },
+                      s.report.slice(m.start, m.end)));
+        pos = m.end;
+      }
+      row.append(document.createTextNode(s.report.slice(pos, to)));
+    } else {
+      row.append(el("span", { class: "muted" }, "derived"));
+    }
+    box.append(row);
+  }
+}
+
 function drawFields(s) {
   const dl = $("fields");
   dl.replaceChildren();
@@ -242,6 +276,7 @@ async function showSample(where) {
   else img.src = `image.png?${new URLSearchParams({ split: s.split, index: s.index })}`;
   drawBoxes(s);
   drawLabels(s);
+  drawReportLabels(s);
   drawFields(s);
   drawReport(s);
   markActive();

@@ -22,7 +22,7 @@ FINDINGS: tuple[str, ...] = (
     "lung_opacity", "infiltration", "edema", "consolidation", "pneumonia", "atelectasis",
     "pneumothorax", "hydropneumothorax", "pleural_effusion", "pleural_thickening",
     "pleural_other", "fracture", "rib_fracture", "support_devices", "emphysema", "fibrosis",
-    "hernia", "granuloma", "scoliosis", "subcutaneous_emphysema")
+    "hiatal_hernia", "granuloma", "scoliosis", "subcutaneous_emphysema")
 
 NO_FINDING = {"chexpert": "No Finding", "canonical": "no_finding"}
 
