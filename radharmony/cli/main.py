@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from . import commands as c
-from . import evaluate, export, label_reports
+from . import evaluate, export, label_reports, new
 from .output import EXIT_PROBLEMS, EXIT_USAGE, UsageError, note
 from ..errors import RadHarmonyError, RegistryError
 from ..version import __version__
@@ -38,6 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true", help="print results as JSON on stdout")
     common.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    common.add_argument("--config", action="append", type=Path, metavar="FILE", default=[],
+                        help="register the dataset a YAML/JSON config describes (repeatable)")
 
     def dataset_args(p, *, csv=True):
         p.add_argument("key", metavar="KEY", help="dataset key (see `radharmony list`) or a "
@@ -116,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     label_reports.add_parser(sub, parents=[common])
     export.add_parser(sub, parents=[common])
     evaluate.add_parser(sub)
+    new.add_parser(sub, parents=[common])
     return parser
 
 
@@ -135,6 +138,10 @@ def main(argv: list[str] | None = None) -> int:
     elif extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
+        for config in getattr(args, "config", None) or ():
+            from ..custom import register_config
+
+            register_config(config)
         return args.func(args)
     except (UsageError, RegistryError) as exc:
         code = EXIT_USAGE

@@ -564,14 +564,11 @@ class ConfigDataset(UncertainLabelsMixin, BaseRadiologicalDataset):
         files = df["mask_files"].iat[index]
         if isinstance(files, str):
             files = json.loads(files) if files.strip() else []
-        if len(files) == 0:  # no mask for this image: an empty one at the image's size
-            from ..imaging.read import read_image
-
-            _, shape = read_image(self.image_file(index))
-            return np.zeros(shape, np.uint8)
         parts = []
         for rel in files:
             path = safe_path(self.image_root(index), rel)
+            if mask["missing"] == "empty" and not path.exists():
+                continue
             m = cv2.imread(str(path), cv2.IMREAD_UNCHANGED) if path.is_file() else None
             if m is None:
                 raise ImageReadError(f"Mask {path} is missing or unreadable",
@@ -581,6 +578,11 @@ class ConfigDataset(UncertainLabelsMixin, BaseRadiologicalDataset):
             if m.ndim == 3:
                 m = m.max(axis=2)
             parts.append((m > 0).astype(np.uint8))
+        if not parts:  # no mask for this image: an empty one at the image's size
+            from ..imaging.read import read_image
+
+            _, shape = read_image(self.image_file(index))
+            return np.zeros(shape, np.uint8)
         return merge_masks(parts, shape=parts[0].shape)
 
 

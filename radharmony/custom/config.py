@@ -511,7 +511,7 @@ def _label_map(c: _Checker, value, labels: dict | None) -> dict:
             pairs = [[target, "exact"]]
         elif isinstance(target, list) and len(target) == 2 and all(isinstance(t, str)
                                                                    for t in target) \
-                and target[1] in RELATIONS:
+                and target[1] not in FINDINGS:  # [finding, relation]
             pairs = [target]
         elif isinstance(target, list) and target and all(isinstance(p, (list, str))
                                                          for p in target):
@@ -529,7 +529,7 @@ def _label_map(c: _Checker, value, labels: dict | None) -> dict:
                        "radharmony.vocabulary.FINDINGS", fix=f"did you mean "
                        f"{' or '.join(map(repr, close))}?" if close else
                        "run python -c 'import radharmony.vocabulary as v; print(v.FINDINGS)'")
-            c.choice(relation, f"{f}[{i}][1]", RELATIONS)
+            c.choice(relation, f, RELATIONS)  # the relation of finding i
         if len({p[0] for p in pairs}) != len(pairs):
             c.fail(f, "names a finding twice", target, expected="one relation per finding",
                    fix="keep one entry per finding")
@@ -592,10 +592,12 @@ def _mask(c: _Checker, value) -> dict | None:
         p = m["png"]
         if isinstance(p, (str, list)):
             p = {"path": p}
-        p = c.mapping(p, "mask.png", {"path": True})
+        p = c.mapping(p, "mask.png", {"path": True, "missing": False})
         paths = p["path"] if isinstance(p["path"], list) else [p["path"]]
         return {"kind": "png", "paths": [c.value(v, f"mask.png.path[{i}]")
-                                         for i, v in enumerate(paths)]}
+                                         for i, v in enumerate(paths)],
+                "missing": c.choice(p.get("missing", "error"), "mask.png.missing",
+                                    ("error", "empty"))}
     r = c.mapping(m["rle"], "mask.rle", {"column": True, "size": True, "start": False,
                                          "order": False, "relative": False, "empty": False})
     s = c.mapping(r["size"], "mask.rle.size", {"height": True, "width": True})
