@@ -487,3 +487,80 @@ def test_symlink_out_of_the_root_is_refused(tmp_path):
     ds = d(tmp_path / "images", cache_dir=None)
     with pytest.raises(PathSafetyError):
         ds[4]
+
+
+def test_docs_example_is_the_tested_config():
+    yaml = pytest.importorskip("yaml")
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "custom_datasets.md").read_text()
+    block = re.search(r"```yaml\n(.*?)```", text, flags=re.S).group(1)
+    assert validate_config(yaml.safe_load(block)) == validate_config(CONFIG)
+
+
+def test_viewer_serves_a_config_dataset(ds):
+    import threading
+    import urllib.request
+
+    from radharmony.viewer import make_server
+
+    srv = make_server([ds], port=0, page_size=5)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with urllib.request.urlopen(srv.url + "api/sample?index=0", timeout=30) as r:
+            sample = json.loads(r.read())
+        with urllib.request.urlopen(srv.url + "image.png?id=st_elsewhere_cxr:P001/A1/pa",
+                                    timeout=30) as r:
+            assert r.status == 200 and r.read()[:4] == b"\x89PNG"
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert "st_elsewhere_cxr:P001/A1/pa" in json.dumps(sample)
+
+
+def test_study_rows_regex_ids_and_per_reader_percent_boxes(tmp_path):
+    """One row per study listing its images; the patient id captured from the path; each
+    reader's box in its own columns, in percent of the image."""
+    table = pd.DataFrame({
+        "Folder": ["site1/pat_17/exam_3", "site1/pat_20/exam_1"],
+        "Images": ["f.png|l.png", "f.png"], "Labels": ["Mass|Edema", ""],
+        "r1_x0": ["10", ""], "r1_y0": ["20", ""], "r1_x1": ["50", ""], "r1_y1": ["60", ""],
+        "r2_x0": ["12", "1"], "r2_y0": ["22", "2"], "r2_x1": ["52", "3"], "r2_y1": ["62", "4"]})
+    table.to_csv(tmp_path / "studies.csv", index=False)
+    boxes = [{"columns": [f"{r}_x0", f"{r}_y0", f"{r}_x1", f"{r}_y1"], "units": "percent",
+              "annotator": {"constant": r}, "label": {"constant": "finding"}}
+             for r in ("r1", "r2")]
+    cfg = {"key": "studies_cxr", "title": "Studies", "table": {"path": "studies.csv",
+                                                               "row": "study"},
+           "ids": {"patient": {"regex": {"column": "Folder", "pattern": r"/(pat_\d+)/"}},
+                   "study": {"column": "Folder", "strip_prefix": "site1/"}},
+           "image": {"path": {"column": "Images"}, "list_separator": "|"},
+           "labels": {"list": {"column": "Labels", "separator": "|",
+                               "labels": ["Edema", "Mass"]}},
+           "boxes": boxes}
+    (tmp_path / "c.json").write_text(json.dumps(cfg))
+    # the image cells are relative to the study folder: a template joins them
+    cfg["image"]["path"] = {"template": "{Folder}/{Images}"}
+    (tmp_path / "c.json").write_text(json.dumps(cfg))
+    h, _ = load_config(tmp_path / "c.json")
+    df = h(base_image_dir=tmp_path).harmonize()
+    assert df["image_path"].tolist() == ["site1/pat_17/exam_3/f.png",
+                                         "site1/pat_17/exam_3/l.png", "site1/pat_20/exam_1/f.png"]
+    assert df["patient_id"].tolist() == ["pat_17", "pat_17", "pat_20"]
+    assert df["study_id"].tolist() == ["pat_17/exam_3"] * 2 + ["pat_20/exam_1"]
+    assert df["Edema"].tolist()[:2] == [1.0, 1.0] and np.isnan(df["Mass"].iloc[2])
+    first = df["boxes"].iloc[0]
+    assert [b["annotator"] for b in first] == ["r1", "r2"]
+    assert first[0]["x_min"] == pytest.approx(0.10) and first[1]["y_max"] == pytest.approx(0.62)
+    assert [b["annotator"] for b in df["boxes"].iloc[2]] == ["r2"]
+
+
+def test_empty_path_names_the_row(tmp_path):
+    rows = [list(r) for r in ROWS]
+    rows[4][2] = ""
+    h, _ = load_config(write_export(tmp_path, rows=rows[:4]))
+    pd.DataFrame(rows, columns=HEADER).to_csv(tmp_path / "export" / "labels.csv", index=False)
+    with pytest.raises(MetadataError, match=r"row 4: image.path gives no value"):
+        h(base_image_dir=tmp_path / "images").harmonize()

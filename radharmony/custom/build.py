@@ -228,13 +228,13 @@ def _aggregate(values: np.ndarray, groups: np.ndarray, n: int, how: str) -> np.n
 
 
 def _need(vals: np.ndarray, field: str, table: pd.DataFrame, spec: dict, *,
-          source: str) -> None:
+          source: str, rows: np.ndarray) -> None:
     bad = np.flatnonzero(np.array([v is None for v in vals], bool))
     if bad.size:
         i = int(bad[0])
         cols = columns_of(spec)
         found = ", ".join(f"{c}={table[c].iat[i]!r}" for c in cols) or "nothing"
-        raise MetadataError(f"{source}, row {i}: {field} gives no value ({bad.size} rows)",
+        raise MetadataError(f"{source}, row {rows[i]}: {field} gives no value ({bad.size} rows)",
                             expected=f"a non-empty value from {cols or spec}",
                             found=found, fix=f"fill the cells, or correct config field {field}")
 
@@ -301,21 +301,18 @@ def harmonize_table(cfg: dict, table: pd.DataFrame, *, source: str = "metadata"
     _check_columns(cfg, table, source=source)
     table = table.reset_index(drop=True)
     row_unit = cfg["table"]["row"]
+    src_row = np.arange(len(table))
+    sep = cfg["image"]["list_separator"]
+    if sep:  # a study row lists its images: one row per image, the study's cells repeated
+        table, src_row = _explode(table, columns_of(cfg["image"]["path"]), sep, source=source)
     ids = {}
     for name in ("patient", "study", "image"):
         if name in cfg["ids"]:
             ids[name] = derive(cfg["ids"][name], table)
-            _need(ids[name], f"ids.{name}", table, cfg["ids"][name], source=source)
+            _need(ids[name], f"ids.{name}", table, cfg["ids"][name], source=source,
+                  rows=src_row)
     paths = derive(cfg["image"]["path"], table)
-    _need(paths, "image.path", table, cfg["image"]["path"], source=source)
-    src_row = np.arange(len(table))
-    sep = cfg["image"]["list_separator"]
-    if sep:  # a study row lists its images: one row per image, the study's cells repeated
-        parts = [[p.strip() for p in v.split(sep) if p.strip()] for v in paths]
-        src_row = np.repeat(src_row, [len(p) for p in parts])
-        paths = np.array([p for ps in parts for p in ps], dtype=object)
-        table = table.iloc[src_row].reset_index(drop=True)
-        ids = {k: v[src_row] for k, v in ids.items()}
+    _need(paths, "image.path", table, cfg["image"]["path"], source=source, rows=src_row)
     for i, p in enumerate(paths):  # refuse escaping paths before anything is grouped
         paths[i] = check_relative_path(p, where=f"{source}, row {src_row[i]} (image.path)")
     if "study" not in ids:
@@ -404,6 +401,31 @@ def harmonize_table(cfg: dict, table: pd.DataFrame, *, source: str = "metadata"
     if cfg["boxes"]:
         df["boxes"] = _boxes(cfg["boxes"], table, index, paths, source=source, rows=src_row)
     return df
+
+
+def _explode(table: pd.DataFrame, columns: list[str], sep: str, *, source: str):
+    """One row per listed image: the cells of ``columns`` split on ``sep`` (equal counts per
+    row); returns the new table and each new row's source row."""
+    parts = {c: [[p.strip() for p in str(v).split(sep) if p.strip()]
+                 for v in table[c].to_numpy(object)] for c in columns}
+    counts = np.array([max(1, max((len(parts[c][i]) for c in columns), default=1))
+                       for i in range(len(table))], np.int64)
+    for c in columns:
+        for i, ps in enumerate(parts[c]):
+            if not ps:
+                ps.append("")  # an empty cell stays empty: image.path then names the row
+            if len(ps) == 1 and counts[i] > 1:
+                ps *= int(counts[i])  # a single value (a folder) applies to every image
+            elif len(ps) != counts[i]:
+                raise MetadataError(f"{source}, row {i}: column {c!r} lists {len(ps)} values "
+                                    f"where another image.path column lists {counts[i]}",
+                                    expected="the same number of images in every listed column",
+                                    found=repr(table[c].iat[i]), fix="correct the row")
+    src = np.repeat(np.arange(len(table)), counts)
+    out = table.iloc[src].reset_index(drop=True)
+    for c in columns:
+        out[c] = pd.Series([p for ps in parts[c] for p in ps], dtype=object)
+    return out, src
 
 
 def _text_column(table: pd.DataFrame, column: str, rows: np.ndarray) -> np.ndarray:
