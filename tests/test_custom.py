@@ -564,3 +564,16 @@ def test_empty_path_names_the_row(tmp_path):
     pd.DataFrame(rows, columns=HEADER).to_csv(tmp_path / "export" / "labels.csv", index=False)
     with pytest.raises(MetadataError, match=r"row 4: image.path gives no value"):
         h(base_image_dir=tmp_path / "images").harmonize()
+
+
+def test_register_config(export):
+    import radharmony
+    from radharmony.errors import RegistryError
+
+    cls = register_config(export[1])
+    assert radharmony.get_dataset_class("st_elsewhere_cxr") is cls
+    assert "st_elsewhere_cxr" in radharmony.families()  # the key is its own family
+    path = export[0] / "clash.json"
+    path.write_text(json.dumps(dict(CONFIG, key="nih_cxr14")))
+    with pytest.raises(RegistryError, match="built-in"):
+        register_config(path)
