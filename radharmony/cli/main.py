@@ -8,9 +8,10 @@ import warnings
 from pathlib import Path
 
 from . import commands as c
-from . import evaluate, export, label_reports
+from . import evaluate, export, label_reports, new
 from . import merge as merge_cmd
 from .output import EXIT_PROBLEMS, EXIT_USAGE, UsageError, note
+from ..custom import register_config
 from ..errors import RadHarmonyError, RegistryError
 from ..version import __version__
 
@@ -41,6 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--json", action="store_true", help="print results as JSON on stdout")
     common.add_argument("-q", "--quiet", action="store_true",
                         help="no progress bars and no warnings")
+    common.add_argument("--config", action="append", type=Path, metavar="FILE", default=[],
+                        help="register the dataset a YAML/JSON config describes (repeatable)")
 
     def dataset_args(p, *, csv=True, family=True):
         p.add_argument("key", metavar="KEY", help="dataset key (see `radharmony list`)" +
@@ -121,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_parser(sub, parents=[common])
     merge_cmd.add_parser(sub, parents=[common])
     evaluate.add_parser(sub)
+    new.add_parser(sub, parents=[common])
     return parser
 
 
@@ -143,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
         with warnings.catch_warnings():
             if args.quiet:
                 warnings.simplefilter("ignore")
+            for config in getattr(args, "config", None) or ():
+                register_config(config)
             return args.func(args)
     except (UsageError, RegistryError) as exc:
         code = EXIT_USAGE
