@@ -82,3 +82,57 @@ def test_overlay_on_chexpert_shares_ids_and_cache(tmp_path):
     assert masks.cache_keys() == base.cache_keys()
     assert torch.equal(masks[0]["img"], base[0]["img"])
     assert masks[0]["mask"].max() == 3
+
+
+@pytest.mark.parametrize("key", ["mimic", "padchest"])
+def test_joined_overlays_share_the_base_ids_and_cache(tmp_path, key):
+    from radharmony.datasets.chexmask import CheXmaskMIMICDataset, CheXmaskPadChestDataset
+    from radharmony.datasets.mimic import MIMICCXRJPGDataset
+    from radharmony.datasets.padchest import PadChestDataset
+
+    root = write_chexmask(tmp_path, key)
+    base_cls, mask_cls = {"mimic": (MIMICCXRJPGDataset, CheXmaskMIMICDataset),
+                          "padchest": (PadChestDataset, CheXmaskPadChestDataset)}[key]
+    with pytest.warns(UserWarning) if key == "mimic" else _no_warning():
+        base = base_cls(root, cache_dir=tmp_path / "cache", dtype=torch.float32)
+    masks = mask_cls(root, output_mask=True, cache_dir=tmp_path / "cache", dtype=torch.float32)
+    cols = ["patient_id", "study_id", "image_path"]
+    pd.testing.assert_frame_equal(masks.harmonized_df[cols], base.harmonized_df[cols])
+    base.pre_cache(progress=False)
+    assert masks.cache_keys() == base.cache_keys()
+    assert masks[0]["mask"].max() == 3
+
+
+def test_joined_overlay_drops_unknown_ids_and_needs_the_base_table():
+    from radharmony.datasets.chexmask import CheXmaskMIMICHarmonizer
+    from radharmony.errors import MetadataNotFoundError
+
+    raw = pd.DataFrame({"dicom_id": ["d1", "d2"], "Dice RCA (Mean)": ["0.8", "0.9"],
+                        "Dice RCA (Max)": ["0.9", "0.9"], "Landmarks": ["1,2", "3,4"],
+                        "Left Lung": ["", ""], "Right Lung": ["", ""], "Heart": ["", ""],
+                        "Height": ["4", "4"], "Width": ["4", "4"]})
+    meta = pd.DataFrame({"dicom_id": ["d2"], "subject_id": ["10000032"], "study_id": ["5001"]})
+    with pytest.warns(UserWarning, match="1 of 2 CheXmask ids are not in the mimic"):
+        df = CheXmaskMIMICHarmonizer.harmonize_raw({"table": raw, "base_table": meta})
+    assert df["image_path"].tolist() == ["files/p10/p10000032/s5001/d2.jpg"]
+    assert df["dice_rca_mean"].tolist() == [0.9]
+    with pytest.raises(MetadataNotFoundError, match="mimic metadata table"):
+        CheXmaskMIMICHarmonizer.harmonize_raw({"table": raw, "base_table": None})
+
+
+def _no_warning():
+    import contextlib
+
+    return contextlib.nullcontext()
+
+
+def test_mimic_overlay_sample_ids_equal_the_base(tmp_path):
+    from radharmony.datasets.chexmask import CheXmaskMIMICDataset
+    from radharmony.datasets.mimic import MIMICCXRJPGDataset
+
+    root = write_chexmask(tmp_path, "mimic")
+    with pytest.warns(UserWarning):
+        base = MIMICCXRJPGDataset(root, cache_dir=None)
+    masks = CheXmaskMIMICDataset(root, cache_dir=None)
+    assert [s.split(":", 1)[1] for s in masks.harmonized_df["sample_id"]] == \
+        [s.split(":", 1)[1] for s in base.harmonized_df["sample_id"]]

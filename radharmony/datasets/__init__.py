@@ -10,7 +10,8 @@ from importlib import import_module
 #: every built-in dataset module; each has a fake writer of the same name in radharmony.fake
 MODULES = ("rexgradient", "xraydar", "nih", "chexpert", "padchest", "vindr", "rsna", "siim",
            "openi", "mimic", "vindr_physionet", "chexpert_plus", "ranzcr", "vindr_pcxr", "ms_cxr",
-           "chexmask", "tbx11k", "nlm_tb", "siim_covid", "brax", "object_cxr")
+           "chexmask", "tbx11k", "nlm_tb", "siim_covid", "brax", "object_cxr", "chexlocalize",
+           "chest_imagenome", "padchest_gr")
 
 __all__: list[str] = []
 #: registry key -> dataset class, in module order

@@ -20,8 +20,15 @@ and, with the same ``base_image_dir``, it reads and caches the same files:
 * ``chexmask_vindr`` (``image_id``) -> ``vindr_cxr`` (``<image_id>.dicom`` under ``train/``;
   the file also lists VinDr test ids, whose files live elsewhere -- use ``on_missing="drop"``).
 
-MIMIC-CXR-JPG (``dicom_id`` only) and PadChest (``ImageID`` without its ``ImageDir`` folder) need
-the base table to build a path and are not covered yet. ``output_mask=True`` gives one label mask:
+* ``chexmask_mimic`` (``dicom_id``) -> ``mimic_cxr_jpg``; a dicom id alone has no subject or
+  study, so MIMIC-CXR-JPG's ``mimic-cxr-2.0.0-metadata.csv.gz`` (found near ``base_image_dir``,
+  the MIMIC-CXR-JPG root) is read as a side input and joined;
+* ``chexmask_padchest`` (``ImageID``) -> ``padchest``; the image's folder comes from PadChest's
+  own table (``ImageDir``, ``StudyID``, ``PatientID``; found near ``base_image_dir``).
+
+Ids missing from the base table are dropped with a warning. The two file names
+(``MIMIC-CXR-JPG.csv.gz``, ``Padchest.csv.gz``) follow the release's naming pattern and are
+unverified; ``csv_path=`` takes any name. ``output_mask=True`` gives one label mask:
 0 background, 1 right lung, 2 left lung, 3 heart (drawn last, over the lungs). The README asks
 for ``Dice RCA (Mean) >= 0.7``: filter on ``dice_rca_mean``. A row with empty ``Height``/``Width``
 (seen in the authors' physician subsets) is decoded at 1024 x 1024, the preprocessed size.
@@ -31,16 +38,19 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from ..table.harmonizer import BaseHarmonizer, Inputs
 from ..data.dataset import BaseRadiologicalDataset
-from ..errors import MetadataError
+from ..errors import MetadataError, MetadataNotFoundError
 from ..annotations.masks import rle_decode
 from ..spec import DatasetSpec
+from ..table.locate import find_optional
 from ..table.read_csv import check_cells, numeric_columns, read_table, require_columns
 
 # -- declarative spec ----------------------------------------------------------------------------
@@ -51,7 +61,15 @@ FALLBACK_SIZE = 1024
 #: base key -> (CheXmask file, its id column)
 SOURCES = {"nih": ("ChestX-Ray8.csv.gz", "Image Index"),
            "chexpert": ("CheXpert.csv.gz", "Path"),
-           "vindr": ("VinDr-CXR.csv.gz", "image_id")}
+           "vindr": ("VinDr-CXR.csv.gz", "image_id"),
+           "mimic": ("MIMIC-CXR-JPG.csv.gz", "dicom_id"),
+           "padchest": ("Padchest.csv.gz", "ImageID")}
+#: base key -> (its metadata table's names, the columns read from it)
+BASE_TABLES = {"mimic": (("mimic-cxr-2.0.0-metadata.csv.gz", "mimic-cxr-2.0.0-metadata.csv"),
+                         ("dicom_id", "subject_id", "study_id")),
+               "padchest": (("PADCHEST_chest_x_ray_images_labels_160K_01.02.19.csv.gz",
+                             "PADCHEST_chest_x_ray_images_labels_160K_01.02.19.csv"),
+                            ("ImageID", "ImageDir", "StudyID", "PatientID"))}
 LABEL_MAP: dict = {}  # masks only, no label columns
 ACCESS = ("PhysioNet chexmask-cxr-segmentation-data 1.0.0 (open, CC BY 4.0); the images are the "
           "base dataset's, under its own terms")
@@ -72,6 +90,16 @@ VINDR_SPEC = replace(
     NIH_SPEC, key="chexmask_vindr", title="CheXmask on VinDr-CXR", id_col="study_id",
     metadata_files=(SOURCES["vindr"][0], "Annotations/OriginalResolution/" + SOURCES["vindr"][0]),
     expected={"images": 18_000, "masks_all_sources": 657_566}, zero_pad={})
+MIMIC_SPEC = replace(
+    NIH_SPEC, key="chexmask_mimic", title="CheXmask on MIMIC-CXR-JPG", id_col="dicom_id",
+    extra_cols=("dicom_id", *EXTRA_COLS),
+    metadata_files=(SOURCES["mimic"][0], "Annotations/OriginalResolution/" + SOURCES["mimic"][0]),
+    expected={"masks_all_sources": 657_566}, zero_pad={})
+PADCHEST_SPEC = replace(
+    NIH_SPEC, key="chexmask_padchest", title="CheXmask on PadChest",
+    metadata_files=(SOURCES["padchest"][0],
+                    "Annotations/OriginalResolution/" + SOURCES["padchest"][0]),
+    expected={"masks_all_sources": 657_566}, zero_pad={})
 
 
 # -- pure helpers ---------------------------------------------------------------------------------
@@ -102,8 +130,29 @@ def parse_landmarks(text) -> np.ndarray:
     return np.asarray(nums, np.float64).reshape(-1, 2)
 
 
-def base_ids(base: str, ids: pd.Series, *, source: str) -> pd.DataFrame:
-    """The base dataset's ``patient_id``, ``study_id``, ``image_path`` for CheXmask ids."""
+def base_ids(base: str, ids: pd.Series, *, source: str, table: pd.DataFrame | None = None
+             ) -> pd.DataFrame:
+    """The base dataset's ``patient_id``, ``study_id``, ``image_path`` for CheXmask ids
+    (MIMIC-CXR-JPG and PadChest join ``table``, the base's metadata; unmatched ids give
+    missing values)."""
+    if base in BASE_TABLES:
+        cols = BASE_TABLES[base][1]
+        if table is None:
+            raise MetadataNotFoundError(f"the {base} metadata table that places CheXmask's ids",
+                                        [Path(n) for n in BASE_TABLES[base][0]],
+                                        fix="put it beside or above base_image_dir (the "
+                                            "base dataset's image root)")
+        require_columns(table, cols, source=source, description=f"the {base} metadata table")
+        t = table.drop_duplicates(cols[0]).set_index(cols[0]).reindex(ids.to_numpy())
+        if base == "mimic":
+            subject, study = t["subject_id"].to_numpy(object), t["study_id"].to_numpy(object)
+            path = [None if not isinstance(a, str) else
+                    f"files/p{a[:2]}/p{a}/s{b}/{d}.jpg" for a, b, d in zip(subject, study, ids)]
+            return pd.DataFrame({"patient_id": subject, "study_id": study, "image_path": path})
+        folder = t["ImageDir"].to_numpy(object)
+        path = [None if not isinstance(f, str) else f"{f}/{i}" for f, i in zip(folder, ids)]
+        return pd.DataFrame({"patient_id": t["PatientID"].to_numpy(object),
+                             "study_id": t["StudyID"].to_numpy(object), "image_path": path})
     if base == "nih":
         check_cells(ids.str.fullmatch(r"\d+_\d+\.png"), ids, source=source,
                     what="Image Index is not <patient>_<follow-up>.png", expected="00000001_000.png")
@@ -129,16 +178,47 @@ class CheXmaskNIHHarmonizer(BaseHarmonizer):
     base = "nih"
     metadata_description = "the CheXmask table ChestX-Ray8.csv.gz"
 
-    def read(self, inputs: Inputs) -> pd.DataFrame:
-        return read_table(inputs.metadata, description=self.metadata_description,
-                          columns=(SOURCES[self.base][1], *COMMON), dtype=str)
+    def inputs(self, path: Path) -> Inputs:
+        """The CheXmask table and, for MIMIC-CXR-JPG and PadChest, the base dataset's metadata
+        table near ``base_image_dir`` (else near the CheXmask table): the join that places
+        each id."""
+        if self.base not in BASE_TABLES:
+            return Inputs(path)
+        return Inputs(path, {"base_table": find_optional(BASE_TABLES[self.base][0],
+                                                         self.base_image_dir, path.parent)})
+
+    def read(self, inputs: Inputs):
+        table = read_table(inputs.metadata, description=self.metadata_description,
+                           columns=(SOURCES[self.base][1], *COMMON), dtype=str)
+        if self.base not in BASE_TABLES:
+            return table
+        found = inputs.file("base_table")
+        names, cols = BASE_TABLES[self.base]
+        if found is None:
+            raise MetadataNotFoundError(f"{names[0]} (to place CheXmask's {self.base} ids)",
+                                        [Path(n) for n in names],
+                                        fix="put it beside or above base_image_dir (the "
+                                            "base dataset's image root)")
+        return {"table": table, "base_table": read_table(
+            found, description=found.name, columns=cols, usecols=list(cols), dtype=str)}
 
     @classmethod
-    def harmonize_raw(cls, raw: pd.DataFrame, *, source: str = "metadata") -> pd.DataFrame:
+    def harmonize_raw(cls, raw, *, source: str = "metadata") -> pd.DataFrame:
         id_col = SOURCES[cls.base][1]
+        lookup = None
+        if isinstance(raw, dict):
+            raw, lookup = raw["table"], raw.get("base_table")
         require_columns(raw, (id_col, *COMMON), source=source, description="the CheXmask table")
         raw = raw.dropna(subset=[id_col])
-        df = base_ids(cls.base, raw[id_col].str.strip(), source=source).reset_index(drop=True)
+        df = base_ids(cls.base, raw[id_col].str.strip(), source=source,
+                      table=lookup).reset_index(drop=True)
+        if cls.base in BASE_TABLES:
+            known = df["image_path"].notna().to_numpy()
+            if not known.all():
+                warnings.warn(f"{source}: {int((~known).sum())} of {len(df)} CheXmask ids are "
+                              f"not in the {cls.base} metadata table and are dropped",
+                              stacklevel=2)
+                df, raw = df[known].reset_index(drop=True), raw[known]
         df.insert(3, "view_position", None)
         df.insert(4, "report", None)
         num = numeric_columns(raw, ("Dice RCA (Mean)", "Dice RCA (Max)", "Height", "Width"),
@@ -150,6 +230,8 @@ class CheXmaskNIHHarmonizer(BaseHarmonizer):
         for col in MASKS:
             df[col.lower().replace(" ", "_")] = raw[col].to_numpy(object)
         df["landmarks"] = raw["Landmarks"].to_numpy(object)
+        if cls.base == "mimic":  # MIMIC-CXR-JPG's sample id is the dicom id
+            df["dicom_id"] = raw[id_col].str.strip().to_numpy(object)
         return df
 
 
@@ -167,6 +249,22 @@ class CheXmaskVinDrHarmonizer(CheXmaskNIHHarmonizer):
     spec = VINDR_SPEC
     base = "vindr"
     metadata_description = "the CheXmask table VinDr-CXR.csv.gz"
+
+
+class CheXmaskMIMICHarmonizer(CheXmaskNIHHarmonizer):
+    """CheXmask masks for MIMIC-CXR-JPG (``dicom_id`` joined to the MIMIC metadata table)."""
+
+    spec = MIMIC_SPEC
+    base = "mimic"
+    metadata_description = "the CheXmask table MIMIC-CXR-JPG.csv.gz"
+
+
+class CheXmaskPadChestHarmonizer(CheXmaskNIHHarmonizer):
+    """CheXmask masks for PadChest (``ImageID`` joined to the PadChest table)."""
+
+    spec = PADCHEST_SPEC
+    base = "padchest"
+    metadata_description = "the CheXmask table Padchest.csv.gz"
 
 
 # -- dataset classes ------------------------------------------------------------------------------
@@ -205,5 +303,20 @@ class CheXmaskVinDrDataset(_CheXmaskDataset):
     harmonizer_class = CheXmaskVinDrHarmonizer
 
 
-__all__ = ["CheXmaskNIHHarmonizer", "CheXmaskNIHDataset", "CheXmaskCheXpertHarmonizer",
+class CheXmaskMIMICDataset(_CheXmaskDataset):
+    """CheXmask on MIMIC-CXR-JPG; ``base_image_dir`` is the MIMIC-CXR-JPG root (holding
+    ``files/`` and the metadata table)."""
+
+    harmonizer_class = CheXmaskMIMICHarmonizer
+
+
+class CheXmaskPadChestDataset(_CheXmaskDataset):
+    """CheXmask on PadChest; ``base_image_dir`` is the PadChest root (``<ImageDir>/`` folders
+    and the PadChest table)."""
+
+    harmonizer_class = CheXmaskPadChestHarmonizer
+
+
+__all__ = ["CheXmaskMIMICHarmonizer", "CheXmaskMIMICDataset", "CheXmaskPadChestHarmonizer",
+           "CheXmaskPadChestDataset", "CheXmaskNIHHarmonizer", "CheXmaskNIHDataset", "CheXmaskCheXpertHarmonizer",
            "CheXmaskCheXpertDataset", "CheXmaskVinDrHarmonizer", "CheXmaskVinDrDataset"]

@@ -6,7 +6,8 @@ Layout (``Annotations/OriginalResolution/`` of the PhysioNet release)::
                                 Left Lung,Right Lung,Heart,Height,Width
 
 plus the base dataset's images (NIH ``images/<name>.png``, CheXpert
-``CheXpert-v1.0-small/train/...jpg``, VinDr ``train/<id>.dicom``).
+``CheXpert-v1.0-small/train/...jpg``, VinDr ``train/<id>.dicom``; MIMIC-CXR-JPG and PadChest:
+their whole replica, metadata table included, which the join needs).
 
 Quirks reproduced: the source-specific id column; absolute, 1-indexed, row-major run-length
 codes (non-square images catch transposes); landmarks numpy-printed and comma-separated; the
@@ -75,6 +76,8 @@ def write_chexmask(root: str | Path, base: str, *, n_images: int = 4, seed: int 
 
     The last image is 1024 x 1024 (its row has empty Height/Width, decoded at 1024)."""
     root = Path(root)
+    if base in ("mimic", "padchest"):
+        return _write_joined(root, base, seed=seed)
     rng = np.random.default_rng(seed)
     sizes = [(72, 56), (64, 80), (60, 60)]
     images, image_dir = {}, {"nih": root / "images", "chexpert": root / "CheXpert-v1.0-small",
@@ -99,6 +102,30 @@ def write_chexmask(root: str | Path, base: str, *, n_images: int = 4, seed: int 
     return image_dir
 
 
+def _write_joined(root: Path, base: str, *, seed: int) -> Path:
+    """The base replica (its images and metadata table) and a CheXmask table of its ids (the
+    MIMIC dicom id or PadChest's ImageID, with no folder): the join needs the base table."""
+    import pandas as pd
+
+    if base == "mimic":
+        from .mimic import write_mimic
+
+        write_mimic(root, n_subjects=3, seed=seed, image_size=(72, 56))
+        meta = pd.read_csv(root / "mimic-cxr-2.0.0-metadata.csv.gz", dtype=str)
+        images = {d: (int(h), int(w)) for d, h, w in zip(meta["dicom_id"], meta["Rows"],
+                                                         meta["Columns"])}
+    else:
+        from .padchest import FILE, write_padchest
+
+        write_padchest(root, n_patients=3, seed=seed, image_size=(72, 64))
+        meta = pd.read_csv(root / FILE, dtype=str)
+        images = {i: cv2.imread(str(root / d / i), cv2.IMREAD_UNCHANGED).shape[:2]
+                  for i, d in zip(meta["ImageID"], meta["ImageDir"])}
+    write_chexmask_table(root / SOURCES[base][0], SOURCES[base][1], images,
+                         dice_swapped=base == "padchest")
+    return root
+
+
 @register_fake("chexmask_nih")
 def make_nih(root: Path) -> dict:
     return {"base_image_dir": write_chexmask(root, "nih")}
@@ -112,3 +139,13 @@ def make_chexpert(root: Path) -> dict:
 @register_fake("chexmask_vindr")
 def make_vindr(root: Path) -> dict:
     return {"base_image_dir": write_chexmask(root, "vindr")}
+
+
+@register_fake("chexmask_mimic")
+def make_mimic(root: Path) -> dict:
+    return {"base_image_dir": write_chexmask(root, "mimic")}
+
+
+@register_fake("chexmask_padchest")
+def make_padchest(root: Path) -> dict:
+    return {"base_image_dir": write_chexmask(root, "padchest")}
