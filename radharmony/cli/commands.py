@@ -279,8 +279,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     keys = resolve_keys(args.key)
     _check_csv_path(args, keys)
     reports = [run_validation(k, root=args.root, csv_path=args.csv_path, images=args.images,
-                              workers=args.workers, quiet=args.quiet, engine=args.engine,
-                             address=args.address) for k in keys]
+                              workers=args.workers, quiet=args.quiet) for k in keys]
     emit(args, reports, _validate_text)
     return EXIT_OK if all(r["ok"] for r in reports) else EXIT_PROBLEMS
 
