@@ -20,6 +20,7 @@ from radharmony.data.precache import pre_cache
 from radharmony.errors import ImageReadError, RadHarmonyError
 from radharmony.export import ExportError, decode_sample, to_webdataset
 from radharmony.fake.images import synthetic_cxr, write_png
+from radharmony.imaging.pipeline import DefaultTransform
 from radharmony.spec import DatasetSpec
 from ray_fixture import ray_cluster  # noqa: F401  (the session fixture)
 
@@ -97,9 +98,13 @@ def test_ray_pre_cache_writes_the_local_pack_byte_for_byte(ray_cluster, roots, t
                                                            shared_fs):
     local = pre_cache(merged(roots, tmp_path / "local"), progress=False)
     ds = merged(roots, tmp_path / "ray")
-    report = pre_cache(ds, engine="ray", progress=False, batch_size=4, shared_fs=shared_fs)
-    assert (report.images, report.cached, report.failed) == (13, 13, 0)
-    assert report.keys == local.keys
+    if shared_fs is None:  # the dataset's own method, default batches
+        assert ds.pre_cache(engine="ray", progress=False) == local.keys
+    else:
+        report = pre_cache(ds, engine="ray", progress=False, batch_size=4,
+                           shared_fs=shared_fs)
+        assert (report.images, report.cached, report.failed) == (13, 13, 0)
+        assert report.keys == local.keys
     want, got = files_under(tmp_path / "local"), files_under(tmp_path / "ray")
     assert [k for k in want if k.endswith(".rhp")] and list(got) == list(want)
     assert all(got[k] == want[k] for k in want)
@@ -142,6 +147,37 @@ def test_resume_does_not_redo_finished_images(ray_cluster, broken_roots, tmp_pat
     for f, ident in before.items():
         assert (f.stat().st_ino, f.stat().st_mtime_ns) == ident  # not rewritten
     assert len(list((tmp_path / "c").rglob("*.rhc"))) == 12
+
+
+class FailsOnBeta(DefaultTransform):
+    """A pipeline whose encode crashes (not a RadHarmonyError) on the 'beta' root's images."""
+
+    def encode(self, path):
+        if "beta_root" in str(path):
+            raise RuntimeError("decoder crashed")
+        return super().encode(path)
+
+
+def test_a_crashed_task_fails_every_image_of_its_batch_by_sample_id(ray_cluster, roots,
+                                                                   tmp_path):
+    ds = merged(roots, tmp_path / "c", transform=FailsOnBeta())
+    report = pre_cache(ds, engine="ray", progress=False, keep_going=True, batch_size=4)
+    # batches [0:4] [4:8] [8:12] [12]: images 7-12 are beta's, so batches 2-4 crash whole
+    assert (report.cached, report.failed) == (4, 9)
+    assert [f["sample_id"] for f in report.first_failures] == list(ds.sample_ids[4:13])[:10]
+    assert all("Ray task failed" in f["detail"] and "decoder crashed" in f["detail"]
+               for f in report.first_failures)
+    assert not list((tmp_path / "c").rglob("*.rhp"))  # nothing packed while images fail
+
+
+def test_entries_a_worker_wrote_out_of_the_drivers_sight_stop_the_run(ray_cluster, roots,
+                                                                      tmp_path, monkeypatch):
+    from radharmony.imaging.cache import ImageCache
+
+    ds = merged(roots, tmp_path / "c")
+    monkeypatch.setattr(ImageCache, "has", lambda self, key: False)  # driver-side only
+    with pytest.raises(RadHarmonyError, match="shared_fs=False"):
+        pre_cache(ds, engine="ray", progress=False, shared_fs=True)
 
 
 def test_engine_and_options_are_checked(roots, tmp_path):
