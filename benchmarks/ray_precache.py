@@ -153,7 +153,8 @@ def decode_only(ray, ds, *, batch_size: int, repeats: int) -> dict:
     first_tasks, first_data = _timed(tasks, 1), _timed(data, 1)  # first use of each path
     n = len(paths)
     t_tasks, t_data = _timed(tasks, repeats), _timed(data, repeats)
-    return {"tasks_first_s": round(first_tasks, 3), "data_first_s": round(first_data, 3),"tasks_decode": {"s": round(t_tasks, 3), "images_per_s": round(n / t_tasks, 1)},
+    return {"tasks_first_s": round(first_tasks, 3), "data_first_s": round(first_data, 3),
+            "tasks_decode": {"s": round(t_tasks, 3), "images_per_s": round(n / t_tasks, 1)},
             "data_decode": {"s": round(t_data, 3), "images_per_s": round(n / t_data, 1)},
             "data_minus_tasks_per_batch_ms": round((t_data - t_tasks) / len(batches) * 1e3, 1)}
 

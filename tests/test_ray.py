@@ -5,8 +5,6 @@ One local Ray cluster (2 CPUs) serves every test here (``ray_fixture``)."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import sys
 from pathlib import Path
 
