@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install demo test bench clean
+.PHONY: install demo test test-min bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,8 +30,20 @@ test: install
 		($(SUDO) apt-get update && $(SUDO) apt-get install -y chromium chromium-driver)
 	$(BIN)/python -m pytest -q
 
+# Every declared floor, installed and tested: a fresh venv with each dependency pinned to the
+# floor pyproject.toml declares (torch from the CPU wheel index), then the suite.
+MIN_VENV := .venv-min
+test-min:
+	$(PYTHON) -m venv $(MIN_VENV)
+	$(MIN_VENV)/bin/python -m pip install -q --upgrade pip
+	$(PYTHON) tools/min_requirements.py test > $(MIN_VENV)/floors.txt
+	$(MIN_VENV)/bin/python -m pip install -q --extra-index-url https://download.pytorch.org/whl/cpu \
+		-r $(MIN_VENV)/floors.txt
+	$(MIN_VENV)/bin/python -m pip install -q --no-deps -e .
+	$(MIN_VENV)/bin/python -m pytest -q -p no:cacheprovider --ignore=tests/test_viewer.py
+
 bench: install
 	$(BIN)/python -m benchmarks.run
 
 clean:
-	rm -rf $(VENV) cache demo_output .pytest_cache
+	rm -rf $(VENV) $(MIN_VENV) cache demo_output .pytest_cache

@@ -145,6 +145,50 @@ def run_decode(a) -> dict:
     return {"samples": n, "seconds": time.perf_counter() - t0}
 
 
+def _augmentations():
+    """RandFlipd + RandAffined (MONAI), the same on both sides of the augmented rows."""
+    from monai.transforms import Compose, RandAffined, RandFlipd
+
+    return [RandFlipd(keys="img", prob=0.5, spatial_axis=1),
+            RandAffined(keys="img", prob=1.0, rotate_range=0.1, scale_range=0.1,
+                        translate_range=10, spatial_size=(224, 224), cache_grid=True)]
+
+
+def _aug_epochs(loader, batches: int) -> tuple[int, float]:
+    """Samples and seconds of ``batches`` batches after one warm-up batch."""
+    it = iter(loader)
+    next(it)
+    n, t0 = 0, time.perf_counter()
+    for _ in range(batches):
+        n += len(next(it)["img"])
+    return n, time.perf_counter() - t0
+
+
+def _gather_ceiling(cache: Path) -> dict:
+    """Bytes per sample and the speed of a numpy copy of one batch's bytes vs a batch gather."""
+    from radharmony.imaging.packs import Pack
+
+    packs = sorted((cache / "images" / "packs").glob("*.rhp"))
+    if not packs:
+        return {}
+    pack = Pack(packs[0])
+    rng = np.random.default_rng(0)
+    src = np.ascontiguousarray(pack.data[:BATCH])
+    dst = np.empty_like(src)
+    reps, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < 0.5:
+        np.copyto(dst, src)
+        reps += 1
+    copy_bps = reps * src.nbytes / (time.perf_counter() - t0)
+    reps, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < 0.5:
+        pack.read(rng.integers(0, pack.count, BATCH), out=dst)
+        reps += 1
+    gather_sps = reps * BATCH / (time.perf_counter() - t0)
+    return {"record_bytes": int(src[0].nbytes), "copy_bytes_per_s": copy_bps,
+            "gather_samples_per_s": gather_sps}
+
+
 def run_radharmony(a) -> dict:
     import torch
 
@@ -159,14 +203,41 @@ def run_radharmony(a) -> dict:
     t0 = time.perf_counter()
     n_first = _epoch(dl)
     first = time.perf_counter() - t0
+    out = {"samples": n_first, "seconds": first, "images": len(ds)}
+    kw = {"persistent_workers": True} if a.workers else {}
+    for name, collate in (("plain", None), ("plain_collate", radharmony.collate)):
+        extra = {"collate_fn": collate} if collate else {}
+        plain = torch.utils.data.DataLoader(ds, batch_size=BATCH, shuffle=True,
+                                            num_workers=a.workers, **kw, **extra)
+        out[name + "_samples"], out[name + "_seconds"] = _timed_epochs(plain, a.min_time)
+        del plain
+    transforms = {"aug_monai_": _augmentations}
+    try:
+        import radharmony.augment as aug
+
+        transforms["aug_rh_"] = lambda: [aug.RandomFlip(), aug.RandomAffine()]
+    except ImportError:
+        pass
+    from monai.transforms import Compose
+
+    for name, make in transforms.items():
+        try:
+            train = ds.get_datasets(None, train_transform=Compose(make()))
+        except TypeError:  # a version without train_transform
+            continue
+        loader = torch.utils.data.DataLoader(train, batch_size=BATCH, shuffle=True,
+                                             num_workers=a.workers, **kw,
+                                             collate_fn=radharmony.collate)
+        out[name + "samples"], out[name + "seconds"] = _aug_epochs(loader, a.aug_batches)
+        del loader
     t0 = time.perf_counter()
-    ds.pre_cache(num_workers=a.workers, progress=False)  # consolidates the loose entries
-    pack = time.perf_counter() - t0
+    ds.pre_cache(num_workers=a.workers, progress=False)  # packs whatever is still loose
+    out["pack_seconds"] = time.perf_counter() - t0
     loader = CachedLoader(ds, batch_size=BATCH, shuffle=True, num_workers=a.workers,
                           progress=False)
-    n, secs = _timed_epochs(loader, a.min_time)
-    return {"samples": n_first, "seconds": first, "cached_samples": n, "cached_seconds": secs,
-            "pack_seconds": pack, "disk_bytes": _du(cache / "images"), "images": len(ds)}
+    out["cached_samples"], out["cached_seconds"] = _timed_epochs(loader, a.min_time)
+    out.update(_gather_ceiling(cache), disk_bytes=_du(cache / "images"))
+    return out
 
 
 def _monai_pipeline():
@@ -188,6 +259,7 @@ def _monai_pipeline():
 def run_monai(a) -> dict:
     import torch
     from monai.data import DataLoader, PersistentDataset
+    from monai.transforms import Compose
 
     files = sorted(Path(a.base).rglob("*.png"))
     cache = Path(a.scratch) / "monai-cache"
@@ -201,7 +273,15 @@ def run_monai(a) -> dict:
     first = time.perf_counter() - t0
     n, secs = _timed_epochs(dl, a.min_time)
     assert next(iter(dl))["img"].dtype == torch.bfloat16
+    del dl
+    # the same augmentations after its cache (PersistentDataset caches up to the first
+    # random transform)
+    aug = PersistentDataset([{"img": str(f)} for f in files], cache_dir=cache,
+                            transform=Compose([*_monai_pipeline().transforms, *_augmentations()]))
+    dl = DataLoader(aug, batch_size=BATCH, shuffle=True, num_workers=a.workers, **kw)
+    n_aug, aug_secs = _aug_epochs(dl, a.aug_batches)
     return {"samples": n_first, "seconds": first, "cached_samples": n, "cached_seconds": secs,
+            "aug_monai_samples": n_aug, "aug_monai_seconds": aug_secs,
             "disk_bytes": _du(cache), "images": len(files)}
 
 
@@ -297,10 +377,12 @@ def child(a) -> None:
 
 def spawn(contender: str, workers: int, args, **paths) -> dict:
     cmd = [sys.executable, "-m", "benchmarks.run", "--child", contender, "--workers",
-           str(workers), "--min-time", str(args.min_time), "--scratch", str(args.scratch)]
+           str(workers), "--min-time", str(args.min_time), "--scratch", str(args.scratch),
+           "--aug-batches", str(args.aug_batches)]
     for k, v in paths.items():
         cmd += [f"--{k}", str(v)]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get(
+    lib = os.environ.get("RADHARMONY_BENCH_LIB", str(ROOT))  # another checkout's library
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([lib, str(ROOT), os.environ.get(
         "PYTHONPATH", "")]).rstrip(os.pathsep)}
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
@@ -362,6 +444,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--images", type=int, default=540)
     p.add_argument("--workers", type=int, nargs="+", default=[0, 2])
     p.add_argument("--min-time", type=float, default=2.0, help="seconds of cached epochs")
+    p.add_argument("--aug-batches", type=int, default=3,
+                   help="batches timed for the augmented rows")
     p.add_argument("--work", default=str(ROOT / "bench-data"))
     p.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
     p.add_argument("--skip", nargs="*", default=[], choices=sorted(CONTENDERS))
@@ -394,16 +478,34 @@ def main(argv: list[str] | None = None) -> int:
                                  ("radharmony", "(a) radharmony first epoch", ""),
                                  ("monai", "(c) MONAI PersistentDataset first epoch", ""),
                                  ("txrv", "(d) TorchXRayVision steps (skimage)", ""),
-                                 ("radharmony", "(b) radharmony cached epoch", "cached_"),
-                                 ("monai", "(c) MONAI PersistentDataset cached epoch", "cached_")):
+                                 ("radharmony", "(b) radharmony plain DataLoader(train_ds, "
+                                  "batch_size=64) cached epoch", "plain_"),
+                                 ("radharmony", "(b) same with collate_fn=radharmony.collate",
+                                  "plain_collate_"),
+                                 ("radharmony", "(b) radharmony CachedLoader cached epoch",
+                                  "cached_"),
+                                 ("monai", "(c) MONAI PersistentDataset cached epoch", "cached_"),
+                                 ("radharmony", "(g) radharmony + MONAI RandFlipd+RandAffined "
+                                  "train_transform", "aug_monai_"),
+                                 ("radharmony", "(g) radharmony + radharmony.augment "
+                                  "RandomFlip+RandomAffine", "aug_rh_"),
+                                 ("monai", "(g) MONAI cached + RandFlipd+RandAffined",
+                                  "aug_monai_")):
             r = res.get((name, w))
-            if r is None:
+            if r is None or key + "samples" not in r:
                 continue
+            if key.startswith("aug_"):
+                ref_key = "aug_monai_"
+            elif key:
+                ref_key = "cached_"
+            else:
+                ref_key = ""
             rate = r[key + "samples"] / r[key + "seconds"]
-            ref = mon[key + "samples"] / mon[key + "seconds"] if mon else None
+            ref = mon[ref_key + "samples"] / mon[ref_key + "seconds"] \
+                if mon and ref_key + "samples" in mon else None
             rows.append({"name": label, "workers": w, "rate": rate,
                          "ratio": rate / ref if ref else None, "seconds": r[key + "seconds"],
-                         "disk": r["disk_bytes"] / r["images"] if key and "disk_bytes" in r
+                         "disk": r["disk_bytes"] / r["images"] if key == "cached_" and "disk_bytes" in r
                          else None, "rss": r["rss"], "worker_rss": r["worker_rss"]})
     labels = {"harmonize": "(f) radharmony harmonization, 140,000 studies",
               "loop": "(f) per-entry Python loop, 140,000 studies",
@@ -435,7 +537,7 @@ def main(argv: list[str] | None = None) -> int:
            "epochs with MONAI's cached epoch at the same `num_workers`. Cached epochs: after one "
            f"warm-up epoch, as many epochs as fill {a.min_time:g} s. Each contender runs in its "
            "own process; peak RSS includes Python, torch and the libraries (~300 MB).\n\n"
-           + text + "\n\n" + "\n".join(notes) + "\n\n## Targets (issue 4)\n\n" + checks
+           + text + "\n\n" + "\n".join(notes) + "\n\n## Targets\n\n" + checks
            + "\n\n" + METHOD)
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(doc)
@@ -444,7 +546,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def targets(res: dict, workers: list[int]) -> str:
-    """Each target of issue 4 with the measured value, met or not."""
+    """Each target with the measured value, met or not."""
     def rate(name, w, key=""):
         r = res.get((name, w))
         return r and r[key + "samples"] / r[key + "seconds"]
@@ -469,6 +571,36 @@ def targets(res: dict, workers: list[int]) -> str:
         rc, mc = rate("radharmony", w, "cached_"), rate("monai", w, "cached_")
         check(f"cached epoch >= 5x MONAI PersistentDataset (workers={w})", rc and mc and rc / mc,
               lambda v: v >= 5, "{:.2f}x")
+        pc = rate("radharmony", w, "plain_")
+        check(f"plain DataLoader with batch_size=64 cached epoch >= 10x MONAI "
+              f"PersistentDataset (workers={w})", pc and mc and pc / mc, lambda v: v >= 10,
+              "{:.2f}x")
+        ma = rate("monai", w, "aug_monai_")
+        ra = rate("radharmony", w, "aug_rh_")
+        if ra:
+            check(f"with RandomFlip+RandomAffine >= 3x MONAI cached + RandFlipd+RandAffined "
+                  f"(workers={w})", ma and ra / ma, lambda v: v >= 3, "{:.2f}x")
+        else:
+            lines.append(f"- not measured (radharmony.augment absent): augmented >= 3x MONAI "
+                         f"(workers={w})")
+        rm = rate("radharmony", w, "aug_monai_")
+        if rm and ma:
+            lines.append(f"  (the same MONAI RandFlipd+RandAffined as train_transform: "
+                         f"{rm / ma:.2f}x MONAI's; the augmentation itself dominates both)")
+        r = res.get(("radharmony", w))
+        if pc:
+            cores = min(os.cpu_count() or 1, w + 1)
+            lines.append(f"- plain DataLoader samples/s per core (workers={w}, {cores} "
+                         f"core(s)): {pc / cores:,.0f}")
+        if r and "copy_bytes_per_s" in r and pc:
+            b = r["record_bytes"]
+            lines.append(f"- memory-bandwidth ceiling (workers={w}): a batch gather reads "
+                         f"{b:,} bytes/sample; the plain DataLoader moves {pc * b / 1e9:.2f} "
+                         f"GB/s of records, the gather alone {r['gather_samples_per_s'] * b / 1e9:.2f} "
+                         f"GB/s ({r['gather_samples_per_s']:,.0f} samples/s), a numpy copy of "
+                         f"the same bytes {r['copy_bytes_per_s'] / 1e9:.2f} GB/s "
+                         f"({r['copy_bytes_per_s'] / b:,.0f} samples/s): "
+                         f"{pc * b / r['copy_bytes_per_s']:.0%} of the ceiling")
         r, m = res.get(("radharmony", w)), res.get(("monai", w))
         check(f"cached disk per sample <= half of MONAI's (workers={w})",
               r and m and (r["disk_bytes"] / r["images"]) / (m["disk_bytes"] / m["images"]),

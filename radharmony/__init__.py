@@ -5,8 +5,8 @@ from .data.collate import collate, pad_boxes
 from .data.loader import CachedLoader
 from .errors import RadHarmonyError
 from .registry import (families, get_dataset_class, get_harmonizer_class, list_datasets,
-                       load_harmonizer, register_dataset)
+                       load_harmonizer, register_dataset, resolve_dataset)
 
 __all__ = ["__version__", "CachedLoader", "collate", "pad_boxes", "RadHarmonyError", "families",
            "get_dataset_class", "get_harmonizer_class", "list_datasets", "load_harmonizer",
-           "register_dataset"]
+           "register_dataset", "resolve_dataset"]

@@ -92,6 +92,11 @@ class RowsDroppedWarning(UserWarning):
     """Rows were dropped or merged (duplicate image references, absent image files)."""
 
 
+class SharedImageWarning(UserWarning):
+    """One image file is reachable from rows of different patients (a hard link or a
+    symlink inside the dataset), which would let an image cross a patient split."""
+
+
 class ColourImageWarning(UserWarning):
     """A colour image was converted to grayscale (its channels differed)."""
 
@@ -105,3 +110,7 @@ def check_choice(name: str, value, choices: Iterable, *, what: str | None = None
     listed = ", ".join(repr(c) for c in choices)
     raise error(f"{what or name} must be one of {listed}", expected=f"{name} in ({listed})",
                 found=shorten(repr(value), 80), fix=f"pass {name}={choices[0]!r}, for example")
+
+
+class ReadOnlyTableError(RadHarmonyError, TypeError):
+    """An in-place edit of a dataset's ``harmonized_df`` (build a new dataset instead)."""

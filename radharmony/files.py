@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import struct
 import tempfile
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -12,6 +13,32 @@ from typing import Callable
 HEAD = struct.Struct("<8sI")
 #: prefix of temporary files; a writer killed mid-write leaves only such a file
 TMP_PREFIX = ".tmp-"
+#: a temporary file older than this (seconds) belongs to a killed writer: writers finish an
+#: entry in milliseconds and the largest pack in minutes
+STALE_TMP_SECONDS = 3600
+
+
+def sweep_stale_tmp(folders, *, older_than: float = STALE_TMP_SECONDS) -> int:
+    """Remove ``TMP_PREFIX`` files older than ``older_than`` seconds directly inside each of
+    ``folders`` (a killed writer's leftovers; a live writer's file is younger). Returns how
+    many were removed; unreadable folders and read-only file systems are skipped."""
+    limit, removed = time.time() - older_than, 0
+    for folder in folders:
+        try:
+            with os.scandir(folder) as it:
+                for entry in it:
+                    if not entry.name.startswith(TMP_PREFIX):
+                        continue
+                    try:
+                        if entry.is_file(follow_symlinks=False) and \
+                                entry.stat(follow_symlinks=False).st_mtime < limit:
+                            os.unlink(entry.path)
+                            removed += 1
+                    except OSError:
+                        pass
+        except OSError:
+            pass
+    return removed
 
 
 def file_identity(path: str | os.PathLike, st: os.stat_result | None = None) -> list:

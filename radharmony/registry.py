@@ -59,11 +59,47 @@ def _lookup(key: str, kind: str) -> type[BaseRadiologicalDataset]:
     table = _catalog()
     if isinstance(key, str) and key in table:
         return table[key]
+    fams = families()
+    if isinstance(key, str) and key in fams:
+        raise RegistryError(f"{key!r} is a dataset family, not one {kind}",
+                            expected=f"one of its splits {fams[key]}", found=repr(key),
+                            fix=f"pass one of {fams[key]}, or radharmony.resolve_dataset"
+                                f"({key!r}, split={fams[key][0].rsplit('_', 1)[-1]!r})")
     close = difflib.get_close_matches(str(key), table, n=3)
     hint = f"did you mean {', '.join(map(repr, close))}?" if close else \
         "call radharmony.list_datasets() for the valid keys"
     raise RegistryError(f"No {kind} registered under key {key!r}",
                         expected=f"one of {sorted(table)}", found=repr(key), fix=hint)
+
+
+def resolve_dataset(name, *, split: str | None = None) -> type[BaseRadiologicalDataset]:
+    """The dataset class ``name`` stands for: a key (``"rexgradient_valid"``), a family with
+    ``split`` (``"rexgradient", split="valid"``) or with a single split, a dataset or
+    harmonizer class, or a class name (``"ReXGradientValidDataset"``).
+
+    >>> resolve_dataset("rexgradient", split="valid").__name__
+    'ReXGradientValidDataset'
+    """
+    table = _catalog()
+    if isinstance(name, type):
+        for cls in table.values():
+            if name is cls or name is cls.harmonizer_class:
+                return cls
+        if issubclass(name, BaseRadiologicalDataset):
+            return name
+    if isinstance(name, str):
+        fams = families()
+        if name in fams and (split is not None or len(fams[name]) == 1):
+            key = fams[name][0] if split is None else f"{name}_{split}"
+            if key not in fams[name]:
+                raise RegistryError(f"Dataset family {name!r} has no split {split!r}",
+                                    expected=f"one of {[k[len(name) + 1:] for k in fams[name]]}",
+                                    found=repr(split), fix="pass one of those as split=")
+            return table[key]
+        for cls in table.values():
+            if name in (cls.__name__, cls.harmonizer_class.__name__):
+                return cls
+    return _lookup(name, "dataset")
 
 
 def get_dataset_class(key: str) -> type[BaseRadiologicalDataset]:

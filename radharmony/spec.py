@@ -9,6 +9,9 @@ from typing import Mapping
 REQUIRED_COLUMNS = ("patient_id", "study_id", "image_path", "view_position", "report")
 #: Columns that identify a row and may never be missing.
 ID_COLUMNS = ("patient_id", "study_id", "image_path")
+#: The values of the ``split`` column in every dataset that ships an official split (the
+#: dataset's own name for it is kept in ``split_raw``); missing where a row has none.
+SPLIT_NAMES = ("train", "valid", "test")
 #: Columns a dataset derives from its table: the sample id and the canonical view
 #: (``view_map`` applied to the raw ``view_position``).
 DERIVED_COLUMNS = ("sample_id", "view")
@@ -37,6 +40,13 @@ class DatasetSpec:
         label_map: label column -> its canonical findings, a tuple of ``(finding, relation)``
             pairs (relation ``exact``, ``narrower``, ``broader`` or ``approximate``; see
             :mod:`radharmony.vocabulary`), or None for a label explicitly left unmapped.
+        column_types: the type of each extra column that is not text: ``"Int64"`` (nullable
+            integer), ``"int64"``, ``"float64"``, ``"float32"`` or ``"json"`` (lists and dicts;
+            ``boxes`` is always nested). Every other extra column is text. ``validate``
+            restores these types, so a table read back with a bare ``pd.read_csv`` is the
+            table that was written.
+        zero_pad: text columns made of zero-padded digits -> their width (NIH patient ids
+            ``00000001``): a CSV reader turns them into numbers, ``validate`` pads them back.
     """
 
     key: str
@@ -53,6 +63,8 @@ class DatasetSpec:
     box_units: str = "normalized"
     root_col: str | None = None
     label_map: Mapping[str, tuple | None] = field(default_factory=dict)
+    column_types: Mapping[str, str] = field(default_factory=dict)
+    zero_pad: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def columns(self) -> tuple[str, ...]:

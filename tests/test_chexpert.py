@@ -33,7 +33,8 @@ def test_hand_written_rows_keep_one_zero_uncertain_missing_apart(tmp_path):
     assert list(canonical_views(df["view_position"], h.spec.view_map)) == \
         ["PA", "LATERAL", "LATERAL"]
     assert df["patient_sex"].tolist() == ["F", None, "M"]
-    assert df["split"].tolist() == ["train", "train", "val"]
+    assert df["split"].tolist() == ["train", "train", "valid"]
+    assert df["split_raw"].tolist() == ["train", "train", "valid"]
 
 
 @pytest.mark.parametrize("cell, row", [("2.0", chexpert_row(P + "view1_frontal.jpg",
@@ -52,16 +53,22 @@ def test_uncertain_policy_for_cls(tmp_path):
     table = kept.harmonized_df[list(LABELS)].to_numpy()
     i = int(np.flatnonzero((table == -1).any(axis=1) & np.isnan(table).any(axis=1))[0])
     unc, missing = table[i] == -1, np.isnan(table[i])
-    expected = {"keep": -1.0, "zeros": 0.0, "ones": 1.0}
-    for policy, value in expected.items():
+    # policy -> (cls value of an uncertain label, whether cls_mask counts it)
+    expected = {"keep": (-1.0, 0.0), "ignore": (0.0, 0.0), "zeros": (0.0, 1.0),
+                "ones": (1.0, 1.0)}
+    for policy, (value, counted) in expected.items():
         ds = CheXpertDataset(base, output_cls=True, cache_dir=None, uncertain=policy,
                              harmonized_df=kept.harmonized_df.drop(columns="sample_id"))
-        cls = ds[i]["cls"].float().numpy()
+        s = ds[i]
+        cls, mask = s["cls"].float().numpy(), s["cls_mask"].numpy()
+        assert s["cls_mask"].shape == s["cls"].shape
         assert (cls[unc] == value).all() and (cls[missing] == 0).all()
+        assert (mask[unc] == counted).all() and (mask[missing] == 0).all()
+        assert (mask[~unc & ~missing] == 1).all()
         assert (cls[~unc & ~missing] == table[i][~unc & ~missing]).all()
         assert (ds.harmonized_df[list(LABELS)].to_numpy() == -1).sum() == (table == -1).sum()
     with pytest.raises(RadHarmonyError, match="uncertain-label policy"):
-        CheXpertDataset(base, uncertain="ignore", cache_dir=None)
+        CheXpertDataset(base, uncertain="drop", cache_dir=None)
 
 
 def test_real_train_table_counts():
@@ -89,4 +96,4 @@ def test_fake_replica_and_valid_table(tmp_path):
     assert s["img"].shape == (1, 224, 224) and s["cls"].shape == (len(LABELS),)
     assert "report" not in s and (base / ds.harmonized_df["image_path"][0]).is_file()
     valid = CheXpertHarmonizer(csv_path=base / "valid.csv").harmonize()
-    assert set(valid["split"]) == {"val"} and len(valid) > 0
+    assert set(valid["split"]) == {"valid"} and len(valid) > 0

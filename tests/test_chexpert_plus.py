@@ -41,7 +41,7 @@ def test_ids_join_chexpert_conventions():
     assert df.loc[0, ["patient_id", "study_id", "image_path"]].tolist() == [
         "patient00007", "patient00007/study2", P1]
     assert df.loc[1, "view_position"] == "Lateral" and df.loc[0, "view_position"] in ("AP", "PA")
-    assert df.loc[1, "split"] == "val"
+    assert df.loc[1, "split"] == "valid"
     assert df.loc[0, "report"].startswith("FINDINGS:\n")
 
 

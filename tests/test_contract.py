@@ -157,3 +157,76 @@ def test_canonical_view_and_filter(case):
     assert frontal.harmonized_df["view"].isin(["PA", "AP"]).all()
     with pytest.raises(radharmony.RadHarmonyError, match="one boolean per row"):
         ds.filter([True])
+
+
+def _same_sample(a: dict, b: dict, where: str) -> None:
+    assert sorted(a) == sorted(b), where
+    for k in a:
+        if isinstance(a[k], torch.Tensor):
+            assert torch.equal(a[k], b[k]), f"{where}: {k}"
+        else:
+            assert a[k] == b[k], f"{where}: {k}"
+
+
+def test_page_csv_round_trip_changes_nothing(case, tmp_path):
+    """The page's snippet, exactly: ``harmonize().to_csv(path, index=False)``, then
+    ``harmonized_df=pd.read_csv(path)`` (no dtype, no NA options): same ids, splits, folds,
+    samples of every output, and column types."""
+    key, cls, kwargs, ds, root = case
+    h = cls.harmonizer_class(base_image_dir=kwargs["base_image_dir"],
+                             csv_path=kwargs.get("csv_path"))
+    original = h.harmonize()
+    csv = tmp_path / "harmonized.csv"
+    original.to_csv(csv, index=False)
+    flags = {f"output_{o}": True for o in cls.spec.outputs}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = cls(**kwargs, **flags, cache_dir=root / "cache", dtype=torch.float32)
+        b = cls(**kwargs, **flags, harmonized_df=pd.read_csv(csv), cache_dir=root / "cache",
+                dtype=torch.float32)
+    ta, tb = a.harmonized_df, b.harmonized_df
+    assert list(ta.columns) == list(tb.columns)
+    for col in ta.columns:
+        assert ta[col].dtype == tb[col].dtype, f"{key}.{col}: {ta[col].dtype} vs {tb[col].dtype}"
+    # pandas' default NA strings ("N/A", "NA", "null", ...) are read as missing: the only loss
+    na_text = ta.isin(["", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan",
+                       "1.#IND", "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a",
+                       "nan", "null"])
+    pd.testing.assert_frame_equal(ta.mask(na_text), tb.mask(na_text))
+    assert list(a.sample_ids) == list(b.sample_ids)
+    n = min(3, a.harmonized_df[cls.spec.group_col].nunique())
+    for (tra, vaa), (trb, vab) in zip(a.get_folds(n), b.get_folds(n)):
+        assert list(vaa.sample_ids) == list(vab.sample_ids)
+        assert list(tra.sample_ids) == list(trb.sample_ids)
+    for i in sorted({0, len(a) // 2, len(a) - 1}):
+        _same_sample(a[i], b[i], f"{key}[{i}]")
+
+
+def test_cls_mask_marks_every_unusable_target(case):
+    """No -1 and no unknown label reaches a masked loss: ``cls_mask`` is 0 exactly where the
+    table says uncertain (default policy) or missing, and ``cls`` is 0/1 wherever it is 1."""
+    key, cls, kwargs, ds, root = case
+    if "cls" not in cls.spec.outputs:
+        pytest.skip(f"{key} has no labels")
+    d = cls(**kwargs, output_cls=True, cache_dir=root / "cache")
+    table = d.harmonized_df[list(cls.spec.label_cols)].to_numpy(np.float64)
+    for i in sorted({0, len(d) // 2, len(d) - 1}):
+        s = d[i]
+        assert s["cls_mask"].shape == s["cls"].shape and s["cls_mask"].dtype == torch.float32
+        usable = ~np.isnan(table[i]) & (table[i] != -1)
+        assert (s["cls_mask"].numpy() == usable).all()
+        assert set(s["cls"].float().numpy()[usable].tolist()) <= {0.0, 1.0}
+    batch = radharmony.collate([d[0], d[len(d) - 1]])
+    assert batch["cls_mask"].shape == batch["cls"].shape
+
+
+def test_split_column_speaks_one_vocabulary(case):
+    from radharmony.spec import SPLIT_NAMES
+
+    key, cls, kwargs, ds, root = case
+    df = ds.harmonized_df
+    if "split" not in df.columns:
+        pytest.skip(f"{key} ships no official split")
+    assert "split_raw" in df.columns, "the dataset's own split name is kept beside it"
+    assert set(df["split"].dropna()) <= set(SPLIT_NAMES)
+    assert (df["split"].isna() == df["split_raw"].isna()).all()

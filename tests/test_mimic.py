@@ -61,7 +61,8 @@ def test_paths_views_split_and_reports():
     assert df["image_path"].tolist()[0] == "files/p10/p10000032/s50414267/d1.jpg"
     assert df["dicom_id"].tolist() == ["d1", "d2", "d3"]
     assert df["view_position"].tolist() == ["PA", "LATERAL", None]
-    assert df["split"].tolist() == ["train", "train", "validate"]
+    assert df["split"].tolist() == ["train", "train", "valid"]
+    assert df["split_raw"].tolist() == ["train", "train", "validate"]
     assert df["report"].tolist() == ["FINAL REPORT\n FINDINGS: clear."] * 2 + [None]
     assert df.iloc[0]["negbio_Pneumonia"] == 0 and df.iloc[0]["Pneumonia"] == 1
     assert math.isnan(df.iloc[2]["Pneumonia"])
@@ -82,7 +83,7 @@ def test_fake_release_end_to_end(tmp_path):
                                 dtype=torch.float32)
     df = ds.harmonized_df
     assert df["patient_id"].nunique() == 3 and df["study_id"].nunique() == 5
-    assert set(df["split"]) == {"train", "validate", "test"}
+    assert set(df["split"]) == {"train", "valid", "test"}
     assert df.groupby("patient_id")["split"].nunique().eq(1).all()
     assert df["report"].isna().sum() == df.loc[df["report"].isna(), "study_id"].map(
         df["study_id"].value_counts()).iloc[0]  # exactly one study lacks its report

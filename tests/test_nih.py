@@ -90,7 +90,8 @@ def test_boxes_split_lists_and_infiltrate(tmp_path):
     assert [b["label"] for b in boxes] == ["Infiltration", "Mass"]
     assert [boxes[0][k] for k in ("x_min", "y_min", "x_max", "y_max")] == \
         pytest.approx([0.1, 0.2, 0.2, 0.25])
-    assert df.loc[1, "boxes"] == [] and df["split"].tolist() == ["test", "train_val"]
+    assert df.loc[1, "boxes"] == [] and df["split"].tolist() == ["test", "train"]
+    assert df["split_raw"].tolist() == ["test", "train_val"]
     write_boxes(tmp_path / "BBox_List_2017.csv", [("00000008_000.png", "Infiltrates", 1, 1, 2, 2)])
     with pytest.raises(MetadataError, match="unknown Finding Label"):
         NIHChestXray14Harmonizer(csv_path=path).harmonize()
@@ -104,7 +105,8 @@ def test_google_crlf_yes_no_and_sets(tmp_path):
     assert b"\r\n" in path.read_bytes()
     df = NIHGoogleHarmonizer(csv_path=path).harmonize()
     assert df["Pneumothorax"].tolist() == [1, 0] and df["Nodule or mass"].tolist() == [0, 1]
-    assert df["split"].tolist() == ["test", "val"]  # no "\r" left on the last column
+    assert df["split_raw"].tolist() == ["test", "val"]  # no "\r" left on the last column
+    assert df["split"].tolist() == ["test", "valid"]
     path.write_bytes(path.read_bytes().replace(b"YES,NO,NO,YES", b"YES,NO,NO,MAYBE"))
     with pytest.raises(MetadataError, match="label .Nodule or mass. has an unknown value"):
         NIHGoogleHarmonizer(csv_path=path).harmonize()
@@ -135,7 +137,7 @@ def test_real_google_counts():
     df = NIHGoogleHarmonizer(csv_path=txv_file("google2019_nih-chest-xray-labels.csv.gz")
                              ).harmonize()
     assert len(df) == 4_376 and df["patient_id"].nunique() == 1_695
-    assert df["split"].value_counts().to_dict() == {"val": 2_414, "test": 1_962}
+    assert df["split"].value_counts().to_dict() == {"valid": 2_414, "test": 1_962}
     assert not df[["Fracture", "Pneumothorax", "Airspace opacity", "Nodule or mass"]
                   ].isna().any().any()
 
@@ -149,7 +151,7 @@ def test_fake_replica_yields_samples_with_boxes(tmp_path):
     assert s["bbox"].shape == (2, 4) and s["bbox_labels"][-1] == "Infiltration"
     assert float(s["bbox"].min()) >= 0 and float(s["bbox"].max()) <= 224
     assert ds[1]["img"].dtype == torch.bfloat16  # the RGBA PNG reads as gray
-    assert set(ds.harmonized_df["split"]) == {"train_val", "test"}
+    assert set(ds.harmonized_df["split"]) == {"train", "test"}
     g = NIHGoogleDataset(images, output_cls=True, cache_dir=None)
-    assert g[0]["cls"].shape == (4,) and set(g.harmonized_df["split"]) == {"val", "test"}
+    assert g[0]["cls"].shape == (4,) and set(g.harmonized_df["split"]) == {"valid", "test"}
     assert np.isin(g.harmonized_df["image_path"], ds.harmonized_df["image_path"]).all()

@@ -220,6 +220,34 @@ def test_read_only_and_loopback_only(server, stub):
         make_server([stub], host="0.0.0.0", port=0)
 
 
+def test_cross_site_requests_are_refused(server):
+    base = server.url.split(server.token)[0]  # the origin, without the per-run token
+    assert server.token and len(server.token) >= 16 and server.token in server.url
+    for path in ("api/meta", "image.png?id=stubxr:p1/img3", "api/sample?id=stubxr:p1/img3",
+                 "api/sample?id=stubxr:nope", ""):
+        status, _, body = _get(base + path)
+        assert status == 403 and b"stubxr" not in body, path
+    status, _, body = _get(server.url + "image.png?id=stubxr:p1/img3",
+                           headers={"Sec-Fetch-Site": "cross-site"})
+    assert status == 403 and not body.startswith(b"\x89PNG")
+    assert _get(server.url + "api/meta", headers={"Sec-Fetch-Site": "same-site"})[0] == 403
+    for site in ("same-origin", "none"):
+        assert _get(server.url + "api/meta", headers={"Sec-Fetch-Site": site})[0] == 200
+    req = urllib.request.Request(server.url + "image.png?id=stubxr:p1/img3")
+    with urllib.request.urlopen(req, timeout=30) as r:
+        assert r.headers.get("Cross-Origin-Resource-Policy") == "same-origin"
+    page = _get(server.url)[2]
+    assert b'src="static/viewer.js"' in page  # relative: the page carries the token
+
+
+def test_an_unexpected_error_answers_500_not_a_dropped_connection(server, monkeypatch):
+    def boom(**where):
+        raise OSError(40, "Too many levels of symbolic links")
+    monkeypatch.setattr(server.app, "image_png", boom)
+    status, ctype, body = _get(server.url + "image.png?index=0")
+    assert status == 500 and ctype == "application/json" and b"OSError" in body
+
+
 # -- the page in a real browser -------------------------------------------------------------------
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                   "--no-first-run", "--disable-background-networking",

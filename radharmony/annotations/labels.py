@@ -2,7 +2,8 @@
 
 Table values: ``1`` positive, ``0`` negative, ``-1`` uncertain, ``NaN`` not mentioned. The
 table always keeps -1 and NaN apart. What a sample's ``cls`` tensor holds is a dataset option
-(:class:`UncertainLabelsMixin`); missing always becomes 0 there (see ``BaseRadiologicalDataset``).
+(:class:`UncertainLabelsMixin`); missing always becomes 0 there, and ``cls_mask`` marks which
+targets are usable (:func:`radharmony.data.sampling.cls_targets`).
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ import pandas as pd
 
 from ..errors import MetadataError, RadHarmonyError
 
-#: ``uncertain=`` values: what an uncertain (-1) label becomes in ``cls``.
-UNCERTAIN_POLICIES = {"keep": -1.0, "zeros": 0.0, "ones": 1.0}
+#: ``uncertain=`` values: what an uncertain (-1) label becomes in ``cls`` (``"ignore"``: 0,
+#: masked out of ``cls_mask`` like ``"keep"``).
+UNCERTAIN_POLICIES = {"keep": -1.0, "zeros": 0.0, "ones": 1.0, "ignore": 0.0}
 
 
 def term_index(label_terms: Mapping[str, Iterable[str]]) -> dict[str, list[int]]:
@@ -93,25 +95,27 @@ def check_policy(uncertain: str) -> float:
     if uncertain not in UNCERTAIN_POLICIES:
         raise RadHarmonyError("Unknown uncertain-label policy", expected=f"uncertain= one of "
                               f"{sorted(UNCERTAIN_POLICIES)}", found=repr(uncertain),
-                              fix="pass uncertain='keep' (-1 stays), 'zeros' or 'ones'")
+                              fix="pass uncertain='keep' (-1 stays, masked), 'ignore' (0, "
+                                  "masked), 'zeros' or 'ones'")
     return UNCERTAIN_POLICIES[uncertain]
 
 
 class UncertainLabelsMixin:
     """Adds the keyword ``uncertain=`` to a dataset whose table holds -1 (uncertain) labels.
 
-    ``"keep"`` (default): ``cls`` holds -1 where the table does; ``"zeros"`` (U-Zeros) or
-    ``"ones"`` (U-Ones): uncertain becomes 0 or 1. Missing labels become 0 in every policy.
-    Put the mixin before ``BaseRadiologicalDataset`` in the bases.
+    What ``cls`` holds for -1, and whether ``cls_mask`` counts it:
+
+    * ``"keep"`` (default): -1, masked out (``cls_mask`` 0);
+    * ``"ignore"``: 0, masked out;
+    * ``"zeros"`` (U-Zeros) / ``"ones"`` (U-Ones): 0 / 1, counted (``cls_mask`` 1).
+
+    Missing labels are 0 in ``cls`` and 0 in ``cls_mask`` in every policy; train with the
+    mask (e.g. ``binary_cross_entropy_with_logits(logits, cls, weight=cls_mask)``) so that
+    neither -1 nor an unknown label reaches the loss. Put the mixin before
+    ``BaseRadiologicalDataset`` in the bases.
     """
 
     def __init__(self, *args, uncertain: str = "keep", **kwargs):
+        check_policy(uncertain)
         self.uncertain = uncertain
-        self._uncertain_value = check_policy(uncertain)
         super().__init__(*args, **kwargs)
-
-    def add_outputs(self, index: int, sample: dict, box) -> None:
-        super().add_outputs(index, sample, box)
-        if "cls" in sample and self._uncertain_value != -1.0:
-            cls = sample["cls"]
-            cls[cls == -1.0] = self._uncertain_value

@@ -9,11 +9,12 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
 from .output import EXIT_OK, EXIT_PROBLEMS, FIRST_N, UsageError, emit, note, progress, text_table
-from ..errors import RadHarmonyError, RegistryError
+from ..errors import RadHarmonyError, RegistryError, UnsupportedOutputWarning
 from ..registry import families, get_dataset_class, get_harmonizer_class, list_datasets
 
 # -- registry helpers -----------------------------------------------------------------------------
@@ -43,10 +44,13 @@ def _harmonizer(key: str, args: argparse.Namespace):
 
 
 def build_dataset(key: str, args: argparse.Namespace, **kwargs):
-    """The dataset for ``key`` on ``args.root`` with every output it supports."""
+    """The dataset for ``key`` on ``args.root`` with every output it supports (the user asked
+    for none of them, so an output this copy of the data cannot give is left out silently)."""
     cls = get_dataset_class(key)
     flags = {f"output_{o}": True for o in cls.spec.outputs}
-    return cls(args.root, getattr(args, "csv_path", None), **flags, **kwargs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnsupportedOutputWarning)
+        return cls(args.root, getattr(args, "csv_path", None), **flags, **kwargs)
 
 
 def _check_csv_path(args: argparse.Namespace, keys: list[str]) -> None:

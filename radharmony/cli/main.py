@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import warnings
 from pathlib import Path
 
 from . import commands as c
@@ -37,11 +38,13 @@ def _port(text: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true", help="print results as JSON on stdout")
-    common.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    common.add_argument("-q", "--quiet", action="store_true",
+                        help="no progress bars and no warnings")
 
-    def dataset_args(p, *, csv=True):
-        p.add_argument("key", metavar="KEY", help="dataset key (see `radharmony list`) or a "
-                       "dataset family for every split")
+    def dataset_args(p, *, csv=True, family=True):
+        p.add_argument("key", metavar="KEY", help="dataset key (see `radharmony list`)" +
+                       (" or a dataset family for every split" if family else
+                        "; one split, not a family"))
         p.add_argument("--root", required=True, type=Path, metavar="DIR",
                        help="the dataset's image folder (base_image_dir)")
         if csv:
@@ -69,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("harmonize", parents=[common], help="write the harmonized table",
                        description="Harmonize one split and write the table as Parquet (with "
                        "the header harmonizer_path= reads) or CSV (boxes as JSON).")
-    dataset_args(p)
+    dataset_args(p, family=False)
     p.add_argument("--out", required=True, type=Path, metavar="FILE",
                    help="FILE.parquet or FILE.csv")
     p.set_defaults(func=c.cmd_harmonize)
@@ -137,7 +140,10 @@ def main(argv: list[str] | None = None) -> int:
     elif extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
-        return args.func(args)
+        with warnings.catch_warnings():
+            if args.quiet:
+                warnings.simplefilter("ignore")
+            return args.func(args)
     except (UsageError, RegistryError) as exc:
         code = EXIT_USAGE
         error = exc
@@ -146,6 +152,13 @@ def main(argv: list[str] | None = None) -> int:
         error = exc
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # a bug or an unguarded fault: --json still prints JSON
+        if not args.json:
+            raise
+        import traceback
+
+        traceback.print_exc()
+        code, error = EXIT_PROBLEMS, exc
     if args.json:
         print(json.dumps({"ok": False, "error": _error_payload(error)}, indent=2))
     note(f"radharmony {args.command}: {error}")

@@ -26,10 +26,10 @@ def progress(iterable: Iterable, *, total: int | None, desc: str, quiet: bool,
 
 
 def emit(args: argparse.Namespace, result: Any, text: Callable[[Any], str]) -> None:
-    if args.json:
+    if args.json:  # ensure_ascii: lone surrogates travel as \\ud800 escapes
         print(json.dumps(result, indent=2, default=json_default))
     else:
-        print(text(result))
+        print(printable(text(result), sys.stdout))
 
 
 def json_default(value):
@@ -40,8 +40,20 @@ def json_default(value):
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
+def printable(text: str, stream) -> str:
+    """``text`` with what ``stream``'s encoding cannot write (lone surrogates) escaped."""
+    enc = getattr(stream, "encoding", None) or "utf-8"
+    try:
+        text.encode(enc)
+        return text
+    except UnicodeEncodeError:
+        return text.encode(enc, "backslashreplace").decode(enc)
+    except LookupError:
+        return text
+
+
 def note(msg: str) -> None:
-    print(msg, file=sys.stderr)
+    print(printable(msg, sys.stderr), file=sys.stderr)
 
 
 def text_table(rows: list[list], header: list[str]) -> str:

@@ -22,10 +22,21 @@ def collate(batch: list[dict]) -> dict:
         values = [s.get(key) for s in batch]
         if key not in PER_SAMPLE_KEYS and all(isinstance(v, torch.Tensor) for v in values) and \
                 len({tuple(v.shape) for v in values}) == 1:
-            out[key] = torch.stack(values)
+            out[key] = _batched(values)
         else:
             out[key] = values
     return out
+
+
+def _batched(values: list[torch.Tensor]) -> torch.Tensor:
+    """``torch.stack(values)``, or, when the values are the rows of one batch tensor in order
+    (a dataset's batched read marks them so), that tensor itself: no copy."""
+    mark = getattr(values[0], "_radharmony_batch", None)
+    if mark is not None and len(mark[0]) == len(values) and all(
+            getattr(v, "_radharmony_batch", (None, -1))[1] == j and v._radharmony_batch[0]
+            is mark[0] for j, v in enumerate(values)):
+        return mark[0]
+    return torch.stack(values)
 
 
 def pad_boxes(boxes: list[torch.Tensor], *, fill: float = 0.0

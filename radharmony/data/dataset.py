@@ -22,17 +22,18 @@ import pandas as pd
 import torch
 
 from ..annotations.boxes import BoxSelection
-from . import precache, sampling
+from . import batches, precache, sampling
+from .filetable import FileTable
 from .checks import drop_missing
 from .splits import assign_folds
-from ..errors import (ImageReadError, PathSafetyError, RadHarmonyError, UnsupportedOutputWarning,
-                      check_choice)
+from ..errors import (ImageReadError, PathSafetyError, RadHarmonyError, RowsDroppedWarning,
+                      UnsupportedOutputWarning, check_choice)
 from ..imaging.cache import ImageCache
 from ..imaging.geometry import Letterbox
 from ..imaging.pipeline import DefaultTransform
-from ..imaging.read import safe_path
 from ..spec import DERIVED_COLUMNS, DatasetSpec
-from ..table.harmonizer import BaseHarmonizer
+from ..table.frozen import FrozenFrame
+from ..table.harmonizer import BaseHarmonizer, spec_columns
 from ..table.schema import canonical_views, sample_ids, validate
 
 
@@ -80,6 +81,10 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
             image's path and replaces the built-in pipeline.
         cache_dir: where preprocessed images are cached (built-in pipeline only); None
             disables caching.
+        cache_key: how cache entries are keyed: ``"identity"`` (default: the file's resolved
+            path, size, modification and change time, inode -- one ``stat``) or ``"content"``
+            (a hash of the file's bytes: survives anything that keeps size and timestamps,
+            shared by copies at other paths, costs a full read of the file per key).
         dtype: dtype of ``img``.
         harmonized_df, harmonizer_path, harmonizer: where the table comes from, in that order
             of precedence; when all are None the dataset's harmonizer runs.
@@ -93,11 +98,20 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
 
     harmonizer_class: ClassVar[type[BaseHarmonizer] | None] = None
     spec: DatasetSpec  # the class default comes from harmonizer_class; instances may differ
+    #: the reference library's names: label columns in ``cls`` order, extra columns
+    LABEL_COLS: ClassVar[list[str]] = []
+    EXTRA_OUTPUT_COLS: ClassVar[list[str]] = []
+
+    #: a callable run on every sample dict after the built-in pipeline and the cache (tensors
+    #: in, tensors out; e.g. :mod:`radharmony.augment` or MONAI dictionary transforms); set
+    #: per split by :meth:`get_datasets` / :meth:`get_folds` (``train_transform=``)
+    sample_transform: Callable | None = None
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         if cls.__dict__.get("harmonizer_class") is not None:
             cls.spec = cls.harmonizer_class.spec
+            cls.LABEL_COLS, cls.EXTRA_OUTPUT_COLS = spec_columns(cls.spec)
 
     def __init__(self, base_image_dir: str | os.PathLike | None,
                  csv_path: str | os.PathLike | None = None,
@@ -109,8 +123,13 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
                  harmonizer: BaseHarmonizer | None = None,
                  harmonizer_path: str | os.PathLike | None = None, on_missing: str = "raise",
                  spec: DatasetSpec | None = None,
-                 image_roots: Mapping[str, str | os.PathLike] | None = None):
+                 image_roots: Mapping[str, str | os.PathLike] | None = None,
+                 cache_key: str = "identity"):
         self.spec = spec if spec is not None else type(self).spec
+        if base_image_dir is None and harmonizer_path is not None and harmonized_df is None \
+                and self.harmonizer_class is not None:  # the image root saved with the table
+            harmonizer, harmonizer_path = self.harmonizer_class.load(harmonizer_path), None
+            base_image_dir = harmonizer.base_image_dir
         if base_image_dir is None and not (self.spec.root_col and image_roots):
             raise RadHarmonyError(f"{type(self).__name__} needs base_image_dir",
                                   expected="the folder the images are under", found="None",
@@ -132,7 +151,7 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
         self.cache_dir = None if cache_dir is None else Path(cache_dir)
         self.image_cache = None
         if self.cache_dir is not None and self.user_transform is None:
-            self.image_cache = ImageCache(self.cache_dir, self.pipeline.params())
+            self.image_cache = ImageCache(self.cache_dir, self.pipeline.params(), key=cache_key)
         self.harmonizer = self._table_source(harmonized_df, harmonizer_path, harmonizer)
         df = self.harmonizer.harmonize(cache_dir=self.cache_dir) if harmonized_df is None else \
             validate(harmonized_df, self.spec, source="harmonized_df")
@@ -190,13 +209,45 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
         df.insert(0, "sample_id", sample_ids(df, self.spec))
         df["view"] = pd.Series(canonical_views(df["view_position"], self.spec.view_map),
                                index=df.index, dtype=object)
-        self.harmonized_df = df
         self.rows = TableRows.of(df, self.spec, self.image_roots)
+        self._table = FrozenFrame(df)
+
+    @property
+    def harmonized_df(self) -> pd.DataFrame:
+        """The table behind the samples, splits and folds, with ``sample_id`` and ``view``.
+        Read-only (in-place edits raise :class:`~radharmony.errors.ReadOnlyTableError`):
+        subset with :meth:`filter`, or pass an edited copy as ``harmonized_df=``."""
+        return self._table
+
+    @harmonized_df.setter
+    def harmonized_df(self, df: pd.DataFrame) -> None:
+        self.set_harmonized_df(df)
+
+    def set_harmonized_df(self, df: pd.DataFrame) -> None:
+        """Replace the table (validated like ``harmonized_df=``); samples, splits and folds
+        all follow it."""
+        self._set_table(validate(df.drop(columns=[c for c in DERIVED_COLUMNS
+                                                  if c in df.columns]),
+                                 self.spec, source="set_harmonized_df"))
 
     def _subset(self, rows: np.ndarray) -> "BaseRadiologicalDataset":
+        files, file_rows = self._file_table(), self._file_rows
         new = copy.copy(self)
+        new.__dict__.pop("_autopack", None)
         new._set_table(self.harmonized_df.iloc[rows])
+        new._files, new._file_rows = files, file_rows[rows]  # splits share what reads learn
         return new
+
+    def _file_table(self) -> FileTable:
+        """The build's :class:`~radharmony.data.filetable.FileTable` (made on first use)."""
+        files = self.__dict__.get("_files")
+        if files is None:
+            roots = self.rows.roots if self.rows.roots is not None else \
+                np.full(len(self), str(self.base_image_dir), object)
+            files = self._files = FileTable(np.array([str(r) for r in roots], object),
+                                            self.rows.paths)
+            self._file_rows = np.arange(len(self))
+        return files
 
     def filter(self, mask) -> "BaseRadiologicalDataset":
         """A dataset of the rows where ``mask`` is True: a boolean array or Series over
@@ -215,19 +266,66 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
         return self._subset(np.flatnonzero(mask))
 
     # -- splits -----------------------------------------------------------------------------
-    def get_datasets(self, n_splits: int | None = None, *, seed: int = 0):
+    def get_datasets(self, n_splits: int | None = None, *, seed: int = 0,
+                     train_transform: Callable | None = None,
+                     val_transform: Callable | None = None):
         """``None``: one dataset with every image. ``n``: ``(train, val)``, with about 1/n of
-        the patients in val; deterministic for ``seed``; no patient on both sides."""
-        if n_splits is None:
-            return self._subset(np.arange(len(self)))
-        return self.get_folds(n_splits, seed=seed)[0]
+        the patients in val; deterministic for ``seed``; no patient on both sides.
 
-    def get_folds(self, n_splits: int, *, seed: int = 0) -> list[tuple]:
+        ``train_transform`` / ``val_transform``: run on each sample of that side after the
+        built-in pipeline and the cache (the cache still holds the unaugmented image), on
+        tensors, with fresh randomness on every read (:attr:`sample_transform`). The val side
+        gets none unless ``val_transform`` is given; with ``n_splits=None`` the one dataset
+        gets ``train_transform``.
+
+            >>> from radharmony.augment import Compose, RandomFlip  # doctest: +SKIP
+            >>> train, val = ds.get_datasets(10, train_transform=RandomFlip())  # doctest: +SKIP
+        """
+        if n_splits is None:
+            return self._with_transform(self._subset(np.arange(len(self))), train_transform)
+        return self.get_folds(n_splits, seed=seed, train_transform=train_transform,
+                              val_transform=val_transform)[0]
+
+    def get_folds(self, n_splits: int = 5, *, seed: int = 0,
+                  train_transform: Callable | None = None,
+                  val_transform: Callable | None = None) -> list[tuple]:
         """``n_splits`` ``(train, val)`` pairs grouped by patient; the val sides cover every
-        image exactly once."""
+        image exactly once. ``train_transform`` / ``val_transform`` as for
+        :meth:`get_datasets`."""
         folds = assign_folds(self.harmonized_df[self.spec.group_col], n_splits, seed=seed)
-        return [(self._subset(np.flatnonzero(folds != k)), self._subset(np.flatnonzero(folds == k)))
+        return [(self._with_transform(self._subset(np.flatnonzero(folds != k)), train_transform),
+                 self._with_transform(self._subset(np.flatnonzero(folds == k)), val_transform))
                 for k in range(n_splits)]
+
+    # -- the reference library's vocabulary --------------------------------------------------
+    def get_harmonized_df(self) -> pd.DataFrame:
+        """A writable copy of :attr:`harmonized_df`."""
+        return pd.DataFrame(self.harmonized_df).copy()
+
+    def verify_images(self, drop_missing: bool = True) -> pd.DataFrame:
+        """The rows whose image file is absent; with ``drop_missing`` (default) they are
+        dropped from this dataset, with a :class:`~radharmony.errors.RowsDroppedWarning`."""
+        present = np.fromiter((self.image_root(i).joinpath(p).is_file()
+                               for i, p in enumerate(self.rows.paths)),
+                              dtype=bool, count=len(self))
+        missing = pd.DataFrame(self.harmonized_df)[~present].copy()
+        if drop_missing and len(missing):
+            warnings.warn(f"{type(self).__name__}: dropped {len(missing)} rows with missing "
+                          f"images ({int(present.sum())} remaining), first: "
+                          f"{missing['image_path'].head(5).tolist()}", RowsDroppedWarning,
+                          stacklevel=2)
+            self._set_table(pd.DataFrame(self.harmonized_df)[present])
+        return missing
+
+    @staticmethod
+    def _with_transform(ds: "BaseRadiologicalDataset", transform) -> "BaseRadiologicalDataset":
+        if transform is not None and not callable(transform):
+            raise RadHarmonyError("A train_transform / val_transform must be callable",
+                                  expected="a callable on the sample dict, e.g. "
+                                  "radharmony.augment.RandomFlip()", found=repr(transform),
+                                  fix="pass a transform instance (or None)")
+        ds.sample_transform = transform
+        return ds
 
     # -- images -------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -243,25 +341,26 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
         return self.rows.roots[index] if self.rows.roots is not None else self.base_image_dir
 
     def image_file(self, index: int) -> Path:
-        """The absolute path of sample ``index``'s image (refusing paths outside the root)."""
-        return safe_path(self.image_root(index), self.rows.paths[index])
+        """The absolute path of sample ``index``'s image (refusing paths outside the root;
+        directories are resolved once per dataset build, see
+        :mod:`radharmony.data.filetable`)."""
+        return self._file_table().file(int(self._file_rows[index]))
 
     def load_image(self, index: int) -> tuple[np.ndarray, Letterbox]:
         """``(quantized (size, size) array, Letterbox)`` through the cache when enabled."""
-        path = self.image_file(index)
         cache = self.image_cache
         if cache is None:
-            return self.pipeline.encode(path)
+            return self.pipeline.encode(self.image_file(index))
         try:
-            key = cache.key(path, resolved=True)  # image_file() resolved it
-        except FileNotFoundError:
-            return self.pipeline.encode(path)  # raises the standard missing-file error
-        hit = cache.load(key)
-        if hit is not None:
-            return hit[0], Letterbox(**hit[1])
-        arr, box = self.pipeline.encode(path)
-        cache.store(key, arr, box.as_dict())
-        return arr, box
+            path, key = batches.identify(self, index)
+        except OSError:  # absent, a loop, a name too long: the standard error names it
+            return self.pipeline.encode(self.image_file(index))
+        return batches.load_one(self, index, path, key)
+
+    def cache_key(self, index: int) -> str:
+        """Sample ``index``'s cache key: derived once per dataset build and again only when
+        the file's size, mtime, ctime or inode changed (one ``lstat`` per call)."""
+        return batches.identify(self, index)[1]
 
     def cache_keys(self) -> list[str]:
         """The cache key of every sample's image (one ``stat`` each)."""
@@ -298,11 +397,12 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
         try:
             if self.user_transform is None:
                 arr, box = self.load_image(index)
-                return self.assemble(index, self.pipeline.to_tensor(arr, self.dtype), box)
+                return self.finish(self.assemble(index, self.pipeline.to_tensor(arr, self.dtype),
+                                                 box))
             sample = self.assemble(index, str(self.image_file(index)), None)
             sample = self.user_transform(sample)
             sample["img"] = sampling.as_tensor(sample["img"], self.dtype)
-            return sample
+            return self.finish(sample)
         except (ImageReadError, PathSafetyError) as exc:
             raise type(exc)(f"Sample {sid}: {exc.what}", expected=exc.expected,
                             found=exc.found, fix=exc.fix) from None
@@ -311,6 +411,26 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
                 exc.add_note(f"radharmony: while loading sample {sid} "
                              f"({self.image_root(index) / self.rows.paths[index]})")
             raise
+
+    def __getitems__(self, indices) -> list[dict]:
+        """The samples of ``indices``, read as one batch: ``DataLoader(ds, batch_size=B)``
+        calls this, and the batch's cached images are gathered from the pack at once. The
+        samples' ``img`` are views into one batch tensor, which :func:`radharmony.collate`
+        returns without copying; the default collate stacks them as usual."""
+        n = len(self)
+        for i in indices:
+            if not -n <= i < n:
+                raise IndexError(f"index {i} out of range for {n} samples")
+        if self.image_cache is None or self.user_transform is not None or not len(indices):
+            return [self[i] for i in indices]
+        return batches.read_samples(self, [int(i) % n for i in indices])
+
+    def finish(self, sample: dict) -> dict:
+        """Run :attr:`sample_transform` on an assembled sample (MONAI MetaTensors are turned
+        back into plain tensors; ``img`` keeps the dataset's dtype)."""
+        if self.sample_transform is None:
+            return sample
+        return sampling.after_transform(self.sample_transform(sample), self.dtype)
 
     def assemble(self, index: int, img, letterbox: Letterbox | None) -> dict:
         """The sample of row ``index`` around an image tensor (outputs added through

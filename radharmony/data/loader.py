@@ -1,10 +1,10 @@
-"""Cached epochs at memory speed: whole batches gathered from the cache's packs.
+"""A thin loader over the datasets' batched reads, for threads instead of worker processes.
 
-A ``DataLoader`` over a map-style dataset pays Python per sample (``__getitem__``, one file
-read, one tensor, collation). :class:`CachedLoader` pays it per batch: the batch's records are
-copied out of the memory-mapped pack with one ``numpy.take``, checked with one vectorized
-checksum, converted to ``dtype`` in one tensor operation, and only the requested extra outputs
-(reports, labels, boxes) are looked up per sample. Its batches equal those of
+``DataLoader(dataset, batch_size=B)`` already reads a whole batch at once (the dataset's
+``__getitems__``: one gather from the memory-mapped pack, one vectorized checksum, one dtype
+conversion; see :mod:`radharmony.data.batches`). :class:`CachedLoader` drives the same reader
+with read-ahead *threads* (the gather, checksum and conversion release the GIL), pre-caches
+and packs the dataset up front, and shuffles by ``seed`` and epoch. Its batches equal those of
 ``DataLoader(dataset, batch_size, collate_fn=radharmony.collate)`` with the same order.
 
     ds = ReXGradientTrainDataset(base_image_dir, cache_dir="./cache")
@@ -23,47 +23,9 @@ from itertools import islice
 import numpy as np
 import torch
 
+from .collate import collate
 from .precache import pre_cache, require_cache
-from .sampling import assemble_batch
 from ..errors import RadHarmonyError
-from ..imaging.geometry import Letterbox
-from ..imaging.packs import Pack, warn_bad_record
-
-
-class _BatchReader:
-    """Reads batches of sample indices of ``dataset`` from packs (opened lazily per process)."""
-
-    def __init__(self, dataset, pack_paths: list, pack_of: np.ndarray, row_of: np.ndarray):
-        self.dataset, self.pack_paths = dataset, pack_paths
-        self.pack_of, self.row_of = pack_of, row_of
-        self._packs: list[Pack] | None = None
-
-    def __getstate__(self):
-        return {**self.__dict__, "_packs": None}
-
-    def packs(self) -> list[Pack]:
-        if self._packs is None:
-            self._packs = [Pack(p) for p in self.pack_paths]
-        return self._packs
-
-    def __call__(self, indices: np.ndarray) -> dict:
-        ds, packs = self.dataset, self.packs()
-        first = packs[0]
-        buf = np.empty((len(indices), *first.shape), first.dtype)
-        which, rows = self.pack_of[indices], self.row_of[indices]
-        ok = np.ones(len(indices), bool)
-        for p in np.unique(which):
-            sel = np.flatnonzero(which == p)
-            if len(sel) == len(indices):  # the common case: one pack, one gather
-                ok = packs[p].read(rows, out=buf)[1]
-            else:
-                buf[sel], ok[sel] = packs[p].read(rows[sel])
-        for j in np.flatnonzero(~ok):  # a damaged record: rebuilt through the per-item path
-            warn_bad_record(packs[which[j]], int(rows[j]))
-            buf[j] = ds.load_image(int(indices[j]))[0]
-        boxes = [Letterbox(**packs[p].info_dict(int(r))) for p, r in zip(which, rows)] \
-            if ds.outputs else [None] * len(indices)  # boxes and masks follow the letterbox
-        return assemble_batch(ds, indices, buf, boxes)
 
 
 class CachedLoader:
@@ -98,13 +60,8 @@ class CachedLoader:
         self.epoch = 0
         keys = pre_cache(dataset, num_workers=num_workers, progress=progress).keys
         packs, pack_of, row_of = require_cache(dataset).locate(keys)
-        if len(keys) and (pack_of < 0).any():
-            raise RadHarmonyError("Some images are not in the cache after pre-caching",
-                                  expected="every image packed", found=f"{int((pack_of < 0).sum())}"
-                                  " missing (another process may have removed the cache)",
-                                  fix="build the CachedLoader again")
-        self._reader = _BatchReader(dataset, [p.path for p in packs], pack_of, row_of)
-        self._reader.packs()  # opened here, before any reading thread starts
+        # images left unpacked (a cache that cannot be written) are read one by one
+        dataset._file_table()  # made here, before any reading thread starts
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -122,7 +79,7 @@ class CachedLoader:
                                                             self.batch_size)]
 
     def _read(self, indices: np.ndarray) -> dict:
-        batch = self._reader(indices)
+        batch = collate(self.dataset.__getitems__([int(i) for i in indices]))
         if self.pin_memory and torch.cuda.is_available():
             batch["img"] = batch["img"].pin_memory()
         return batch

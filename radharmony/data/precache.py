@@ -16,7 +16,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..errors import ImageReadError, PathSafetyError, RadHarmonyError, check_choice
+import warnings
+
+from ..errors import (SHOW, ImageReadError, PathSafetyError, RadHarmonyError, SharedImageWarning,
+                      check_choice)
+from ..imaging.read import check_regular
 
 #: how many failures a report lists
 FIRST_N = 10
@@ -60,10 +64,19 @@ def cache_keys(ds, *, failures: list | None = None) -> list[str | None]:
     raises the standard error naming the sample, or, when a ``failures`` list is given, gives
     None and appends ``(index, message)`` to it."""
     cache = require_cache(ds)
+    key_of = getattr(ds, "cache_key", None) or (lambda i: cache.key(ds.image_file(i),
+                                                                      resolved=True))
     keys: list[str | None] = []
+    files: dict[tuple[int, int], int] = {}
+    shared: list[tuple[int, int]] = []
     for i in range(len(ds)):
         try:
-            keys.append(cache.key(ds.image_file(i), resolved=True))
+            path = ds.image_file(i)
+            st = check_regular(path)
+            first = files.setdefault((st.st_dev, st.st_ino), i)
+            if first != i:
+                shared.append((first, i))
+            keys.append(key_of(i))
         except (OSError, ImageReadError, PathSafetyError) as exc:
             try:
                 ds[i]  # raises the standard error naming the sample and file
@@ -73,7 +86,27 @@ def cache_keys(ds, *, failures: list | None = None) -> list[str | None]:
                 raise exc from None
             keys.append(None)
             failures.append((i, str(exc)))
+    if shared:
+        warn_shared_images(ds, shared)
     return keys
+
+
+def warn_shared_images(ds, pairs: list[tuple[int, int]]) -> None:
+    """Warn once when one image file is reachable from rows of different patients."""
+    col = ds.spec.group_col
+    groups = ds.harmonized_df[col].to_numpy(dtype=object) if col in ds.harmonized_df else None
+    if groups is None:
+        return
+    cross = [(a, b) for a, b in pairs if groups[a] != groups[b]]
+    if not cross:
+        return
+    ids = ds.sample_ids
+    listed = "; ".join(f"{ids[a]} ({col} {groups[a]!r}) and {ids[b]} ({col} {groups[b]!r})"
+                       for a, b in cross[:SHOW])
+    warnings.warn(f"{type(ds).__name__}: {len(cross)} image file(s) are reachable from rows of "
+                  f"two {col}s (a hard link or a symlink inside the dataset): {listed}. Such an "
+                  "image can land on both sides of a split; remove the link or the duplicate "
+                  "row.", SharedImageWarning, stacklevel=3)
 
 
 class _Encoder(torch.utils.data.Dataset):

@@ -1,6 +1,7 @@
 """One sample assembly for every read path: ``__getitem__``, batched reads and the loader.
 
-A sample is ``{"sample_id", "img", ...outputs}``. The image arrives either as the pipeline's
+A sample is ``{"sample_id", "img", ...outputs}``; with ``cls`` comes ``cls_mask`` (1 where the
+target is a usable 0/1, see :func:`cls_targets`). The image arrives either as the pipeline's
 quantized array with its :class:`~radharmony.imaging.geometry.Letterbox` (the built-in,
 cacheable pipeline) or as whatever a user transform returned; the outputs (``report``,
 ``cls``, ``bbox``, ``mask``, ...) are added by the dataset's
@@ -14,6 +15,7 @@ import numpy as np
 import torch
 
 from ..annotations.boxes import boxes_to_array
+from ..annotations.labels import UNCERTAIN_POLICIES
 from ..annotations.masks import mask_output
 from .collate import collate
 
@@ -24,11 +26,40 @@ def standard_outputs(ds, index: int, sample: dict, letterbox) -> None:
     if "report" in ds.outputs:
         sample["report"] = rows.reports[index]
     if "cls" in ds.outputs and rows.labels is not None:
-        sample["cls"] = torch.from_numpy(np.nan_to_num(rows.labels[index], nan=0.0))
+        sample["cls"], sample["cls_mask"] = cls_targets(
+            rows.labels[index], getattr(ds, "uncertain", "keep"))
     if "bbox" in ds.outputs:
         box_outputs(ds, index, sample, letterbox)
     if "mask" in ds.outputs:
         sample["mask"] = mask_output(ds.source_mask(index), letterbox)
+
+
+def cls_targets(labels: np.ndarray, uncertain: str = "keep") -> tuple[torch.Tensor, torch.Tensor]:
+    """``(cls, cls_mask)`` from one row of table labels (1, 0, -1 uncertain, NaN unknown).
+
+    ``cls_mask`` is 1 where ``cls`` is a usable 0/1 target and 0 where it is not: unknown
+    (NaN: not mentioned, not labelled) always, uncertain (-1) under ``"keep"`` (``cls`` holds
+    -1) and ``"ignore"`` (``cls`` holds 0). Under ``"zeros"`` / ``"ones"`` an uncertain label
+    becomes that target and counts. Unknown labels are 0 in ``cls``.
+
+    >>> cls, mask = cls_targets(np.array([1, 0, -1, np.nan], np.float32), "keep")
+    >>> cls.tolist(), mask.tolist()
+    ([1.0, 0.0, -1.0, 0.0], [1.0, 1.0, 0.0, 0.0])
+    >>> cls_targets(np.array([-1.0], np.float32), "ones")[0].tolist()
+    [1.0]
+    """
+    known = ~np.isnan(labels)
+    cls = np.where(known, labels, np.float32(0.0)).astype(np.float32)
+    mask = known.astype(np.float32)
+    unsure = labels == -1.0
+    if unsure.any():
+        if uncertain == "keep":
+            mask[unsure] = 0.0
+        elif uncertain == "ignore":
+            cls[unsure], mask[unsure] = 0.0, 0.0
+        else:
+            cls[unsure] = UNCERTAIN_POLICIES[uncertain]
+    return torch.from_numpy(cls), torch.from_numpy(mask)
 
 
 def box_outputs(ds, index: int, sample: dict, letterbox) -> None:
@@ -77,3 +108,22 @@ def as_tensor(img, dtype: torch.dtype) -> torch.Tensor:
         img = img.as_tensor()
     img = torch.as_tensor(np.asarray(img) if not isinstance(img, torch.Tensor) else img)
     return img.to(dtype) if img.is_floating_point() else img
+
+
+def after_transform(sample, dtype: torch.dtype) -> dict:
+    """A sample returned by a transform run after the cache: MONAI MetaTensors (any key)
+    unwrapped to plain tensors, ``img`` as a tensor of ``dtype``."""
+    if not isinstance(sample, dict):
+        from ..errors import RadHarmonyError
+
+        raise RadHarmonyError("A sample transform returned no sample dict",
+                              expected="the (possibly changed) sample dict",
+                              found=type(sample).__name__,
+                              fix="return the sample from the transform (MONAI dictionary "
+                                  "transforms do)")
+    for key, value in sample.items():
+        if hasattr(value, "as_tensor") and isinstance(value, torch.Tensor):
+            sample[key] = value.as_tensor()
+    if "img" in sample:
+        sample["img"] = as_tensor(sample["img"], dtype)
+    return sample

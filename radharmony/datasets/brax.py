@@ -65,6 +65,7 @@ LABEL_MAP = {
     "Support Devices": (("support_devices", "exact"),),
 }
 SPEC = DatasetSpec(
+    column_types={"patient_age": "Int64", "rows": "Int64", "columns": "Int64"},
     label_map=LABEL_MAP, key="brax", title="BRAX, Brazilian labeled chest X-ray dataset",
     metadata_files=("master_spreadsheet_update.csv", "master_spreadsheet.csv"),
     label_cols=LABELS, extra_cols=EXTRA_COLS, outputs=frozenset({"cls"}), view_map=VIEW_MAP,

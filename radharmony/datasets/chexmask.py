@@ -58,19 +58,20 @@ ACCESS = ("PhysioNet chexmask-cxr-segmentation-data 1.0.0 (open, CC BY 4.0); the
 EXTRA_COLS = ("dice_rca_mean", "dice_rca_max", "height", "width", "right_lung", "left_lung",
               "heart", "landmarks")
 NIH_SPEC = DatasetSpec(
+    column_types={"dice_rca_mean": "float64", "dice_rca_max": "float64", "height": "Int64", "width": "Int64"},
     key="chexmask_nih", title="CheXmask on NIH ChestX-ray14",
     metadata_files=(SOURCES["nih"][0], "Annotations/OriginalResolution/" + SOURCES["nih"][0]),
     extra_cols=EXTRA_COLS, outputs=frozenset({"mask"}), access=ACCESS,
-    expected={"masks_all_sources": 657_566})
+    expected={"masks_all_sources": 657_566}, zero_pad={"patient_id": 8})
 CHEXPERT_SPEC = replace(
     NIH_SPEC, key="chexmask_chexpert", title="CheXmask on CheXpert",
     metadata_files=(SOURCES["chexpert"][0],
                     "Annotations/OriginalResolution/" + SOURCES["chexpert"][0]),
-    expected={"masks_all_sources": 657_566})
+    expected={"masks_all_sources": 657_566}, zero_pad={})
 VINDR_SPEC = replace(
     NIH_SPEC, key="chexmask_vindr", title="CheXmask on VinDr-CXR", id_col="study_id",
     metadata_files=(SOURCES["vindr"][0], "Annotations/OriginalResolution/" + SOURCES["vindr"][0]),
-    expected={"images": 18_000, "masks_all_sources": 657_566})
+    expected={"images": 18_000, "masks_all_sources": 657_566}, zero_pad={})
 
 
 # -- pure helpers ---------------------------------------------------------------------------------

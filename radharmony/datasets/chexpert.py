@@ -58,16 +58,16 @@ LABEL_CODES = {"1.0": 1.0, "0.0": 0.0, "-1.0": -1.0, "1": 1.0, "0": 0.0, "-1": -
 VIEW_MAP = {"AP": "AP", "PA": "PA", "LL": "LATERAL", "RL": "LATERAL", "LATERAL": "LATERAL",
             "FRONTAL": None}
 SEX_MAP = {"Male": "M", "Female": "F"}  # "Unknown" -> missing
-SPLIT_MAP = {"train": "train", "valid": "val"}
-EXTRA_COLS = ("patient_sex", "patient_age", "frontal_lateral", "ap_pa", "split")
+SPLIT_MAP = {"train": "train", "valid": "valid"}  # folder -> split
+EXTRA_COLS = ("patient_sex", "patient_age", "frontal_lateral", "ap_pa", "split", "split_raw")
 ACCESS = ("Stanford AIMI, free registration: Stanford University School of Medicine CheXpert "
           "Dataset Research Use Agreement (non-commercial research)")
 
 SPEC = DatasetSpec(
     key="chexpert", title="CheXpert v1.0 (train)", metadata_files=("train.csv",),
     label_cols=LABELS, extra_cols=EXTRA_COLS, outputs=frozenset({"cls"}), view_map=VIEW_MAP,
-    access=ACCESS, expected={"images": 223_414, "studies": 187_641, "patients": 64_540},
-    label_map=LABEL_MAP)
+    column_types={"patient_age": "Int64"}, access=ACCESS,
+    expected={"images": 223_414, "studies": 187_641, "patients": 64_540}, label_map=LABEL_MAP)
 VALID_SPEC = replace(SPEC, key="chexpert_valid", title="CheXpert v1.0 (valid)",
                      metadata_files=("valid.csv",),
                      expected={"images": 234, "studies": 200, "patients": 200})
@@ -100,7 +100,8 @@ class CheXpertHarmonizer(BaseHarmonizer):
         df["patient_age"] = pd.to_numeric(raw["Age"]).astype("Int64")
         df["frontal_lateral"] = raw["Frontal/Lateral"]
         df["ap_pa"] = raw["AP/PA"]
-        df["split"] = rel.str.replace(r"/.*$", "", regex=True).map(SPLIT_MAP)
+        df["split_raw"] = rel.str.replace(r"/.*$", "", regex=True)
+        df["split"] = df["split_raw"].map(SPLIT_MAP)
         return df
 
 

@@ -54,7 +54,7 @@ DEMOGRAPHICS = ("race", "ethnicity", "interpreter_needed", "insurance_type", "de
 LABEL_FILE = "report_fixed.json"
 LABEL_CODES = {1: 1.0, 0: 0.0, -1: -1.0, 1.0: 1.0, 0.0: 0.0, -1.0: -1.0}
 EXTRA_COLS = ("deid_patient_id", "patient_report_date_order", "patient_age", "patient_sex",
-              *DEMOGRAPHICS, "recent_bmi", "frontal_lateral", "ap_pa", *SECTIONS, "split")
+              *DEMOGRAPHICS, "recent_bmi", "frontal_lateral", "ap_pa", *SECTIONS, "split", "split_raw")
 #: the 14 CheXpert labels -> canonical findings
 LABEL_MAP = {
     "No Finding": (("no_finding", "exact"),),
@@ -79,6 +79,7 @@ LABEL_MAP = {
 ACCESS = ("Stanford AIMI, free registration: Stanford University School of Medicine Research "
           "Data Use Agreement (non-commercial research)")
 SPEC = DatasetSpec(
+    column_types={"patient_report_date_order": "Int64", "patient_age": "Int64", "recent_bmi": "float64"},
     label_map=LABEL_MAP, key="chexpert_plus", title="CheXpert-Plus", metadata_files=("df_chexpert_plus_240401.csv",),
     label_cols=LABELS, extra_cols=EXTRA_COLS, outputs=frozenset({"cls", "report"}),
     view_map=VIEW_MAP, access=ACCESS,
@@ -189,6 +190,7 @@ class CheXpertPlusHarmonizer(BaseHarmonizer):
         df["ap_pa"] = t["ap_pa"]
         for col in SECTIONS:
             df[col] = t[col]
+        df["split_raw"] = t["split"]
         df["split"] = t["split"].map(SPLIT_MAP)
         return df
 

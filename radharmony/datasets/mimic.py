@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from ..table.harmonizer import BaseHarmonizer, Inputs
+from ..annotations.labels import UncertainLabelsMixin
 from ..data.dataset import BaseRadiologicalDataset
 from ..errors import MetadataNotFoundError
 from ..spec import DatasetSpec
@@ -71,7 +72,8 @@ SIDE_FILES = {kind: (f"mimic-cxr-{VERSION}-{kind}.csv.gz", f"mimic-cxr-{VERSION}
               for kind in ("chexpert", "negbio", "split")}
 VIEW_MAP = {"PA": "PA", "AP": "AP", "LATERAL": "LATERAL", "LL": "LATERAL", "LAO": "LAO",
             "RAO": "RAO"}
-EXTRA_COLS = ("dicom_id", "split", "study_date", "study_time", "rows", "columns", "procedure",
+SPLIT_MAP = {"train": "train", "validate": "valid", "test": "test"}  # MIMIC's name -> split
+EXTRA_COLS = ("dicom_id", "split", "split_raw", "study_date", "study_time", "rows", "columns", "procedure",
               *NEGBIO_COLS)
 SPEC = DatasetSpec(
     key="mimic_cxr_jpg", title="MIMIC-CXR-JPG 2.x",
@@ -79,6 +81,8 @@ SPEC = DatasetSpec(
     label_cols=LABEL_COLS, extra_cols=EXTRA_COLS, outputs=frozenset({"cls", "report"}),
     label_map=LABEL_MAP,
     view_map=VIEW_MAP, id_col="dicom_id",
+    column_types={"study_date": "Int64", "study_time": "float64", "rows": "Int64",
+                  "columns": "Int64", **{c: "float32" for c in NEGBIO_COLS}},
     expected={"images": 377_110, "studies": 227_827, "patients": 65_379},  # published
     access=("PhysioNet mimic-cxr-jpg 2.1.0, credentialed access, PhysioNet Credentialed "
             "Health Data License 1.5.0 (reports: mimic-cxr 2.1.0)"))
@@ -162,9 +166,10 @@ class MIMICCXRJPGHarmonizer(BaseHarmonizer):
         df[list(LABEL_COLS)] = _study_labels(raw.get("chexpert"), study, source)
         df["dicom_id"] = meta["dicom_id"].to_numpy(object)
         split = raw.get("split")
-        df["split"] = None if split is None else \
+        df["split_raw"] = None if split is None else \
             split.drop_duplicates("dicom_id").set_index("dicom_id")["split"] \
             .reindex(meta["dicom_id"]).to_numpy(object)
+        df["split"] = None if split is None else df["split_raw"].map(SPLIT_MAP)
         df["study_date"] = pd.array(pd.to_numeric(meta["StudyDate"], errors="coerce"),
                                     dtype="Int64")
         df["study_time"] = pd.to_numeric(meta["StudyTime"], errors="coerce").to_numpy()
@@ -193,9 +198,10 @@ def _study_labels(table: pd.DataFrame | None, study: pd.Series, source: str) -> 
 
 
 # -- dataset --------------------------------------------------------------------------------------
-class MIMICCXRJPGDataset(BaseRadiologicalDataset):
+class MIMICCXRJPGDataset(UncertainLabelsMixin, BaseRadiologicalDataset):
     """MIMIC-CXR-JPG; ``base_image_dir`` is the release root (holding ``files/`` and the
-    CSVs). The official split is the ``split`` column."""
+    CSVs). The official split is the ``split`` column. ``uncertain=`` chooses what an
+    uncertain (-1) CheXpert-labeler value becomes (see :class:`UncertainLabelsMixin`)."""
 
     harmonizer_class = MIMICCXRJPGHarmonizer
 

@@ -49,7 +49,7 @@ FINDINGS = ("consolidation", "edema", "pleural_effusion", "pneumonia", "pneumoth
 CLASSES = ("improving", "stable", "worsening")
 PAIR_COLUMNS = ("subject_id", "study_id", "dicom_id", "previous_study_id", "previous_dicom_id")
 PROGRESSION = tuple(f"{f}_{c}" for f in FINDINGS for c in CLASSES)
-SPLIT_MAP = {"train": "train", "val": "val", "validation": "val", "test": "test"}
+SPLIT_MAP = {"train": "train", "val": "valid", "validation": "valid", "test": "test"}
 LABEL_MAP = {
     "Atelectasis": (("atelectasis", "exact"),), "Cardiomegaly": (("cardiomegaly", "exact"),),
     "Consolidation": (("consolidation", "exact"),), "Edema": (("edema", "exact"),),
@@ -63,7 +63,8 @@ ACCESS = "PhysioNet (credentialed access, PhysioNet Credentialed Health Data Lic
 SPEC = DatasetSpec(
     label_map=LABEL_MAP, key="ms_cxr", title="MS-CXR (phrase grounding on MIMIC-CXR-JPG)",
     metadata_files=("MS_CXR_Local_Alignment_v1.1.0.csv", "MS_CXR_Local_Alignment_v1.0.0.csv"),
-    label_cols=CATEGORIES, extra_cols=("dicom_id", "phrases", "split", "boxes"),
+    label_cols=CATEGORIES, extra_cols=("dicom_id", "phrases", "split", "split_raw", "boxes"),
+    column_types={"phrases": "json"},
     outputs=frozenset({"cls", "bbox"}), id_col="dicom_id", access=ACCESS + "; ms-cxr 1.1.0",
     expected={"pairs": 1_162, "patients": 851})
 PAIR_SPEC = DatasetSpec(
@@ -120,6 +121,7 @@ class MSCXRHarmonizer(BaseHarmonizer):
             df[c] = [1.0 if any(b["label"] == c for b in bs) else np.nan for bs in boxes]
         df["dicom_id"] = raw["dicom_id"][first].to_numpy(object)
         df["phrases"] = [list(dict.fromkeys(b["phrase"] for b in bs)) for bs in boxes]
+        df["split_raw"] = raw["split"][first].to_numpy(object)
         df["split"] = raw["split"][first].map(SPLIT_MAP).to_numpy(object)
         df["boxes"] = boxes
         return df
@@ -194,6 +196,7 @@ class MSCXRTDataset(BaseRadiologicalDataset):
         super().add_outputs(index, sample, box)
         prior = copy.copy(self)  # the same dataset, reading the prior images' paths
         prior.rows = dataclasses.replace(self.rows, paths=self._prior_paths)
+        prior.__dict__.pop("_files", None)  # the prior images get their own file table
         if self.user_transform is None:
             arr, _ = prior.load_image(index)
             sample["prior_img"] = self.default_transform.to_tensor(arr, self.dtype)

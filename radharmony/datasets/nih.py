@@ -15,12 +15,16 @@ the table they fill ``split`` (``train_val`` / ``test``), else ``split`` is miss
 
 ``google2019_nih-chest-xray-labels.csv`` (CRLF line endings): the same columns plus four
 adjudicated expert labels (``YES`` / ``NO``) and ``Set Id`` (``val`` / ``test``).
-``base_image_dir`` for both keys is the ``images/`` folder all twelve archives extract into
-(the Kaggle mirror's ``images_NNN/images/`` nesting is not read: merge those folders).
+``base_image_dir`` for both keys is the ``images/`` folder all twelve archives extract into,
+or the Kaggle mirror's root with its ``images_001/images/`` ... ``images_012/images/`` nesting
+(found by listing the PNGs when ``images_NNN`` folders are present; ``sample_id`` is the same
+either way).
 """
 
 from __future__ import annotations
 
+import os
+import re
 import warnings
 from pathlib import Path
 
@@ -73,12 +77,17 @@ LABEL_COUNTS = {"Atelectasis": 11_559, "Cardiomegaly": 2_776, "Effusion": 13_317
 BOX_LABELS = {"Infiltrate": "Infiltration"}  # the box file's spelling -> the label's
 PNG_SIDE = 1024.0  # every released PNG is 1024x1024; box pixels are divided by it
 SPLIT_FILES = {"train_val": "train_val_list.txt", "test": "test_list.txt"}
+SPLIT_MAP = {"train_val": "train", "test": "test"}  # NIH's name -> split
 BOX_FILES = ("BBox_List_2017.csv", "BBox_List_2017.csv.gz")
 GOOGLE_VALUES = {"YES": 1.0, "NO": 0.0}
-GOOGLE_SETS = {"val": "val", "test": "test"}
+GOOGLE_SETS = {"val": "valid", "test": "test"}  # Set Id -> split
 VIEW_MAP = {"PA": "PA", "AP": "AP"}
 EXTRA_COLS = ("follow_up", "patient_age", "patient_sex", "original_width", "original_height",
-              "pixel_spacing_x", "pixel_spacing_y", "split")
+              "pixel_spacing_x", "pixel_spacing_y", "split", "split_raw")
+COLUMN_TYPES = {"follow_up": "int64", "patient_age": "Int64", "original_width": "Int64",
+                "original_height": "Int64", "pixel_spacing_x": "float64",
+                "pixel_spacing_y": "float64"}
+ZERO_PAD = {"patient_id": 8}  # 00000001
 ACCESS = ("NIH Clinical Center, public (nihcc.app.box.com/v/ChestXray-NIHCC); cite Wang et al., "
           "CVPR 2017; Google labels: Majkowska et al., Radiology 2020, CC BY 4.0")
 
@@ -87,7 +96,9 @@ NIH_SPEC = DatasetSpec(
     metadata_files=("Data_Entry_2017_v2020.csv", "Data_Entry_2017_v2020.csv.gz",
                     "Data_Entry_2017.csv"),
     label_cols=LABELS, extra_cols=EXTRA_COLS + ("boxes",), outputs=frozenset({"cls", "bbox"}),
-    view_map=VIEW_MAP, access=ACCESS, label_map=LABEL_MAP,
+    id_col="study_id",  # the file stem, whatever folder the PNG is in
+    view_map=VIEW_MAP, access=ACCESS, column_types=COLUMN_TYPES, zero_pad=ZERO_PAD,
+    label_map=LABEL_MAP,
     expected={"images": 112_120, "studies": 112_120, "patients": 30_805, "boxes": 984,
               "box_images": 880, "train_val": 86_524, "test": 25_596})
 GOOGLE_SPEC = DatasetSpec(
@@ -95,7 +106,9 @@ GOOGLE_SPEC = DatasetSpec(
     metadata_files=("google2019_nih-chest-xray-labels.csv",
                     "google2019_nih-chest-xray-labels.csv.gz"),
     label_cols=GOOGLE_LABELS, extra_cols=EXTRA_COLS, outputs=frozenset({"cls"}),
-    view_map=VIEW_MAP, access=ACCESS, label_map=GOOGLE_LABEL_MAP,
+    id_col="study_id",
+    view_map=VIEW_MAP, access=ACCESS, column_types=COLUMN_TYPES, zero_pad=ZERO_PAD,
+    label_map=GOOGLE_LABEL_MAP,
     expected={"images": 4_376, "studies": 4_376, "patients": 1_695, "val": 2_414,
               "test": 1_962})
 
@@ -109,7 +122,25 @@ def _number(col: pd.Series, kind: str = "Int64") -> pd.Series:
         return pd.to_numeric(col.str.extract(r"^\s*(\d+)", expand=False)).astype(kind)
 
 
-def nih_table(e: pd.DataFrame, *, source: str) -> pd.DataFrame:
+KAGGLE_FOLDER = re.compile(r"images_\d{3}")  # the Kaggle mirror's images_001 ... images_012
+
+
+def image_folders(root: Path | None) -> dict:
+    """The ``images`` folder input: the image root, listed for PNGs, when it holds the Kaggle
+    mirror's ``images_NNN/`` folders; absent for the flat ``images/`` layout."""
+    nested = root is not None and root.is_dir() and any(
+        e.is_dir() and KAGGLE_FOLDER.fullmatch(e.name) for e in os.scandir(root))
+    return {"images": (root if nested else None, (".png",))}
+
+
+def listed_files(inputs: Inputs) -> dict[str, str] | None:
+    """File name -> relative path of every listed PNG (None for the flat layout)."""
+    if inputs.folders["images"][0] is None:
+        return None
+    return {rel.rsplit("/", 1)[-1]: rel for rel in inputs.listing("images")}
+
+
+def nih_table(e: pd.DataFrame, *, source: str, files: dict | None = None) -> pd.DataFrame:
     """The columns both NIH tables share, from the raw text columns."""
     name = e["Image Index"]
     check_cells(name.str.fullmatch(r"\d+_\d+\.png"), name, source=source,
@@ -123,7 +154,8 @@ def nih_table(e: pd.DataFrame, *, source: str) -> pd.DataFrame:
         warnings.warn(f"{source}: Patient ID differs from the file-name prefix in {wrong} rows; "
                       "the file name is used", UserWarning, stacklevel=3)
     return pd.DataFrame({
-        "patient_id": patient, "study_id": stem, "image_path": name,
+        "patient_id": patient, "study_id": stem,
+        "image_path": name if files is None else name.map(lambda n: files.get(n, n)),
         "view_position": e["View Position"], "report": None,
         "follow_up": stem.str.replace(r"^\d+_", "", regex=True).astype(np.int64),
         "patient_age": _number(e["Patient Age"]),
@@ -161,12 +193,13 @@ class NIHChestXray14Harmonizer(BaseHarmonizer):
         files = {"boxes": find_optional(BOX_FILES, path.parent, self.base_image_dir)}
         for split, name in SPLIT_FILES.items():
             files[split] = path.parent / name if (path.parent / name).is_file() else None
-        return Inputs(path, files)
+        return Inputs(path, files, image_folders(self.base_image_dir))
 
     def read(self, inputs: Inputs) -> dict:
         path = inputs.metadata
         raw = {"entries": read_csv_table(path, COLUMNS, description=self.metadata_description,
-                                         aliases=ALIASES), "boxes": None, "splits": {}}
+                                         aliases=ALIASES), "boxes": None, "splits": {},
+               "files": listed_files(inputs)}
         box_file = inputs.file("boxes")
         if box_file is None:
             warnings.warn(f"No {BOX_FILES[0]} beside {path} or near base_image_dir: the table "
@@ -183,14 +216,16 @@ class NIHChestXray14Harmonizer(BaseHarmonizer):
     @classmethod
     def harmonize_raw(cls, raw: dict, *, source: str = "metadata") -> pd.DataFrame:
         e = raw["entries"]
-        df = nih_table(e, source=source)
+        df = nih_table(e, source=source, files=raw.get("files"))
         labels, _ = multi_hot(e["Finding Labels"], lambda s: s.split("|"),
                               {k: (k,) for k in LABELS}, vocabulary=(*LABELS, NO_FINDING),
                               source=source, column="Finding Labels")
         df[list(LABELS)] = labels
-        names = df["image_path"].tolist()
+        names = e["Image Index"].tolist()
         which = {n: s for s, listed in raw.get("splits", {}).items() for n in listed}
-        df["split"] = pd.Series([which.get(n) for n in names], dtype=object) if which else None
+        df["split_raw"] = pd.Series([which.get(n) for n in names], dtype=object) if which \
+            else None
+        df["split"] = df["split_raw"].map(SPLIT_MAP) if which else None
         boxes = {} if raw.get("boxes") is None else box_records(raw["boxes"], source=source)
         stray = set(boxes).difference(names)
         if stray:
@@ -206,18 +241,29 @@ class NIHGoogleHarmonizer(BaseHarmonizer):
     metadata_description = ("the Google NIH expert-label table "
                             "google2019_nih-chest-xray-labels.csv")
 
-    def read(self, inputs: Inputs) -> pd.DataFrame:
-        return read_csv_table(inputs.metadata, GOOGLE_COLUMNS, description=self.metadata_description,
-                              aliases=ALIASES)
+    def inputs(self, path: Path) -> Inputs:
+        """The label table and, for the Kaggle mirror's nesting, the listed image folder."""
+        return Inputs(path, folders=image_folders(self.base_image_dir))
+
+    def read(self, inputs: Inputs) -> pd.DataFrame | dict:
+        """The table (as rows, so faults are located by row); with the Kaggle nesting,
+        ``{"entries": table, "files": name -> relative path}``."""
+        table = read_csv_table(inputs.metadata, GOOGLE_COLUMNS,
+                               description=self.metadata_description, aliases=ALIASES)
+        files = listed_files(inputs)
+        return table if files is None else {"entries": table, "files": files}
 
     @classmethod
-    def harmonize_raw(cls, raw: pd.DataFrame, *, source: str = "metadata") -> pd.DataFrame:
-        df = nih_table(raw, source=source)
+    def harmonize_raw(cls, raw: dict, *, source: str = "metadata") -> pd.DataFrame:
+        files = raw.get("files") if isinstance(raw, dict) else None
+        raw = raw["entries"] if isinstance(raw, dict) else raw
+        df = nih_table(raw, source=source, files=files)
         df[list(GOOGLE_LABELS)] = decode_cells(raw[list(GOOGLE_LABELS)], GOOGLE_VALUES,
                                                source=source)
         check_cells(raw["Set Id"].isin(list(GOOGLE_SETS)), raw["Set Id"], source=source,
                     what="unexpected Set Id", expected=f"one of {sorted(GOOGLE_SETS)}")
         df["split"] = raw["Set Id"].map(GOOGLE_SETS)
+        df["split_raw"] = raw["Set Id"]
         return df
 
 

@@ -56,7 +56,7 @@ ACCESS = ("public domain (U.S. National Library of Medicine, lhncbc.nlm.nih.gov 
 SPEC = DatasetSpec(
     label_map=LABEL_MAP, key="nlm_montgomery", title="NLM Montgomery County TB set",
     metadata_files=(IMAGE_DIR,), label_cols=(LABEL,),
-    extra_cols=("patient_sex", "patient_age", "has_mask"),
+    extra_cols=("patient_sex", "patient_age", "has_mask"), column_types={"has_mask": "bool", "patient_age": "Int64"},
     outputs=frozenset({"cls", "report", "mask"}), access=ACCESS,
     expected={"images": 138, "patients": 138, "positive": 58, "negative": 80})
 SHENZHEN_SPEC = replace(

@@ -46,7 +46,8 @@ ACCESS = ("Object-CXR challenge release (JF Healthcare, MIDL 2020; academictorre
           "fdc91f11d7010f7259a05403fc9d00079a09f5d5); research use")
 SPEC = DatasetSpec(
     label_map=LABEL_MAP, key="object_cxr_train", title="Object-CXR (train)", metadata_files=("train.csv",),
-    label_cols=(LABEL,), extra_cols=("shapes", "boxes"), outputs=frozenset({"cls", "bbox",
+    label_cols=(LABEL,), extra_cols=("shapes", "boxes"),
+    column_types={"shapes": "json"}, zero_pad={"patient_id": 5, "study_id": 5}, outputs=frozenset({"cls", "bbox",
                                                                               "mask"}),
     access=ACCESS, box_units="pixel", expected={"images": 8_000, "positive": 4_000})
 DEV_SPEC = replace(SPEC, key="object_cxr_dev", title="Object-CXR (dev)",
@@ -139,7 +140,7 @@ class _ObjectCXRMasks:
         try:
             with open(path, "rb") as fh:
                 head = fh.read(132)
-            h, w, _ = header_size(path, sniff(head), head)
+            h, w = header_size(path, sniff(head), head)[:2]
         except (OSError, ValueError) as exc:
             raise ImageReadError(f"Image {path}: its size cannot be read for the mask",
                                  expected="a readable JPEG, PNG or DICOM", found=str(exc),

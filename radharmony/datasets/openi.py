@@ -101,6 +101,7 @@ SPEC = DatasetSpec(
     metadata_files=("NLMCXR_reports.tgz",), label_cols=LABEL_COLS, label_map=LABEL_MAP,
     extra_cols=("mesh_major", "mesh_automatic", "dicom_imageid"),
     outputs=frozenset({"cls", "report"}), view_map=VIEW_MAP,
+    column_types={"mesh_major": "json", "mesh_automatic": "json"},
     expected={"reports": 3_955, "images": 7_470, "reports_with_images": 3_851,
               "dicom_rows": 7_469, "images_without_dicom_row": 1},
     access="openi.nlm.nih.gov (NLMCXR_png.tgz, NLMCXR_reports.tgz), CC BY-NC-ND 4.0")

@@ -8,7 +8,9 @@ literal (``"['pleural effusion', ' pneumonia']"``), parsed with :func:`ast.liter
 empty ones dropped (``labels`` keeps each image's terms). A missing ``Labels``, ``Report`` or
 sex cell is written as the text ``nan`` (103, 116 and 4 rows). 193 terms remain (194 distinct
 strings with the empty one). Images live in ``<ImageDir>/<ImageID>`` below ``base_image_dir``
-(extract each ``<ImageDir>.zip`` into a folder of that number).
+(extract each ``<ImageDir>.zip`` into a folder of that number), or all in one folder
+(TorchXRayVision's layout): without ``<ImageDir>`` folders the PNGs are listed and found by
+name.
 
 Label columns map exact terms only (never substrings): ``pericardial effusion`` is not an
 ``Effusion``, ``pseudonodule`` not a ``Nodule``, ``subcutaneous emphysema`` not ``Emphysema``.
@@ -19,6 +21,8 @@ PadChest has no official split; use ``get_datasets``/``get_folds`` (grouped by p
 from __future__ import annotations
 
 import ast
+import os
+from pathlib import Path
 
 import pandas as pd
 
@@ -93,6 +97,7 @@ SPEC = DatasetSpec(
     key="padchest", title="PadChest", metadata_files=(f"{FILE}.gz", FILE),
     label_cols=LABELS, extra_cols=EXTRA_COLS, outputs=frozenset({"cls", "report"}),
     view_map=VIEW_MAP, access=ACCESS, label_map=LABEL_MAP,
+    column_types={"patient_birth_year": "Int64", "study_date": "Int64", "labels": "json"},
     expected={"images": 160_861, "studies": 109_931, "patients": 67_625,
               "label_strings": 194})
 
@@ -122,16 +127,34 @@ class PadChestHarmonizer(BaseHarmonizer):
     spec = SPEC
     metadata_description = f"the PadChest table {FILE}.gz"
 
-    def read(self, inputs: Inputs) -> pd.DataFrame:
-        return read_csv_table(inputs.metadata, COLUMNS, description=self.metadata_description)
+    def inputs(self, path: Path) -> Inputs:
+        """The table and, when the image root has no ``<ImageDir>`` folders (the flat
+        layout), the image root listed for PNGs."""
+        root = self.base_image_dir
+        flat = root is not None and root.is_dir() and not any(
+            e.name.isdigit() and e.is_dir() for e in os.scandir(root))
+        return Inputs(path, folders={"images": (root if flat else None, (".png",))})
+
+    def read(self, inputs: Inputs) -> pd.DataFrame | dict:
+        """The table (as rows, so faults are located by row); in the flat layout
+        ``{"table": table, "files": ImageID -> relative path}``."""
+        table = read_csv_table(inputs.metadata, COLUMNS, description=self.metadata_description)
+        if inputs.folders["images"][0] is None:
+            return table
+        return {"table": table, "files": {rel.rsplit("/", 1)[-1]: rel
+                                          for rel in inputs.listing("images")}}
 
     @classmethod
-    def harmonize_raw(cls, raw: pd.DataFrame, *, source: str = "metadata") -> pd.DataFrame:
+    def harmonize_raw(cls, raw: pd.DataFrame | dict, *, source: str = "metadata"
+                      ) -> pd.DataFrame:
+        files = raw.get("files") if isinstance(raw, dict) else None
+        raw = raw["table"] if isinstance(raw, dict) else raw
         raw = raw.replace({c: MISSING for c in TEXT_COLS}, None)
         report = raw["Report"].str.strip()
         df = pd.DataFrame({
             "patient_id": raw["PatientID"], "study_id": raw["StudyID"],
-            "image_path": raw["ImageDir"] + "/" + raw["ImageID"],
+            "image_path": raw["ImageDir"] + "/" + raw["ImageID"] if files is None else
+            raw["ImageID"].map(lambda n: files.get(n, n)),
             "view_position": raw["Projection"].astype(object),
             "report": report.where(report != "", None).astype(object)})
         labels, lists = multi_hot(raw["Labels"], lambda c: terms(c, source=source), LABEL_TERMS,

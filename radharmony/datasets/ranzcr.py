@@ -47,7 +47,7 @@ LABEL_MAP = {k: (("support_devices", "narrower"),) for k in LABELS}
 ACCESS = "Kaggle 'ranzcr-clip-catheter-line-classification' (competition rules, non-commercial)"
 SPEC = DatasetSpec(
     label_map=LABEL_MAP, key="ranzcr_clip", title="RANZCR CLiP (train)", metadata_files=("train.csv",),
-    label_cols=LABELS, extra_cols=("lines",), outputs=frozenset({"cls", "mask"}),
+    label_cols=LABELS, extra_cols=("lines",), column_types={"lines": "json"}, outputs=frozenset({"cls", "mask"}),
     id_col="study_id", access=ACCESS, expected={"images": 30_083, "studies": 30_083})
 
 

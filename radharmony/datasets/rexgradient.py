@@ -57,7 +57,8 @@ def split_spec(split: str) -> DatasetSpec:
         metadata_files=(view_position_file(split), f"{split}_metadata.json"),
         label_cols=LABEL_COLS, label_map=LABEL_MAP, extra_cols=EXTRA_OUTPUT_COLS,
         outputs=frozenset({"report", "bbox"}),
-        view_map=VIEW_MAP, expected=SPLITS[split], access=ACCESS)
+        view_map=VIEW_MAP, expected=SPLITS[split], access=ACCESS,
+        column_types={"study_date": "Int64"})
 
 
 # -- pure helpers ---------------------------------------------------------------------------------
@@ -136,7 +137,7 @@ class _ReXGradientHarmonizer(BaseHarmonizer):
     def read(self, inputs: Inputs) -> ReXGradientRaw:
         """The split JSON, plus ``interstitial_pattern_bbox.json`` when it lies beside it."""
         path = inputs.metadata
-        raw = load_json(path)  # parse faults are reported by BaseHarmonizer (line, byte)
+        raw = load_json(path, counted=("ImagePath",))  # faults: BaseHarmonizer names them
         if not isinstance(raw, dict):
             raise MetadataError(f"{path} has the wrong top-level type",
                                 expected="a JSON object keyed by study",

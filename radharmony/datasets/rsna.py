@@ -14,7 +14,8 @@ NIH ChestX-ray14, where one patient often has several; only RSNA's mapping file 
 mapping, ``patient_id`` is the image id and a warning says that patient-grouped splits may
 then put one patient's images on both sides.
 
-Harmonized: one row per image (``<patientId>.dcm`` in ``stage_2_train_images/``), label
+Harmonized: one row per image (``<patientId>.dcm`` in ``stage_2_train_images/``; a copy
+converted to ``<patientId>.png`` / ``.jpg`` is found by listing the folder), label
 ``Pneumonia`` = ``Target``, boxes in the DICOM's pixels (1024 x 1024), labelled ``Pneumonia``.
 """
 
@@ -45,6 +46,8 @@ LABEL = "Pneumonia"
 #: label -> canonical findings (radharmony.vocabulary): Target marks an opacity suspicious for
 #: pneumonia; a 0 ("Normal" or "No Lung Opacity / Not Normal") may still hold other opacities
 LABEL_MAP = {LABEL: (("lung_opacity", "narrower"), ("pneumonia", "approximate"))}
+#: image files looked for, best first: the release's DICOMs, then converted copies
+IMAGE_SUFFIXES = (".dcm", ".png", ".jpg", ".jpeg")
 SPEC = DatasetSpec(
     key="rsna_pneumonia", title="RSNA Pneumonia Detection Challenge (stage 2 train)",
     metadata_files=("stage_2_train_labels.csv", "kaggle_stage_2_train_labels.csv.zip"),
@@ -55,7 +58,8 @@ SPEC = DatasetSpec(
               "rows": 30_227, "patients_without_mapping": 26_684},
     access=("Kaggle 'rsna-pneumonia-detection-challenge' (competition rules); NIH-derived "
             "images; mapping file from rsna.org (RSNA Pneumonia Detection Challenge 2018)"),
-    box_units="pixel")
+    box_units="pixel", column_types={"patient_age": "Int64"},
+    zero_pad={"patient_id": 8})  # the NIH patient (00000013) when the mapping is present
 
 
 # -- harmonizer -----------------------------------------------------------------------------------
@@ -69,14 +73,19 @@ class RSNAPneumoniaHarmonizer(BaseHarmonizer):
         """The label table and, beside it or near the images, the class table, the DICOM
         header table and the NIH mapping."""
         near = (path.parent, self.base_image_dir)
+        root = self.base_image_dir
         return Inputs(path, {"classes": find_optional(CLASS_INFO, *near),
                              "headers": find_optional(HEADERS, *near),
-                             "mapping": find_optional(MAPPING, *near)})
+                             "mapping": find_optional(MAPPING, *near)},
+                      {"images": (root if root is not None and root.is_dir() else None,
+                                  IMAGE_SUFFIXES)})
 
     def read(self, inputs: Inputs) -> dict:
         raw = {"labels": read_table(inputs.metadata, description=self.metadata_description,
                                     columns=COLUMNS, dtype={"patientId": str}),
-               "classes": None, "headers": None, "mapping": None}
+               "classes": None, "headers": None, "mapping": None, "files": None}
+        if inputs.folders["images"][0] is not None:
+            raw["files"] = image_files(inputs.listing("images"))
         if (p := inputs.file("classes")) is not None:
             raw["classes"] = read_table(p, description="stage_2_detailed_class_info.csv",
                                         columns=("patientId", "class"))
@@ -96,7 +105,10 @@ class RSNAPneumoniaHarmonizer(BaseHarmonizer):
         labels = labels.assign(**numeric_columns(labels, COLUMNS[1:], source=source))
         ids = pd.Index(pd.unique(labels["patientId"]))
         target = labels.groupby("patientId")["Target"].max().reindex(ids)
-        df = pd.DataFrame({"patient_id": ids, "study_id": ids, "image_path": ids + ".dcm",
+        files = raw.get("files") or {}
+        paths = [files.get(i, f"{i}.dcm") for i in ids]
+        df = pd.DataFrame({"patient_id": ids, "study_id": ids,
+                           "image_path": np.asarray(paths, dtype=object),
                            "view_position": None, "report": None,
                            LABEL: target.to_numpy(np.float32)})
         df["detailed_class"] = _lookup(raw.get("classes"), ids, "patientId", "class")
@@ -122,6 +134,18 @@ class RSNAPneumoniaHarmonizer(BaseHarmonizer):
                        y_max=y + boxes["height"].to_numpy(float))
         df["boxes"] = lists_by(ids, boxes["patientId"], recs)
         return df
+
+
+def image_files(listing: list[str]) -> dict[str, str]:
+    """Image id -> relative path of its file, the best suffix of :data:`IMAGE_SUFFIXES`."""
+    best: dict[str, tuple[int, str]] = {}
+    for rel in listing:
+        stem, dot, ext = rel.rsplit("/", 1)[-1].rpartition(".")
+        rank = IMAGE_SUFFIXES.index("." + ext.lower()) if dot and \
+            "." + ext.lower() in IMAGE_SUFFIXES else None
+        if rank is not None and (stem not in best or rank < best[stem][0]):
+            best[stem] = (rank, rel)
+    return {stem: rel for stem, (_, rel) in best.items()}
 
 
 def _lookup(table: pd.DataFrame | None, ids: pd.Index, key: str, column: str) -> np.ndarray:

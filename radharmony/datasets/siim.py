@@ -42,6 +42,7 @@ SPEC = DatasetSpec(
     key="siim_acr_ptx", title="SIIM-ACR Pneumothorax Segmentation",
     metadata_files=("train-rle.csv", "siim-pneumothorax-train-rle.csv.gz"),
     label_cols=(LABEL,), label_map=LABEL_MAP, extra_cols=("rle",), outputs=frozenset({"cls", "mask"}),
+    column_types={"rle": "json"},
     id_col="study_id",  # the ImageId, whatever folder layout the images are in
     expected={"images": 12_047, "studies": 12_047, "patients": 12_047, "positive": 2_669,
               "rows": 12_954},

@@ -52,6 +52,7 @@ LABEL_MAP = {
 ACCESS = ("TBX11K (github.com/yun-liu/Tuberculosis), CC BY-NC-SA 2.0 (non-commercial; "
           "includes the public-domain NLM Montgomery and Shenzhen sets)")
 SPEC = DatasetSpec(
+    column_types={"width": "Int64", "height": "Int64"},
     label_map=LABEL_MAP, key="tbx11k_train", title="TBX11K (train)",
     metadata_files=("annotations/json/TBX11K_train.json", "TBX11K_train.json"),
     label_cols=LABELS, extra_cols=("image_category", "width", "height", "boxes"),

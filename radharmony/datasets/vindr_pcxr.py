@@ -59,7 +59,7 @@ ACCESS = ("PhysioNet vindr-pcxr 1.0.0 (restricted access, PhysioNet Restricted H
 TRAIN_SPEC = DatasetSpec(
     label_map=LABEL_MAP, key="vindr_pcxr", title="VinDr-PCXR (train, pediatric)",
     metadata_files=("image_labels_train.csv",), label_cols=LABELS,
-    extra_cols=("rad_ids", "split", "boxes"), outputs=frozenset({"cls", "bbox"}),
+    extra_cols=("rad_ids", "split", "split_raw", "boxes"), outputs=frozenset({"cls", "bbox"}),
     id_col="study_id", box_units="pixel", access=ACCESS,
     expected={"images": 7_728, "studies": 7_728, "patients": 7_728, "multi_label": 223})
 TEST_SPEC = replace(TRAIN_SPEC, key="vindr_pcxr_test", title="VinDr-PCXR (test, pediatric)",

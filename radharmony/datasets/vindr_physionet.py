@@ -87,7 +87,7 @@ ACCESS = ("PhysioNet vindr-cxr 1.0.0 (credentialed access, PhysioNet Credentiale
 TRAIN_SPEC = DatasetSpec(
     label_map=LABEL_MAP, key="vindr_cxr_physionet", title="VinDr-CXR, PhysioNet release (train, 28 labels)",
     metadata_files=("annotations/image_labels_train.csv", "image_labels_train.csv"),
-    label_cols=LABELS, extra_cols=("rad_ids", "split", "boxes"),
+    label_cols=LABELS, extra_cols=("rad_ids", "split", "split_raw", "boxes"),
     outputs=frozenset({"cls", "bbox"}), id_col="study_id", box_units="pixel", access=ACCESS,
     expected={"images": 15_000, "studies": 15_000, "patients": 15_000, "rows": 45_000,
               "radiologists_per_image": 3, "radiologists": 17})
@@ -133,6 +133,7 @@ def harmonize_labels(labels: pd.DataFrame, boxes: pd.DataFrame | None, *, split:
     else:
         df["rad_ids"] = None
     df["split"] = split
+    df["split_raw"] = split
     df["boxes"] = [[] for _ in range(len(ids))] if boxes is None else \
         box_lists(boxes, ids, source=source, box_classes=box_classes,
                                        spellings=spellings)

@@ -91,7 +91,8 @@ SPEC = DatasetSpec(
     label_cols=LABEL_COLS, label_map=LABEL_MAP, extra_cols=EXTRA_COLS,
     outputs=frozenset({"cls", "report", "bbox", "report_spans", "report_labels"}),
     expected={"images": 979, "studies": 979}, access=ACCESS, group_col="study_id",
-    id_col="study_id", box_units="pixel")
+    id_col="study_id", box_units="pixel",
+    column_types={c: "json" for c in EXTRA_COLS if c != "boxes"})
 _FIX = "re-download annotations.jsonl (hf download dnamodel/xraydar-multimodal)"
 
 

@@ -69,10 +69,14 @@ def write_boxes(path: str | Path, boxes) -> Path:
 
 
 def write_nih(root: str | Path, *, n_patients: int = 6, seed: int = 0, images: bool = True,
-              size: int = 256, sex_column: str = "Patient Gender") -> Path:
-    """Write an NIH ChestX-ray14 replica under ``root`` and return ``root/images``.
+              size: int = 256, sex_column: str = "Patient Gender", layout: str = "images"
+              ) -> Path:
+    """Write an NIH ChestX-ray14 replica under ``root`` and return its image root.
 
     ``size``: the PNGs' side (the real ones are 1024; box pixels stay in 1024 units).
+    ``layout``: ``"images"`` (every PNG in ``root/images``, returned) or ``"kaggle"`` (the
+    Kaggle mirror's ``root/images_001/images/`` ... nesting, three PNGs a folder; ``root``
+    returned).
     """
     root = Path(root)
     rng = np.random.default_rng(seed)
@@ -104,9 +108,11 @@ def write_nih(root: str | Path, *, n_patients: int = 6, seed: int = 0, images: b
             img = synthetic_cxr(size, size, rng=rng, bits=8)
             if i == 1:  # a few released PNGs are RGBA
                 img = cv2.cvtColor(img, cv2.COLOR_GRAY2BGRA)
-            write_png(root / "images" / n, img)
+            folder = root / "images" if layout == "images" else \
+                root / f"images_{i // 3 + 1:03d}" / "images"
+            write_png(folder / n, img)
     (root / "images").mkdir(parents=True, exist_ok=True)
-    return root / "images"
+    return root / "images" if layout == "images" else root
 
 
 @register_fake("nih_cxr14", "nih_cxr14_google")

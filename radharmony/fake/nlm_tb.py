@@ -53,7 +53,7 @@ def write_montgomery(root: str | Path, *, seed: int = 0, images: bool = True) ->
         h, w = (300, 248) if i % 2 else (248, 300)
         if images:
             write_png(base / "CXR_png" / f"{stem}.png", synthetic_cxr(h, w, rng=rng))
-        if i != 2:  # this image has no manual masks
+        if i != 1:  # this image has no manual masks
             for side, folder in ((1, "leftMask"), (-1, "rightMask")):  # patient's left: image right
                 write_png(base / "ManualMask" / folder / f"{stem}.png", _lung(h, w, side))
     return base

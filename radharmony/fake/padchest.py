@@ -85,8 +85,11 @@ def write_table(path: str | Path, rows) -> Path:
 
 
 def write_padchest(root: str | Path, *, n_patients: int = 6, seed: int = 0, images: bool = True,
-                   image_size: tuple[int, int] = (300, 280)) -> Path:
-    """Write a PadChest replica under ``root`` and return ``root`` (the image root)."""
+                   image_size: tuple[int, int] = (300, 280), flat: bool = False) -> Path:
+    """Write a PadChest replica under ``root`` and return ``root`` (the image root).
+
+    ``flat``: every PNG directly in ``root`` (TorchXRayVision's layout) instead of the
+    release's ``<ImageDir>/<ImageID>``."""
     root = Path(root)
     rng = np.random.default_rng(seed)
     rows = []
@@ -111,7 +114,7 @@ def write_padchest(root: str | Path, *, n_patients: int = 6, seed: int = 0, imag
         for r in rows:
             img = synthetic_cxr(int(h * rng.uniform(0.8, 1)), int(w * rng.uniform(0.8, 1)),
                                 rng=rng)
-            write_png(root / str(r[2]) / r[1], img)
+            write_png(root / r[1] if flat else root / str(r[2]) / r[1], img)
     return root
 
 

@@ -21,6 +21,7 @@ import json
 import uuid
 from pathlib import Path
 
+import cv2
 import numpy as np
 import pandas as pd
 
@@ -36,10 +37,12 @@ CLASSES = ["Normal", "No Lung Opacity / Not Normal"]
 
 
 def write_rsna(root: str | Path, *, n_images: int = 8, seed: int = 0, size: int = 256,
-               mapping: bool = True, images: bool = True) -> Path:
+               mapping: bool = True, images: bool = True, image_format: str = "dcm") -> Path:
     """Write the replica under ``root``; returns the image folder ``stage_2_train_images``.
 
     ``size`` is the square DICOM size (the real files are 1024); boxes are drawn in it.
+    ``image_format``: ``"dcm"`` (the release), or ``"png"`` / ``"jpg"`` for the converted
+    copies many users train from (same names, 8-bit).
     """
     root = Path(root)
     rng = np.random.default_rng(seed)
@@ -64,7 +67,10 @@ def write_rsna(root: str | Path, *, n_images: int = 8, seed: int = 0, size: int 
         patient = 1000 + i // 2  # NIH patients with two images each
         maps.append({"img_id": f"{patient:08d}_{i % 2:03d}.png", "subset_img_id": pid,
                      "subset_group": "train", "subset_init_label": "", "orig_labels": []})
-        if images:
+        if images and image_format != "dcm":
+            img = synthetic_cxr(size, size, rng=rng, bits=8)
+            cv2.imwrite(str(image_dir / f"{pid}.{image_format}"), img)
+        elif images:
             write_dicom(image_dir / f"{pid}.dcm", synthetic_cxr(size, size, rng=rng, bits=8),
                         jpeg=True, PatientID=pid, PatientName=pid, PatientSex=sex,
                         PatientAge=str(age), ViewPosition=view, BodyPartExamined="CHEST",

@@ -1,10 +1,19 @@
 """Packs: many cache entries consolidated into one memory-mapped file.
 
-Layout (little-endian): the binary head (``RHPACK01``, JSON length) and a JSON header in a
-fixed 1 KiB block (count, record shape and dtype, info field names, section offsets); then the
-32-byte keys, a 64-bit checksum per record, the integer info fields of each record, and from a
-4 KiB boundary the fixed-size records themselves. A batch reader slices records with one
-``numpy.take`` and checks them with one vectorized checksum.
+Layout (little-endian): the binary head (``RHPACK02``, JSON length) and a JSON header in a
+fixed 1 KiB block (count, record shape and dtype, info field names, section offsets, checksum
+algorithm); then the 32-byte keys, a 64-bit checksum per record, the integer info fields of
+each record, and from a 4 KiB boundary the fixed-size records themselves. A batch reader
+slices records with one ``numpy.take``.
+
+A record's checksum covers every byte a read depends on, in order: its key, its info fields
+(the letterbox that places boxes and masks) and its pixels -- XXH3-64 (:mod:`xxhash`) seeded
+with the hash of key and info, or chained CRC-32 where xxhash is absent. A flipped bit
+anywhere in a record, or two records swapped, fails the check.
+
+The header is validated strictly when a pack is opened (types, dtype, section offsets inside
+the file and in order, file size); a pack that fails is removed and its images rebuilt from
+their loose entries or the image files.
 """
 
 from __future__ import annotations
@@ -13,6 +22,7 @@ import hashlib
 import json
 import os
 import warnings
+import zlib
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -21,21 +31,83 @@ import numpy as np
 from ..files import HEAD as _HEAD
 from ..files import atomic_write
 
-PACK_MAGIC = b"RHPACK01"
+PACK_MAGIC = b"RHPACK02"
 _ALIGN = 4096
+_HEADER_BLOCK = 1024
+#: record dtypes a pack may hold (the pipeline's storage types)
+_DTYPES = frozenset({"|u1", "<u2"})
+
+try:
+    import xxhash
+except ImportError:  # pragma: no cover - xxhash is a dependency; CRC-32 keeps packs usable
+    xxhash = None
+CHECKSUM = "xxh3_64" if xxhash is not None else "crc32"
 
 
-def _word_sums(records: np.ndarray) -> np.ndarray:
-    """Per-record checksum: the sum of the record's little-endian 64-bit words (mod 2**64),
-    plus its trailing bytes (weighted by position) when its length is not a multiple of 8."""
-    flat = np.ascontiguousarray(records).reshape(len(records), -1).view(np.uint8)
-    whole = flat.shape[1] // 8 * 8
-    sums = flat[:, :whole].view("<u8").sum(axis=1, dtype=np.uint64)
-    if whole < flat.shape[1]:
-        tail = flat[:, whole:].astype(np.uint64) * np.arange(1, flat.shape[1] - whole + 1,
-                                                              dtype=np.uint64)
-        sums += tail.sum(axis=1, dtype=np.uint64)
-    return sums
+def record_checksums(keys: np.ndarray, info: np.ndarray, records: np.ndarray,
+                     algorithm: str = CHECKSUM) -> np.ndarray:
+    """Per-record 64-bit checksum of key (32 bytes), info fields (int64) and pixels, in that
+    order (``algorithm`` ``"xxh3_64"`` or ``"crc32"``)."""
+    n = len(records)
+    flat = np.ascontiguousarray(records).reshape(n, -1)
+    info = np.ascontiguousarray(info, dtype="<i8").reshape(n, -1)
+    keys = np.ascontiguousarray(keys, dtype="S32")
+    out = np.empty(n, "<u8")
+    if algorithm == "xxh3_64":
+        h64 = xxhash.xxh3_64_intdigest
+        for i in range(n):
+            out[i] = h64(flat[i], seed=h64(keys[i].tobytes() + info[i].tobytes()))
+    else:
+        for i in range(n):
+            out[i] = zlib.crc32(flat[i], zlib.crc32(keys[i].tobytes() + info[i].tobytes()))
+    return out
+
+
+def _int(value, what: str, lo: int = 0, hi: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < lo or \
+            (hi is not None and value > hi):
+        raise ValueError(f"header field {what} is {value!r}, not an integer in "
+                         f"[{lo}, {hi if hi is not None else 'inf'}]")
+    return value
+
+
+def parse_header(head: object, size: int) -> dict:
+    """The validated fields of a pack header for a file of ``size`` bytes; ValueError if any
+    field has the wrong type, or a section lies outside the file or out of order."""
+    if not isinstance(head, dict):
+        raise ValueError(f"header is a {type(head).__name__}, not an object")
+    count = _int(head.get("count"), "count", 0, size)
+    shape = head.get("shape")
+    if not isinstance(shape, list) or not 1 <= len(shape) <= 4:
+        raise ValueError(f"header field shape is {shape!r}")
+    shape = tuple(_int(d, "shape", 1, 1 << 16) for d in shape)
+    if head.get("dtype") not in _DTYPES:
+        raise ValueError(f"header field dtype is {head.get('dtype')!r}")
+    dtype = np.dtype(head["dtype"])
+    fields = head.get("info_fields")
+    if not isinstance(fields, list) or not all(isinstance(f, str) for f in fields) or \
+            len(set(fields)) != len(fields) or len(fields) > 64:
+        raise ValueError(f"header field info_fields is {fields!r}")
+    if head.get("checksum") not in ("xxh3_64", "crc32"):
+        raise ValueError(f"header field checksum is {head.get('checksum')!r}")
+    if head["checksum"] == "xxh3_64" and xxhash is None:
+        raise ValueError("the pack is checked with xxh3_64 and xxhash is not installed")
+    offsets = head.get("offsets")
+    if not isinstance(offsets, dict):
+        raise ValueError(f"header field offsets is {offsets!r}")
+    keys = _int(offsets.get("keys"), "offsets.keys", _HEAD.size, size)
+    sums = _int(offsets.get("sums"), "offsets.sums", 0, size)
+    info = _int(offsets.get("info"), "offsets.info", 0, size)
+    data = _int(offsets.get("data"), "offsets.data", 0, size)
+    record = int(np.prod(shape)) * dtype.itemsize
+    if sums != keys + 32 * count or info != sums + 8 * count or \
+            data < info + 8 * count * len(fields) or data % _ALIGN:
+        raise ValueError(f"section offsets {offsets} do not fit {count} records")
+    if size != data + count * record:
+        raise ValueError(f"size {size} instead of {data + count * record}")
+    return {"count": count, "shape": shape, "dtype": dtype, "info_fields": fields,
+            "checksum": head["checksum"], "keys": keys, "sums": sums, "info": info,
+            "data": data}
 
 
 class Pack:
@@ -44,25 +116,28 @@ class Pack:
     def __init__(self, path: Path):
         self.path = path
         with open(path, "rb") as fh:
-            magic, n = _HEAD.unpack(fh.read(_HEAD.size))
-            if magic != PACK_MAGIC:
-                raise ValueError("not a radharmony pack")
-            head = json.loads(fh.read(n))
-        self.count, self.shape = head["count"], tuple(head["shape"])
-        self.dtype, self.info_fields = np.dtype(head["dtype"]), head["info_fields"]
-        offsets = head["offsets"]
-        self.data_offset = offsets["data"]
-        expected = offsets["data"] + self.count * int(np.prod(self.shape)) * self.dtype.itemsize
-        if os.path.getsize(path) != expected:
-            raise ValueError(f"size {os.path.getsize(path)} instead of {expected}")
-        raw = np.memmap(path, mode="r", dtype=np.uint8)
-        self.keys = raw[offsets["keys"]:offsets["keys"] + 32 * self.count].view("S32")
+            size = os.fstat(fh.fileno()).st_size
+            block = fh.read(_HEAD.size + _HEADER_BLOCK)
+        if len(block) < _HEAD.size:
+            raise ValueError("truncated before its header")
+        magic, n = _HEAD.unpack_from(block)
+        if magic != PACK_MAGIC:
+            raise ValueError("not a radharmony pack of this version")
+        if not 0 < n < _HEADER_BLOCK or len(block) < _HEAD.size + n:
+            raise ValueError(f"header length {n} outside the {_HEADER_BLOCK}-byte header block")
+        head = parse_header(json.loads(block[_HEAD.size:_HEAD.size + n]), size)
+        self.count, self.shape = head["count"], head["shape"]
+        self.dtype, self.info_fields = head["dtype"], head["info_fields"]
+        self.checksum = head["checksum"]
+        self.data_offset = head["data"]
+        raw = np.memmap(path, mode="r", dtype=np.uint8) if size else np.zeros(0, np.uint8)
+        self.keys = raw[head["keys"]:head["keys"] + 32 * self.count].view("S32")
         self.order = np.argsort(self.keys, kind="stable")  # sorted view for lookups
         self.sorted_keys = self.keys[self.order]
-        self.sums = raw[offsets["sums"]:offsets["sums"] + 8 * self.count].view("<u8")
-        self.info = raw[offsets["info"]:offsets["info"] + 8 * self.count *
+        self.sums = raw[head["sums"]:head["sums"] + 8 * self.count].view("<u8")
+        self.info = raw[head["info"]:head["info"] + 8 * self.count *
                         len(self.info_fields)].view("<i8").reshape(self.count, -1)
-        self.data = raw[offsets["data"]:].view(self.dtype).reshape((self.count, *self.shape))
+        self.data = raw[head["data"]:].view(self.dtype).reshape((self.count, *self.shape))
 
     def rows(self, digests: np.ndarray) -> np.ndarray:
         """Row of each 32-byte digest in this pack, -1 where absent."""
@@ -72,9 +147,11 @@ class Pack:
         return np.where(self.sorted_keys[pos] == digests, self.order[pos], -1)
 
     def read(self, rows: np.ndarray, out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Records ``rows`` copied into ``out`` and a mask of those whose checksum holds."""
+        """Records ``rows`` copied into ``out`` and a mask of those whose checksum (key, info
+        fields and pixels) holds."""
         out = np.take(self.data, rows, axis=0, out=out)
-        return out, _word_sums(out) == self.sums[rows]
+        sums = record_checksums(self.keys[rows], self.info[rows], out, self.checksum)
+        return out, sums == self.sums[rows]
 
     def info_dict(self, row: int) -> dict:
         return dict(zip(self.info_fields, (int(v) for v in self.info[row])))
@@ -105,16 +182,16 @@ def write_pack(cache, keys: Iterable[str], build: Callable[[str], tuple[np.ndarr
     n, shape, dtype = len(todo), arr0.shape, arr0.dtype
     offsets = {}
     head = {"count": n, "shape": list(shape), "dtype": dtype.str, "info_fields": fields,
-            "salt": cache.salt}
+            "checksum": CHECKSUM, "salt": cache.salt}
     # header length depends on the offsets: reserve a fixed-width block for the JSON
-    base = _HEAD.size + 1024
+    base = _HEAD.size + _HEADER_BLOCK
     offsets["keys"] = base
     offsets["sums"] = base + 32 * n
     offsets["info"] = offsets["sums"] + 8 * n
     offsets["data"] = -(-(offsets["info"] + 8 * n * len(fields)) // _ALIGN) * _ALIGN
     head["offsets"] = offsets
     meta = json.dumps(head).encode()
-    if len(meta) > 1024 - 1:
+    if len(meta) > _HEADER_BLOCK - 1:
         raise ValueError("pack header too long")
     digests = np.array([bytes.fromhex(k) for k in todo], dtype="S32")
     sums = np.zeros(n, "<u8")
@@ -128,8 +205,8 @@ def write_pack(cache, keys: Iterable[str], build: Callable[[str], tuple[np.ndarr
             arr = np.ascontiguousarray(arr, dtype=dtype)
             if arr.shape != shape:
                 raise ValueError(f"entry {todo[i]} has shape {arr.shape}, not {shape}")
-            sums[i] = _word_sums(arr[None])[0]
             info[i] = [inf[f] for f in fields]
+            sums[i] = record_checksums(digests[i:i + 1], info[i:i + 1], arr[None])[0]
             fh.write(arr.tobytes())
         fh.seek(offsets["keys"])
         fh.write(digests.tobytes() + sums.tobytes() + info.tobytes())

@@ -80,19 +80,29 @@ class DefaultTransform:
         return np.rint(scaled, out=scaled).astype(dtype)
 
     @staticmethod
-    def to_tensor(q: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
+    def to_tensor(q: np.ndarray, dtype: torch.dtype, *, out: torch.Tensor | None = None
+                  ) -> torch.Tensor:
         """Quantized ``(..., H, W)`` uint8/uint16 -> ``(..., 1, H, W)`` in [-1, 1] as ``dtype``.
 
         Element-wise (``q * 2 / levels - 1`` in float32, then cast), so a batch converted at
         once equals its samples converted one by one. uint8 goes through a 256-entry table
-        holding exactly those values (one ``cv2.LUT`` pass, ~2x faster).
+        holding exactly those values (one ``cv2.LUT`` pass, ~2x faster). ``out``: a contiguous
+        ``(..., 1, H, W)`` tensor of ``dtype`` to write into (e.g. in shared memory).
         """
         lut = _lut(dtype) if q.dtype == np.uint8 else None
         if lut is not None and q.size:
-            out = cv2.LUT(np.ascontiguousarray(q).reshape(-1, q.shape[-1]), lut)
-            return torch.from_numpy(out.reshape(q.shape)).view(dtype).unsqueeze(-3)
-        return _scale(torch.from_numpy(q.astype(np.float32)), float(np.iinfo(q.dtype).max)) \
-            .unsqueeze(-3).to(dtype)
+            src = np.ascontiguousarray(q).reshape(-1, q.shape[-1])
+            if out is not None and out.is_contiguous() and out.dtype == dtype:
+                dst = out.view(_VIEW[out.element_size()]).numpy().reshape(src.shape)
+                if cv2.LUT(src, lut, dst=dst) is not dst:  # OpenCV allocated its own
+                    dst[...] = cv2.LUT(src, lut)
+                return out
+            res = cv2.LUT(src, lut)
+            res = torch.from_numpy(res.reshape(q.shape)).view(dtype).unsqueeze(-3)
+        else:
+            res = _scale(torch.from_numpy(q.astype(np.float32)), float(np.iinfo(q.dtype).max)) \
+                .unsqueeze(-3).to(dtype)
+        return res if out is None else out.copy_(res)
 
 
 def _scale(t: torch.Tensor, levels: float) -> torch.Tensor:
@@ -105,8 +115,12 @@ def _lut(dtype: torch.dtype) -> np.ndarray | None:
     if not dtype.is_floating_point:
         return None
     values = _scale(torch.arange(256, dtype=torch.float32), 255.0).to(dtype)
-    view = {2: torch.int16, 4: torch.float32, 8: torch.float64}.get(values.element_size())
+    view = _VIEW.get(values.element_size())
     return None if view is None else values.view(view).numpy()
+
+
+#: numpy-compatible views of 2-, 4- and 8-byte tensors for ``cv2.LUT``
+_VIEW = {2: torch.int16, 4: torch.float32, 8: torch.float64}
 
 
 def area_resize(arr: np.ndarray, box: Letterbox) -> np.ndarray:

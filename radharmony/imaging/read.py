@@ -8,7 +8,13 @@ Guards, applied from the file's header before any pixel is decoded:
 
 * :data:`MAX_PIXELS` -- the decompression-bomb guard: an image whose header declares more
   pixels than this (all frames of a DICOM together) is refused.
+* :data:`MAX_BYTES` -- the memory guard: an image whose decoded pixel data (height x width x
+  frames x samples per pixel x bytes per sample, from the header) exceeds this is refused; a
+  deflated DICOM or a 16-bit RGBA PNG can stay under :data:`MAX_PIXELS` and still cost
+  gigabytes.
 * :data:`MIN_SIDE` -- an image with a side shorter than this (a 1x1 placeholder) is refused.
+* only regular files are opened: a FIFO, socket or device named ``.png`` is refused from one
+  ``os.stat`` (opening a FIFO would block forever).
 * a JPEG must end with its end-of-image marker (a truncated JPEG is refused even by decoders
   that would fill the missing rows with grey).
 
@@ -21,13 +27,14 @@ DICOM's colour channels actually differ, or a JPEG has colour components, a
 from __future__ import annotations
 
 import os
+import stat
 import warnings
 from pathlib import Path
 
 import cv2
 import numpy as np
 
-from ..errors import ColourImageWarning, ImageReadError, PathSafetyError
+from ..errors import ColourImageWarning, ImageReadError, PathSafetyError, shorten
 
 cv2.setNumThreads(1)  # decoding runs inside DataLoader workers: one thread each
 
@@ -36,6 +43,9 @@ JPEG_MAGIC = b"\xff\xd8\xff"
 #: Decompression-bomb guard: the most pixels (height x width x frames) an image may declare.
 #: 100 megapixels is ~4x the largest radiographs (about 4,300 x 3,500); raise it if needed.
 MAX_PIXELS = 100_000_000
+#: Memory guard: the most bytes an image's decoded pixel data may take, from its header
+#: (all frames, all samples per pixel). 256 MB is ~8x a 16-bit 4,300 x 3,500 radiograph.
+MAX_BYTES = 256_000_000
 #: The shortest side an image may have; smaller ones (1x1 placeholders) are refused.
 MIN_SIDE = 8
 #: Formats recognised only to name them in errors: leading bytes -> description.
@@ -61,7 +71,8 @@ def sniff(head: bytes) -> str | None:
 
 
 def safe_path(base_dir: str | os.PathLike, rel: str) -> Path:
-    """``base_dir / rel``, refusing paths that resolve outside ``base_dir`` (``..``, symlinks)."""
+    """``base_dir / rel``, refusing paths that resolve outside ``base_dir`` (``..``, symlinks),
+    symlink loops and paths the system cannot resolve (over ``PATH_MAX``)."""
     if not isinstance(rel, str) or not rel or "\x00" in rel or os.path.isabs(rel):
         raise PathSafetyError(f"Image path {rel!r} is not a relative path",
                               expected="a non-empty path relative to base_image_dir",
@@ -70,7 +81,17 @@ def safe_path(base_dir: str | os.PathLike, rel: str) -> Path:
                               fix="correct the metadata entry; radharmony never reads files "
                                   "outside the dataset")
     base = os.path.realpath(base_dir)
-    full = os.path.realpath(os.path.join(base, rel))
+    try:
+        full = os.path.realpath(os.path.join(base, rel), strict=False)
+        if os.path.islink(full):  # realpath stops at a loop without raising
+            os.stat(full)
+    except (OSError, ValueError) as exc:  # ELOOP, ENAMETOOLONG, a lone surrogate
+        raise PathSafetyError(f"Image path {shorten(repr(rel), 200)} cannot be resolved",
+                              expected="a path inside base_image_dir without symlink loops, "
+                              "shorter than the system's limit (4096 bytes)",
+                              found=f"{type(exc).__name__}: {shorten(exc, 200)}",
+                              fix="remove the symlink loop or correct the metadata entry") \
+            from None
     if full == base or os.path.commonpath([base, full]) != base:
         raise PathSafetyError(f"Image path {rel!r} resolves outside base_image_dir {base}",
                               expected="a file inside base_image_dir", found=full,
@@ -88,16 +109,7 @@ def read_image(path: str | os.PathLike, *, min_side: int | None = None
     returned as float32.
     """
     path = Path(path)
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(132)
-    except FileNotFoundError:
-        raise ImageReadError(f"Image file {path} does not exist", expected="a readable image",
-                             found="no file", fix="check base_image_dir, or build the dataset "
-                             "with on_missing='drop' to skip absent images") from None
-    except OSError as exc:
-        raise ImageReadError(f"Image file {path} cannot be opened", expected="a readable file",
-                             found=str(exc), fix="check the file's permissions") from None
+    head = read_head(path)
     kind = sniff(head)
     if kind is None:
         raise ImageReadError(f"Image file {path} is not a PNG, JPEG or DICOM file",
@@ -121,6 +133,43 @@ def read_image(path: str | os.PathLike, *, min_side: int | None = None
     return arr, src
 
 
+def check_regular(path: Path) -> os.stat_result:
+    """``os.stat(path)`` of a regular file; anything else (absent, a folder, a FIFO, a socket,
+    a device, a symlink loop, an over-long path) raises :class:`ImageReadError` without
+    opening it."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise ImageReadError(f"Image file {path} does not exist", expected="a readable image",
+                             found="no file", fix="check base_image_dir, or build the dataset "
+                             "with on_missing='drop' to skip absent images") from None
+    except (OSError, ValueError) as exc:
+        raise ImageReadError(f"Image file {path} cannot be opened", expected="a readable file",
+                             found=f"{type(exc).__name__}: {shorten(exc, 200)}",
+                             fix="check the file's permissions and symlinks") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a folder" if stat.S_ISDIR(st.st_mode) else "a FIFO (named pipe)"
+                if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode)
+                else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
+                else "not a regular file")
+        raise ImageReadError(f"Image file {path} is not a regular file",
+                             expected="a regular image file", found=kind,
+                             fix="replace it with the image file (radharmony never opens "
+                                 "pipes or devices: reading one could block forever)")
+    return st
+
+
+def read_head(path: Path, n: int = 132) -> bytes:
+    """The first ``n`` bytes of the regular file ``path`` (:func:`check_regular` first)."""
+    check_regular(path)
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(n)
+    except OSError as exc:
+        raise ImageReadError(f"Image file {path} cannot be opened", expected="a readable file",
+                             found=str(exc), fix="check the file's permissions") from None
+
+
 def describe_bytes(head: bytes) -> str:
     """What a file that is not an image holds, from its first bytes (for error messages)."""
     if not head:
@@ -131,15 +180,19 @@ def describe_bytes(head: bytes) -> str:
     return f"unknown leading bytes {head[:8]!r}"
 
 
-def header_size(path: Path, kind: str, head: bytes) -> tuple[int, int, int]:
-    """``(height, width, frames)`` from the file's header, decoding no pixel.
+def header_size(path: Path, kind: str, head: bytes) -> tuple[int, int, int, int]:
+    """``(height, width, frames, bytes per pixel)`` from the file's header, decoding no pixel
+    (bytes per pixel: samples per pixel x bytes per sample, as the decoder returns them).
 
     Raises ValueError when the header is damaged (the caller turns it into ImageReadError).
     """
     if kind == "png":
         if len(head) < 24 or head[12:16] != b"IHDR":
             raise ValueError("the PNG has no IHDR header chunk")
-        return int.from_bytes(head[20:24], "big"), int.from_bytes(head[16:20], "big"), 1
+        depth, colour = head[24], head[25]
+        channels = 3 if colour == 3 else {0: 1, 2: 3, 4: 2, 6: 4}.get(colour, 4)  # palette: BGR
+        return (int.from_bytes(head[20:24], "big"), int.from_bytes(head[16:20], "big"), 1,
+                channels * (2 if depth == 16 else 1))
     if kind == "jpeg":
         with open(path, "rb") as fh:
             fh.seek(-min(1024, os.fstat(fh.fileno()).st_size), os.SEEK_END)
@@ -149,15 +202,19 @@ def header_size(path: Path, kind: str, head: bytes) -> tuple[int, int, int]:
             h, w, components = _jpeg_frame_size(fh)
         if components >= 3:  # colour JPEG: decoded to its luma (Y) channel
             _warn_colour(path)
-        return h, w, 1
+        return h, w, 1, max(1, components)
     import pydicom
 
     ds = pydicom.dcmread(path, stop_before_pixels=True,
-                         specific_tags=["Rows", "Columns", "NumberOfFrames"])
+                         specific_tags=["Rows", "Columns", "NumberOfFrames", "SamplesPerPixel",
+                                        "BitsAllocated"])
     if "Rows" not in ds or "Columns" not in ds:
         raise ValueError("the DICOM has no Rows/Columns: it holds no image")
     frames = ds.get("NumberOfFrames") or 1
-    return int(ds.Rows), int(ds.Columns), max(1, int(frames))
+    samples = ds.get("SamplesPerPixel") or 1
+    bits = ds.get("BitsAllocated") or 16
+    return (int(ds.Rows), int(ds.Columns), max(1, int(frames)),
+            max(1, int(samples)) * max(1, -(-int(bits) // 8)))
 
 
 def _jpeg_frame_size(fh) -> tuple[int, int, int]:
@@ -186,9 +243,9 @@ def _jpeg_frame_size(fh) -> tuple[int, int, int]:
 
 def check_header(path: Path, kind: str, head: bytes) -> tuple[int, int, int]:
     """Refuse an image from its header: damaged, smaller than :data:`MIN_SIDE` or larger than
-    :data:`MAX_PIXELS` (the decompression-bomb guard). Returns ``(height, width, frames)``."""
+    :data:`MAX_PIXELS` (the decompression-bomb guard) or :data:`MAX_BYTES` decoded. Returns ``(height, width, frames)``."""
     try:
-        h, w, frames = header_size(path, kind, head)
+        h, w, frames, per_pixel = header_size(path, kind, head)
     except Exception as exc:  # struct, pydicom and OS errors alike
         raise ImageReadError(f"Image file {path} has a damaged {kind.upper()} header",
                              expected=f"a complete {kind.upper()} image", found=str(exc),
@@ -201,6 +258,14 @@ def check_header(path: Path, kind: str, head: bytes) -> tuple[int, int, int]:
                              found=f"{h * w * frames:,} pixels",
                              fix="if the image is genuine, raise radharmony.imaging.read.MAX_PIXELS; "
                                  "otherwise remove the file")
+    if h * w * frames * per_pixel > MAX_BYTES:
+        raise ImageReadError(f"Image file {path} declares {w} x {h} pixels x {frames} "
+                             f"frame(s) x {per_pixel} byte(s) per pixel",
+                             expected=f"at most {MAX_BYTES:,} bytes of decoded pixel data (the "
+                             "memory guard radharmony.imaging.read.MAX_BYTES)",
+                             found=f"{h * w * frames * per_pixel:,} bytes",
+                             fix="if the image is genuine, raise "
+                                 "radharmony.imaging.read.MAX_BYTES; otherwise remove the file")
     if min(h, w) < MIN_SIDE:
         raise ImageReadError(f"Image file {path} is {w} x {h} pixels",
                              expected=f"at least {MIN_SIDE} pixels on each side "
@@ -255,6 +320,8 @@ def _read_dicom(path: Path, min_side: int | None):
     from pydicom.pixels import apply_modality_lut, apply_voi_lut
 
     ds = pydicom.dcmread(path)
+    if "TransferSyntaxUID" not in getattr(ds, "file_meta", {}):
+        _assume_transfer_syntax(ds, path)
     arr = ds.pixel_array
     if arr.ndim == 3 and getattr(ds, "SamplesPerPixel", 1) == 1:
         arr = arr[0]  # multi-frame: the first frame is the radiograph
@@ -262,6 +329,30 @@ def _read_dicom(path: Path, min_side: int | None):
     if str(getattr(ds, "PhotometricInterpretation", "")).upper() == "MONOCHROME1":
         arr = arr.max() + arr.min() - arr
     return _to_gray(arr, path=path, order="rgb"), arr.shape[:2]
+
+
+def _assume_transfer_syntax(ds, path: Path) -> None:
+    """A DICOM whose file meta lacks (0002,0010) Transfer Syntax UID (real VinDr-CXR v1.0.0
+    files): its pixels are read as the encoding the data set was parsed in (implicit VR
+    little endian for those files), with one warning per process."""
+    from pydicom.dataset import FileMetaDataset
+    from pydicom.uid import ExplicitVRBigEndian, ExplicitVRLittleEndian, ImplicitVRLittleEndian
+
+    implicit, little = getattr(ds, "original_encoding", (True, True))
+    uid = ImplicitVRLittleEndian if implicit else (
+        ExplicitVRLittleEndian if little else ExplicitVRBigEndian)
+    if getattr(ds, "file_meta", None) is None:
+        ds.file_meta = FileMetaDataset()
+    ds.file_meta.TransferSyntaxUID = uid
+    global _syntax_warned
+    if not _syntax_warned:
+        _syntax_warned = True
+        warnings.warn(f"DICOM {path} (and any further ones) has no Transfer Syntax UID in its "
+                      f"file meta; its pixels are read as {uid.name}, the encoding its data "
+                      "set was parsed in.", UserWarning, stacklevel=4)
+
+
+_syntax_warned = False
 
 
 _READERS = {"png": _read_png, "jpeg": _read_jpeg, "dicom": _read_dicom}

@@ -18,6 +18,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import os
+import sys
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,6 +127,16 @@ class BaseHarmonizer:
     spec: ClassVar[DatasetSpec]
     #: how the metadata file is described in errors, e.g. "the ReXGradient valid JSON"
     metadata_description: ClassVar[str] = "the metadata file"
+    #: the reference library's names: the label columns in ``cls`` order, and the extra
+    #: (non-target) columns kept for filtering; set from ``spec`` on every subclass
+    LABEL_COLS: ClassVar[list[str]] = []
+    EXTRA_OUTPUT_COLS: ClassVar[list[str]] = []
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        spec = cls.__dict__.get("spec")
+        if spec is not None:
+            cls.LABEL_COLS, cls.EXTRA_OUTPUT_COLS = spec_columns(spec)
 
     def __init__(self, csv_path: str | os.PathLike | None = None,
                  base_image_dir: str | os.PathLike | None = None):
@@ -168,14 +179,21 @@ class BaseHarmonizer:
                                         fix="check the csv_path argument")
         return self.csv_path
 
-    def harmonize(self, *, cache_dir: str | os.PathLike | None = None) -> pd.DataFrame:
+    def harmonize(self, *, cache_dir: str | os.PathLike | None = None,
+                  study_ids=None, patient_ids=None, sample_n: int | None = None
+                  ) -> pd.DataFrame:
         """The harmonized table: one row per image, validated against the standard schema.
+
+        ``study_ids`` / ``patient_ids`` keep the rows of those studies / patients (compared
+        as text), ``sample_n`` the first ``n`` rows after that; the harmonizer keeps the whole
+        table (for :meth:`save` and the table cache).
 
         With ``cache_dir`` the validated table is kept in ``<cache_dir>/tables/`` (zstd Arrow
         IPC, no pickle), keyed by this class and its :meth:`arguments`, the identity of every
-        input :meth:`inputs` declares and the radharmony version; a later call with unchanged
-        inputs reads it back instead of parsing the metadata again. Datasets pass their
-        ``cache_dir``.
+        input :meth:`inputs` declares, the radharmony version and a digest of the table code
+        (:data:`radharmony.table.store.TABLE_SOURCES` and this class's module); a later call
+        with unchanged inputs reads it back instead of parsing the metadata again. Datasets
+        pass their ``cache_dir``.
         """
         if self._df is None:
             path = self.resolve_metadata_path()
@@ -185,11 +203,66 @@ class BaseHarmonizer:
                 self._df = self._harmonize_inputs(inputs)
             else:
                 owner = {"class": f"{type(self).__module__}.{type(self).__qualname__}",
-                         "arguments": self.arguments(), "key": self.spec.key}
+                         "arguments": self.arguments(), "key": self.spec.key,
+                         "module_file": getattr(sys.modules.get(type(self).__module__),
+                                                "__file__", None)}  # its code keys the table
                 self._df = TableCache(cache_dir).get(owner, inputs.identity(),
                                                      lambda: self._harmonize_inputs(inputs))
         # pandas >= 3 copies on write: a shallow copy already protects self._df (and is free)
-        return self._df.copy(deep=not _COPY_ON_WRITE)
+        df = self._df.copy(deep=not _COPY_ON_WRITE)
+        if study_ids is None and patient_ids is None and sample_n is None:
+            return df
+        return subset(df, study_ids=study_ids, patient_ids=patient_ids, sample_n=sample_n)
+
+    # -- the reference library's vocabulary --------------------------------------------------
+    @property
+    def harmonized_df(self) -> pd.DataFrame:
+        """The harmonized table (harmonizing first if needed); assigning a table pins it
+        (validated)."""
+        return self.harmonize()
+
+    @harmonized_df.setter
+    def harmonized_df(self, df: pd.DataFrame | None) -> None:
+        self.set_harmonized_df(df)
+
+    def set_harmonized_df(self, df: pd.DataFrame | None) -> None:
+        """Pin ``df`` (validated) as this harmonizer's table; None forgets it."""
+        self._df = None if df is None else validate(df, self.spec, source="harmonized_df")
+
+    def get_harmonized_df(self) -> pd.DataFrame:
+        """The harmonized table (the reference library's name for :meth:`harmonize`)."""
+        return self.harmonize()
+
+    def get_label_cols(self) -> list[str]:
+        """The label columns, in ``cls`` order."""
+        return list(self.spec.label_cols)
+
+    @classmethod
+    def load_from_saved(cls, path: str | os.PathLike) -> "BaseHarmonizer":
+        """:meth:`load` under the reference library's name. A pickle (what the reference
+        library's ``save`` wrote) is refused, with the way to convert it."""
+        p = Path(path)
+        head = b""
+        if p.is_file():
+            with open(p, "rb") as fh:
+                head = fh.read(2)
+        if head[:1] == b"\x80" and head[1:2] in b"\x02\x03\x04\x05":
+            raise SavedFileError(
+                f"{p} is a pickle (a harmonizer saved by the reference library)",
+                expected="a Parquet file written by radharmony's harmonizer.save(path)",
+                found="a Python pickle, which radharmony never loads (unpickling runs code)",
+                fix="in the reference library's environment, where you trust the file: "
+                    "saved = pickle.load(open(path, 'rb')); "
+                    "saved['harmonized_df'].to_csv('table.csv', index=False); then here "
+                    "Dataset(base_image_dir, harmonized_df=pd.read_csv('table.csv')) or "
+                    "harmonizer.set_harmonized_df(...) and harmonizer.save('h.parquet')")
+        if getattr(cls, "spec", None) is None:
+            raise SavedFileError("BaseHarmonizer.load_from_saved needs a dataset's class",
+                                 expected="e.g. ReXGradientValidHarmonizer.load_from_saved"
+                                 "(path)", found="the base class",
+                                 fix="use radharmony.load_harmonizer(path), which picks the "
+                                     "class from the file")
+        return cls.load(path)
 
     def _harmonize_inputs(self, inputs: Inputs) -> pd.DataFrame:
         """read -> harmonize_raw -> validate (guarded), with the garbage collector paused
@@ -238,6 +311,30 @@ class BaseHarmonizer:
                                  "table", expected="the table harmonizer.save() wrote",
                                  found=str(exc), fix=fix) from None
         return h
+
+
+def spec_columns(spec: DatasetSpec) -> tuple[list[str], list[str]]:
+    """``(LABEL_COLS, EXTRA_OUTPUT_COLS)`` of a spec: its label columns in ``cls`` order, and
+    its extra columns except the nested annotations (``boxes``)."""
+    return list(spec.label_cols), [c for c in spec.extra_cols if c != "boxes"]
+
+
+def subset(df: pd.DataFrame, *, study_ids=None, patient_ids=None,
+           sample_n: int | None = None) -> pd.DataFrame:
+    """The rows of ``df`` whose study / patient is listed (ids compared as text), then the
+    first ``sample_n``."""
+    keep = pd.Series(True, index=df.index)
+    for col, ids in (("study_id", study_ids), ("patient_id", patient_ids)):
+        if ids is not None:
+            ids = [ids] if isinstance(ids, str) else list(ids)
+            keep &= df[col].isin([str(i) for i in ids])
+    out = df[keep.to_numpy()]
+    if sample_n is not None:
+        if isinstance(sample_n, bool) or not isinstance(sample_n, int) or sample_n < 0:
+            raise RadHarmonyError("sample_n must be a count", expected="an integer >= 0",
+                                  found=repr(sample_n), fix="pass sample_n=100, for example")
+        out = out.iloc[:sample_n]
+    return out.reset_index(drop=True)
 
 
 def guarded_harmonize(harmonizer: BaseHarmonizer, inputs: Inputs) -> pd.DataFrame:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Iterable
 
 from ..errors import MetadataNotFoundError
+
+log = logging.getLogger("radharmony")
 
 
 def search_dirs(base_image_dir: str | Path | None, *, levels: int = 3) -> list[Path]:
@@ -24,19 +27,27 @@ def search_dirs(base_image_dir: str | Path | None, *, levels: int = 3) -> list[P
 
 def discover(base_image_dir, names: Iterable[str], *, description: str, argument: str
              ) -> Path:
-    """The first existing ``dir / name`` (names in preference order, then nearest dir)."""
+    """The best existing ``dir / name``: the kind of file outranks nearness (every folder is
+    searched for ``names[0]`` before any is searched for ``names[1]``, and so on), nearest
+    folder first within a kind. The choice is logged at INFO on the ``radharmony`` logger."""
     names = list(names)
+    dirs = search_dirs(base_image_dir)
     tried = []
-    for d in search_dirs(base_image_dir):
-        for name in names:
+    for rank, name in enumerate(names):
+        for d in dirs:
             p = d / name
             tried.append(p)
             if p.is_file():
+                better = ", ".join(names[:rank])
+                log.info("radharmony: %s: using %s%s", description, p,
+                         f" (no {better} found in {len(dirs)} folders near {base_image_dir})"
+                         if rank else "")
                 return p
     raise MetadataNotFoundError(
         description, tried,
         fix=f"pass {argument}='/path/to/{names[0]}' or put the file in a metadata/ folder "
-            f"beside or above base_image_dir")
+            f"beside or above base_image_dir (searched for, in order of preference: "
+            f"{', '.join(names)})")
 
 
 def find_optional(names: Iterable[str], *near: str | Path | None) -> Path | None:

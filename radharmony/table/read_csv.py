@@ -19,6 +19,16 @@ import numpy as np
 import pandas as pd
 
 from ..errors import MetadataError, MetadataNotFoundError
+from .guard import _non_utf8_line
+
+
+def _not_utf8(path, exc: UnicodeDecodeError, fix: str) -> MetadataError:
+    """The error for bytes that are not UTF-8, naming the line (file offsets)."""
+    line = _non_utf8_line(Path(path))
+    return MetadataError(f"{path}{' at ' + line if line else ''} cannot be read as text",
+                         expected="UTF-8 text, as the dataset ships it",
+                         found=f"bytes that are not UTF-8 ({exc.reason}, e.g. Latin-1 text)",
+                         fix=fix)
 
 
 def read_table(path: str | Path, *, description: str, columns: Iterable[str] = (),
@@ -32,7 +42,9 @@ def read_table(path: str | Path, *, description: str, columns: Iterable[str] = (
         raise MetadataNotFoundError(description, [path], fix="check the path argument")
     try:
         df = pd.read_csv(path, **read_csv_kwargs)
-    except (ValueError, UnicodeDecodeError, OSError, EOFError) as exc:
+    except UnicodeDecodeError as exc:
+        raise _not_utf8(path, exc, "re-download the file") from None
+    except (ValueError, OSError, EOFError) as exc:
         raise MetadataError(f"{path} could not be read as {description}",
                             expected="the CSV table as the dataset ships it",
                             found=f"{type(exc).__name__}: {str(exc)[:200]}",
@@ -145,7 +157,9 @@ def read_csv_table(path: str | os.PathLike, columns: Sequence[str], *, descripti
     fix = f"pass {description} as released (re-download it if it was edited)"
     try:
         head = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False)
-    except (ValueError, OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
+        raise _not_utf8(path, exc, fix) from None
+    except (ValueError, OSError) as exc:
         raise MetadataError(f"{path} cannot be read as CSV", expected=description,
                             found=f"{type(exc).__name__}: {exc}", fix=fix) from None
     found = logical_names(head.iloc[0].tolist())
@@ -168,6 +182,8 @@ def read_csv_table(path: str | os.PathLike, columns: Sequence[str], *, descripti
             warnings.simplefilter("error", pd.errors.ParserWarning)  # a row longer than names
             df = pd.read_csv(path, header=None, skiprows=1, names=names + trailing, dtype=str,
                              keep_default_na=False, na_values=[""], index_col=False)
+    except UnicodeDecodeError as exc:
+        raise _not_utf8(path, exc, fix) from None
     except (ValueError, pd.errors.ParserWarning, OSError, EOFError) as exc:
         raise MetadataError(f"{path} cannot be parsed as {description}",
                             expected=f"{len(names)} fields per row",

@@ -23,11 +23,60 @@ except ImportError:  # optional speed-up; the stdlib parser gives the same value
 _NANS = (b" NaN,\n", b" NaN\n", b" NaN,\r\n", b" NaN\r\n")
 
 
-def load_json(path: str | os.PathLike):
-    """Parse the JSON file at ``path``; raises ``ValueError`` (or ``UnicodeDecodeError``)."""
+def load_json(path: str | os.PathLike, *, counted: tuple[str, ...] = ()):
+    """Parse the JSON file at ``path``; raises ``ValueError`` (or ``UnicodeDecodeError``).
+
+    A JSON object with a repeated key loses all but the last value in every JSON reader. For
+    each name in ``counted`` (a key of the entries of a top-level object or list, e.g.
+    ReXGradient's ``"ImagePath"``) the raw occurrences of ``"name"`` are counted (one byte
+    scan) and compared with the parsed entries holding it; only when they disagree is the file
+    parsed again recording every object's keys, and a repeated key raises a
+    :class:`MetadataError` naming the key and the file.
+    """
+    data = _read_bytes(path)
+    parsed = _parse(data)
+    for name in counted:
+        raw = data.count(b'"' + name.encode() + b'"')
+        entries = parsed.values() if isinstance(parsed, dict) else \
+            parsed if isinstance(parsed, list) else ()
+        have = sum(1 for e in entries if isinstance(e, dict) and name in e)
+        if raw != have:
+            _raise_repeated_keys(path, data)
+    return parsed
+
+
+def _raise_repeated_keys(path, data: bytearray) -> None:
+    repeated: list[str] = []
+
+    def pairs_hook(pairs):
+        obj = dict(pairs)
+        if len(obj) != len(pairs):
+            seen: set = set()
+            for k, _ in pairs:
+                if k in seen and len(repeated) < 5:
+                    first = next(((a, b) for a, b in pairs if isinstance(b, str)), None)
+                    where = f" (in the object whose first text field is {first[0]}="\
+                        f"{shorten(repr(first[1]), 60)})" if first else ""
+                    repeated.append(f"{shorten(repr(k), 240)}{where}")
+                seen.add(k)
+        return obj
+
+    json.loads(data, object_pairs_hook=pairs_hook)
+    if repeated:
+        raise MetadataError(f"{path}: a JSON object repeats a key", expected="each key once "
+                            "per object (a JSON reader keeps only the last value, so images "
+                            "would be lost)", found="repeated key " + "; ".join(repeated),
+                            fix="merge the repeated entries into one (or re-download the file)")
+
+
+def _read_bytes(path) -> bytearray:
     with open(path, "rb") as fh:
         data = bytearray(os.fstat(fh.fileno()).st_size)
         del data[fh.readinto(data):]
+    return data
+
+
+def _parse(data: bytearray):
     if orjson is not None:
         # in place and length-preserving (" NaN" -> "null"): no copy of a 400 MB file
         for pattern in _NANS[:2] if b"\r" not in data else _NANS:

@@ -9,8 +9,11 @@ import pandas as pd
 
 from ..errors import PathSafetyError, SchemaError
 from ..annotations.boxes import parse_boxes
+from ..cells import parse_literal
 from ..spec import DatasetSpec
 
+#: ``DatasetSpec.column_types`` values
+COLUMN_TYPES = ("Int64", "int64", "float64", "float32", "bool", "json")
 
 
 def _as_object(col: pd.Series) -> pd.Series:
@@ -105,6 +108,8 @@ def validate(df: pd.DataFrame, spec: DatasetSpec, *, source: str = "harmonized t
     out = df[wanted + [c for c in df.columns if c not in wanted]].reset_index(drop=True).copy()
     for col in ("patient_id", "study_id"):  # image_path: check_relative_path below
         out[col] = _id_text(out[col], name=col, source=source)
+        if col in spec.zero_pad:
+            out[col] = _padded(out[col], df[col], spec.zero_pad[col])
         values = out[col].tolist()
         if all(type(v) is str for v in values) and all(values) and \
                 not any(map(str.isspace, values)):
@@ -145,6 +150,10 @@ def validate(df: pd.DataFrame, spec: DatasetSpec, *, source: str = "harmonized t
             raise SchemaError(f"{source}: label column {col!r} holds an infinity",
                               expected="finite labels or missing (NaN)", found="inf",
                               fix="check the metadata entries of this label")
+    for col in spec.extra_cols:
+        if col != "boxes":
+            out[col] = _typed(out[col], spec.column_types.get(col, "text"),
+                              width=spec.zero_pad.get(col), name=col, source=source)
     if "boxes" in out.columns:
         out["boxes"] = [_boxes_cell(v, where=f"{source}, row {i}")
                         for i, v in enumerate(out["boxes"])]
@@ -153,6 +162,80 @@ def validate(df: pd.DataFrame, spec: DatasetSpec, *, source: str = "harmonized t
         if pd.api.types.is_string_dtype(out[col]) and col != "boxes":
             out[col] = _as_object(out[col])
     return out
+
+
+def _padded(text: pd.Series, raw: pd.Series, width: int) -> pd.Series:
+    """Ids that arrived as numbers (a CSV reader's doing) zero-padded back to ``width``."""
+    if raw.dtype == object and all(type(v) is str for v in raw.tolist()):
+        return text
+    numeric = raw.map(lambda v: not isinstance(v, (str, bool)) and v is not None and
+                      v == v).to_numpy(dtype=bool)
+    return text.where(~numeric, text.map(lambda v: v if v is None else v.zfill(width)))
+
+
+def _typed(col: pd.Series, kind: str, *, width: int | None, name: str, source: str
+           ) -> pd.Series:
+    """Extra column ``name`` in its declared type (see ``DatasetSpec.column_types``)."""
+    try:
+        if kind == "text":
+            return _text(col, width)
+        if kind == "json":
+            return _nested(col)
+        if kind in ("float64", "float32"):
+            return pd.to_numeric(col).astype(kind)
+        if kind in ("Int64", "int64"):
+            return pd.to_numeric(col).astype(kind)
+        if kind == "bool":
+            if pd.api.types.is_bool_dtype(col):
+                return col
+            flags = col.map(lambda v: {"true": True, "false": False, "1": True, "0": False}
+                            .get(str(v).strip().lower()))
+            if flags.isna().any():
+                raise ValueError(f"not a truth value: {col[flags.isna()].iloc[0]!r}")
+            return flags.astype(bool)
+    except (TypeError, ValueError) as exc:
+        raise SchemaError(f"{source}: column {name!r} is not {kind}",
+                          expected=f"{kind} values (or missing)",
+                          found=f"{type(exc).__name__}: {exc}"[:200],
+                          fix="pass the table as the harmonizer wrote it") from None
+    raise SchemaError(f"column_types[{name!r}] names an unknown type",
+                      expected=f"one of {COLUMN_TYPES}", found=repr(kind),
+                      fix="correct the dataset's DatasetSpec")
+
+
+def _text(col: pd.Series, width: int | None) -> pd.Series:
+    """Text with None for missing; numbers a CSV reader made of digits become text again
+    (``12.0`` -> ``"12"``, zero-padded to ``width``)."""
+    if col.dtype == object and pd.api.types.infer_dtype(col, skipna=True) in ("string",
+                                                                               "empty"):
+        return col.where(col.notna(), None) if col.hasnans else col
+
+    def one(v):
+        if v is None or isinstance(v, str) or isinstance(v, bool):
+            return v
+        if isinstance(v, (int, np.integer)):
+            v = str(v)
+        elif isinstance(v, (float, np.floating)):
+            if v != v:
+                return None
+            v = str(int(v)) if float(v).is_integer() else repr(float(v))
+        else:
+            return v
+        return v.zfill(width) if width else v
+
+    return pd.Series([one(v) for v in _as_object(col).tolist()], index=col.index,
+                     dtype=object)
+
+
+def _nested(col: pd.Series) -> pd.Series:
+    """Lists and dicts; their text (JSON, or the Python literal ``to_csv`` writes) parsed
+    back as data only; missing is None."""
+    values = col.tolist()
+    if not any(isinstance(v, str) or isinstance(v, float) for v in values):
+        return col.astype(object)
+    return pd.Series([parse_literal(v) if isinstance(v, str) else
+                      None if isinstance(v, float) and v != v else v for v in values],
+                     index=col.index, dtype=object)
 
 
 def _boxes_cell(value, *, where: str) -> list[dict]:
@@ -177,7 +260,9 @@ def canonical_views(values, view_map) -> np.ndarray:
 
 def sample_ids(df: pd.DataFrame, spec: DatasetSpec) -> np.ndarray:
     """Deterministic ``"<key>:<native id>"`` for every row (native id from ``spec.id_col``;
-    an ``image_path`` id loses its file extension, ``.`` + 2-5 ASCII letters/digits)."""
+    an ``image_path`` id loses its file extension, ``.`` + 2-5 ASCII letters/digits, unless
+    that would make two ids equal -- ``I.png``, ``I.PNG``, ``I.jpg`` -- in which case those
+    rows keep their whole path; the result depends only on the set of paths)."""
     prefix, strip_ext = spec.key + ":", spec.id_col == "image_path"
     out = []
     for v in df[spec.id_col].tolist():
@@ -188,4 +273,22 @@ def sample_ids(df: pd.DataFrame, spec: DatasetSpec) -> np.ndarray:
             if i >= 0 and 2 <= len(ext) <= 5 and ext.isascii() and ext.isalnum():
                 v = v[:i]
         out.append(prefix + v)
+    if strip_ext and len(set(out)) < len(out):
+        out = _unique_ids(out, [prefix + (v if type(v) is str else str(v))
+                                for v in df[spec.id_col].tolist()])
     return np.array(out, dtype=object)
+
+
+def _unique_ids(stripped: list[str], whole: list[str]) -> list[str]:
+    """``stripped``, with every member of a colliding group replaced by its ``whole`` id
+    (repeated until no collision is left or only equal whole ids remain)."""
+    from collections import Counter
+
+    final, expand = list(stripped), set()
+    while True:
+        dups = {k for k, c in Counter(final).items() if c > 1}
+        new = {i for i, f in enumerate(final) if f in dups} - expand
+        if not new:
+            return final
+        expand |= new
+        final = [whole[i] if i in expand else stripped[i] for i in range(len(stripped))]

@@ -12,6 +12,7 @@ neither executes code when read (no pickle).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -24,14 +25,23 @@ import pandas as pd
 
 from ..cells import decode_json_columns, encode_json_columns
 from ..errors import MetadataNotFoundError, SavedFileError, shorten
-from ..files import atomic_write
-from ..version import __version__
+from ..files import atomic_write, sweep_stale_tmp
+from ..version import __version__, source_digest
 
 SAVED_FORMAT = "radharmony-harmonizer"
 SAVED_FORMAT_VERSION = 1
 _META_KEY = b"radharmony"
 #: bumped whenever the table cache's file layout or keying changes
-TABLE_CACHE_FORMAT = 2
+TABLE_CACHE_FORMAT = 3
+#: the shared code that decides a harmonized table; its digest is part of every table key, so
+#: editing it rebuilds cached tables (a dataset's own module is added by the harmonizer)
+TABLE_SOURCES = ("cells.py", "spec.py", "files.py", "table/harmonizer.py", "table/guard.py",
+                 "table/schema.py", "table/read_csv.py", "table/read_json.py", "table/store.py",
+                 "annotations/boxes.py", "annotations/labels.py", "annotations/label_studio.py",
+                 "annotations/spans.py", "reports/format.py")
+#: the most bytes loading a saved harmonizer may decode (the Parquet footer's uncompressed
+#: sizes), so a small file cannot expand into gigabytes
+MAX_TABLE_BYTES = 4_000_000_000
 
 
 def _header_checksum(header: dict, schema_meta: dict) -> int:
@@ -49,7 +59,14 @@ def save_table(path: str | os.PathLike, df: pd.DataFrame, header: dict) -> Path:
     df, json_cols = encode_json_columns(df)
     header = {"format": SAVED_FORMAT, "format_version": SAVED_FORMAT_VERSION, **header,
               "radharmony_version": __version__, "rows": len(df), "json_columns": json_cols}
-    table = pa.Table.from_pandas(df, preserve_index=False)
+    try:
+        table = pa.Table.from_pandas(df, preserve_index=False)
+    except UnicodeEncodeError as exc:
+        raise SavedFileError(f"The table cannot be saved to {path}: {bad_text(df)} holds text "
+                             "that is not valid Unicode", expected="text that UTF-8 can encode",
+                             found=f"a lone surrogate ({shorten(exc, 80)})",
+                             fix="correct that metadata value (JSON \\ud800-style escapes "
+                                 "without their pair)") from None
     meta = dict(table.schema.metadata or {})
     header["checksum"] = _header_checksum(header, meta)
     meta[_META_KEY] = json.dumps(header).encode()
@@ -67,14 +84,25 @@ def load_table(path: str | os.PathLike) -> tuple[dict, pd.DataFrame]:
     fix = "save it again with harmonizer.save(path), or harmonize afresh"
     if not path.is_file():
         raise MetadataNotFoundError("the saved harmonizer", [path], fix=fix)
+    _check_decoded_size(path, fix)
     try:  # data only: Parquet + a JSON header; nothing is unpickled or imported by name
         table = pq.read_table(path, page_checksum_verification=True)  # CRC per page
         header = json.loads((table.schema.metadata or {})[_META_KEY])
         if not isinstance(header, dict) or header.get("format") != SAVED_FORMAT:
             raise ValueError(f"header {shorten(header)} is not {SAVED_FORMAT!r}")
+        if header.get("format_version") != SAVED_FORMAT_VERSION:
+            raise _FormatVersion(header.get("format_version"))
         if header.get("checksum") != _header_checksum(header, table.schema.metadata):
             raise ValueError("the header or column types were altered (checksum mismatch)")
         df = decode_json_columns(table.to_pandas(), header.get("json_columns", []))
+    except _FormatVersion as exc:
+        raise SavedFileError(f"{path} is a saved harmonizer of format version "
+                             f"{shorten(repr(exc.args[0]), 40)}",
+                             expected=f"format version {SAVED_FORMAT_VERSION} (what this "
+                             f"radharmony {__version__} reads)",
+                             found=f"format_version {shorten(repr(exc.args[0]), 40)}",
+                             fix="load it with the radharmony release that wrote it, or "
+                                 "harmonize afresh and save again") from None
     except Exception as exc:  # pyarrow raises several types for damaged files
         raise SavedFileError(f"{path} is not a readable saved radharmony harmonizer",
                              expected="a Parquet file written by harmonizer.save()",
@@ -83,6 +111,51 @@ def load_table(path: str | os.PathLike) -> tuple[dict, pd.DataFrame]:
         raise SavedFileError(f"{path} holds {len(df)} rows", expected=f"{header.get('rows')}"
                              " rows as its header says", found=f"{len(df)}", fix=fix)
     return header, df
+
+
+def bad_text(df) -> str:
+    """Where the first text cell that UTF-8 cannot encode (a lone surrogate) lies."""
+    for col in df.columns:
+        values = df[col].tolist()
+        for row, v in enumerate(values):
+            if isinstance(v, str):
+                try:
+                    v.encode("utf-8")
+                except UnicodeEncodeError:
+                    return f"column {col!r}, row {row} ({v.encode('utf-8', 'backslashreplace').decode()!r})"
+    return "a cell"
+
+
+@functools.lru_cache(maxsize=None)
+def _code_digest(module_file: str | None) -> str:
+    return source_digest(TABLE_SOURCES + ((module_file,) if module_file else ()))
+
+
+class _FormatVersion(Exception):
+    pass
+
+
+def _check_decoded_size(path: Path, fix: str) -> None:
+    """Refuse a Parquet file whose footer declares more than :data:`MAX_TABLE_BYTES` of
+    uncompressed data (or more cells than that), before any page is decoded."""
+    import pyarrow.parquet as pq
+
+    try:
+        meta = pq.ParquetFile(path).metadata
+        total = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+        cells = meta.num_rows * max(1, meta.num_columns)
+    except Exception as exc:  # not Parquet, damaged footer
+        raise SavedFileError(f"{path} is not a readable saved radharmony harmonizer",
+                             expected="a Parquet file written by harmonizer.save()",
+                             found=f"{type(exc).__name__}: {shorten(exc)}", fix=fix) from None
+    if total > MAX_TABLE_BYTES or cells > MAX_TABLE_BYTES // 8:
+        raise SavedFileError(f"{path} declares {meta.num_rows:,} rows x {meta.num_columns} "
+                             f"columns, {total:,} bytes uncompressed",
+                             expected=f"at most {MAX_TABLE_BYTES:,} bytes decoded (the memory "
+                             "guard radharmony.table.store.MAX_TABLE_BYTES)",
+                             found=f"{total:,} bytes, {cells:,} cells",
+                             fix="if the file is genuine, raise "
+                                 "radharmony.table.store.MAX_TABLE_BYTES; else delete it")
 
 
 class TableCache:
@@ -96,12 +169,13 @@ class TableCache:
 
     def __init__(self, root: str | os.PathLike):
         self.root = Path(root) / "tables"
+        sweep_stale_tmp([self.root])
 
     def path(self, owner: dict, identity: list) -> Path:
         """The entry for ``owner`` (JSON-serializable) whose inputs have ``identity``: any
         change to an input gives another entry."""
-        ident = json.dumps([owner, identity, __version__, TABLE_CACHE_FORMAT], sort_keys=True,
-                           default=str)
+        ident = json.dumps([owner, identity, __version__, TABLE_CACHE_FORMAT,
+                            _code_digest(owner.get("module_file"))], sort_keys=True, default=str)
         return self.root / f"{hashlib.sha256(ident.encode()).hexdigest()[:32]}.arrow"
 
     def get(self, owner: dict, identity: list, build: Callable):
@@ -123,10 +197,28 @@ class TableCache:
         except Exception as exc:  # pyarrow raises several types for damaged files
             warnings.warn(f"Table cache {path} is unreadable ({type(exc).__name__}: {exc}); "
                           "harmonizing afresh.", RuntimeWarning, stacklevel=3)
-            path.unlink(missing_ok=True)
+            try:
+                path.unlink(missing_ok=True)
+            except OSError:  # read-only cache: left in place; store() warns
+                pass
             return None
 
     def store(self, path: Path, df) -> None:
+        """Keep ``df`` at ``path``; a cache that cannot be written (read-only, disk full)
+        warns once and the table is simply not cached."""
+        try:
+            self._store(path, df)
+        except UnicodeEncodeError:
+            warnings.warn(f"Table cache: the table is not cached because {bad_text(df)} holds "
+                          "text that is not valid Unicode (a lone surrogate); it is served as "
+                          "read, and harmonized again next time.", RuntimeWarning, stacklevel=3)
+        except OSError as exc:
+            warnings.warn(f"Table cache {self.root} cannot be written ({type(exc).__name__}: "
+                          f"{exc}); the table is not cached (harmonized again next time). Free "
+                          "disk space or pass a writable cache_dir.", RuntimeWarning,
+                          stacklevel=3)
+
+    def _store(self, path: Path, df) -> None:
         import pyarrow as pa
         import pyarrow.feather as feather
 

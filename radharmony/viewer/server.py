@@ -8,14 +8,22 @@ Routes (GET only; anything else is refused):
 * ``/api/sample?split=&index=`` or ``?id=<sample_id>`` -- one sample;
 * ``/image.png?split=&index=`` or ``?id=`` -- its preprocessed image.
 
+Every route lives under a per-run secret prefix, ``/<token>/`` (``server.url`` includes it;
+the page uses relative addresses, so it carries the token), and a request whose
+``Sec-Fetch-Site`` says it comes from another site is refused: a page on another origin
+cannot load viewer images with an ``<img>`` tag or probe which sample ids exist. Responses
+carry ``Cross-Origin-Resource-Policy: same-origin``.
+
 Samples are addressed by index or sample id only; no URL part is ever used as a file path.
 The server binds to loopback unless ``allow_remote=True`` and, when on loopback, answers
-only requests whose ``Host`` is a loopback name (no DNS rebinding).
+only requests whose ``Host`` is a loopback name (no DNS rebinding). An unexpected error
+answers a JSON error (500), never a dropped connection.
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 import socket
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -27,6 +35,8 @@ from ..errors import RadHarmonyError
 from .app import ViewerApp, ViewerError
 
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+#: ``Sec-Fetch-Site`` values of requests the viewer answers (typed URL, its own page)
+SAME_SITE = frozenset({"same-origin", "none"})
 #: the only files the server sends: name -> content type
 STATIC = {"index.html": "text/html; charset=utf-8", "viewer.js": "text/javascript; charset=utf-8",
           "viewer.css": "text/css; charset=utf-8"}
@@ -41,8 +51,10 @@ def _static(name: str) -> bytes:
 class ViewerServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, app: ViewerApp, host: str, port: int, *, allow_remote: bool):
+    def __init__(self, app: ViewerApp, host: str, port: int, *, allow_remote: bool,
+                 token: str | None = None):
         self.app, self.allow_remote = app, allow_remote
+        self.token = token or secrets.token_urlsafe(16)
         self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
         super().__init__((host, port), ViewerHandler)
 
@@ -50,7 +62,7 @@ class ViewerServer(ThreadingHTTPServer):
     def url(self) -> str:
         host, port = self.server_address[:2]
         host = f"[{host}]" if ":" in host else host
-        return f"http://{host}:{port}/"
+        return f"http://{host}:{port}/{self.token}/"
 
 
 class ViewerHandler(BaseHTTPRequestHandler):
@@ -65,12 +77,19 @@ class ViewerHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("X-Content-Type-Options", "nosniff")
+        self.send_header("Cross-Origin-Resource-Policy", "same-origin")
         self.send_header("Content-Security-Policy", CSP)
         self.send_header("Referrer-Policy", "no-referrer")
         self.send_header("Cache-Control", "no-store")  # another run may serve other data
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
+
+    def _redirect(self, location: str) -> None:
+        self.send_response(HTTPStatus.FOUND)
+        self.send_header("Location", location)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
 
     def _json(self, obj, status: int = 200) -> None:
         self._send(status, json.dumps(obj).encode(), "application/json")
@@ -86,9 +105,30 @@ class ViewerHandler(BaseHTTPRequestHandler):
         self.do_GET()
 
     def do_GET(self):  # noqa: N802
+        try:
+            self._get()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        except Exception as exc:  # never drop the connection: answer what went wrong
+            try:
+                self._json({"error": f"internal error: {type(exc).__name__}: {exc}"}, 500)
+            except Exception:
+                pass
+
+    def _get(self):
         if not self._host_ok():
             return self._json({"error": "Host header is not a loopback name"}, 403)
+        site = self.headers.get("Sec-Fetch-Site")
+        if site is not None and site.strip().lower() not in SAME_SITE:
+            return self._json({"error": "cross-site request refused"}, 403)
         url = urlsplit(self.path)
+        prefix = f"/{self.server.token}"
+        if url.path != prefix and not url.path.startswith(prefix + "/"):
+            return self._json({"error": "open the address the viewer printed (it includes a "
+                               "per-run token)"}, 403)
+        if url.path == prefix:
+            return self._redirect(prefix + "/" + (f"?{url.query}" if url.query else ""))
+        url = url._replace(path=url.path[len(prefix):])
         q = {k: v[-1] for k, v in parse_qs(url.query).items()}
         app = self.server.app
         where = {"split": q.get("split"), "index": q.get("index"), "sample_id": q.get("id")}
@@ -118,8 +158,10 @@ class ViewerHandler(BaseHTTPRequestHandler):
 
 
 def make_server(datasets: Sequence, *, host: str = "127.0.0.1", port: int = 8765,
-                allow_remote: bool = False, page_size: int = 50) -> ViewerServer:
-    """A ready (not yet serving) viewer server; ``port=0`` picks a free port (see ``.url``).
+                allow_remote: bool = False, page_size: int = 50,
+                token: str | None = None) -> ViewerServer:
+    """A ready (not yet serving) viewer server; ``port=0`` picks a free port (see ``.url``,
+    which includes the per-run ``token``, random unless given).
 
     Call ``serve_forever()`` on it, in a thread for tests.
     """
@@ -129,4 +171,4 @@ def make_server(datasets: Sequence, *, host: str = "127.0.0.1", port: int = 8765
                               found=host, fix="pass allow_remote=True (--allow-remote) to "
                               "expose it beyond this machine on purpose")
     return ViewerServer(ViewerApp(datasets, page_size=page_size), host, port,
-                        allow_remote=allow_remote)
+                        allow_remote=allow_remote, token=token)

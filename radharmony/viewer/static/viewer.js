@@ -72,7 +72,7 @@ function shortId(id, max = 30) {
 }
 
 async function loadList() {
-  const res = await api("/api/samples", { split: state.split, label: state.label, view: state.view,
+  const res = await api("api/samples", { split: state.split, label: state.label, view: state.view,
                                           offset: state.offset, limit: state.limit });
   state.items = res.items;
   state.total = res.total;
@@ -222,7 +222,7 @@ function drawReport(s) {
 async function showSample(where) {
   let s;
   try {
-    s = await api("/api/sample", { split: where.split, index: where.index, id: where.id });
+    s = await api("api/sample", { split: where.split, index: where.index, id: where.id });
   } catch (err) {
     showError(String(err.message || err));
     return;
@@ -239,7 +239,7 @@ async function showSample(where) {
   showError(s.image_error);
   const img = $("image");
   if (s.image_error) img.removeAttribute("src");
-  else img.src = `/image.png?${new URLSearchParams({ split: s.split, index: s.index })}`;
+  else img.src = `image.png?${new URLSearchParams({ split: s.split, index: s.index })}`;
   drawBoxes(s);
   drawLabels(s);
   drawFields(s);
@@ -263,7 +263,7 @@ async function refilter() {
 }
 
 async function init() {
-  state.meta = await api("/api/meta");
+  state.meta = await api("api/meta");
   state.limit = state.meta.page_size;
   const q = new URLSearchParams(location.search);
   const keys = state.meta.splits.map((s) => s.key);

@@ -1,0 +1,285 @@
+"""Batched reads from the image cache, and the pack that is built without being asked for.
+
+One reader serves ``dataset.__getitems__`` (so ``DataLoader(ds, batch_size=B)`` reads a batch
+at once) and :class:`~radharmony.data.loader.CachedLoader`: the rows of a batch that sit in a
+pack are copied out of the memory-mapped pack with one ``numpy.take`` per pack and checked with
+one vectorized checksum; the batch is converted to the output dtype in one pass (inside a
+DataLoader worker, straight into shared memory, so handing it to the main process copies
+nothing); the rest are read one by one from loose entries or decoded.
+
+**The automatic pack.** Each process counts the rows it served from loose entries. When the
+count reaches its share of the dataset (``len / (DataLoader workers x distributed ranks)``,
+less one batch), it checks that every row of the dataset has a cache entry (one ``stat`` per
+row not seen cached yet) and, if so, consolidates them into a pack. Only the holder of an
+exclusive lock file (``images/packs/.lock-<params>``, created with ``O_EXCL``) packs; every
+other process and rank keeps reading the loose entries meanwhile, and once the pack is
+renamed into place (and the loose entries it holds removed), each process notices the packs
+folder changed (one ``stat`` per batch, only while it still reads loose entries) and reads
+from the one shared, memory-mapped pack. A lock left by a killed process is taken over once
+that process is gone (same host) or after :data:`STALE_LOCK_SECONDS`. When the last two
+readers finish together and neither sees the other's final entries, the check is repeated
+(after as many further loose reads as rows were missing, per reader), early in the next
+epoch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..errors import ImageReadError, PathSafetyError
+from ..imaging.geometry import Letterbox
+from ..imaging.packs import warn_bad_record
+from ..imaging.pipeline import STORAGE
+from .filetable import LOOSE, UNKNOWN
+
+#: a pack lock older than this is taken over even when its holder cannot be checked
+STALE_LOCK_SECONDS = 3600.0
+
+
+# -- the lock --------------------------------------------------------------------------------
+def _stale(path: Path, max_age: float) -> bool:
+    try:
+        host, pid = path.read_text().split()[:2]
+        age = time.time() - path.stat().st_mtime
+    except (OSError, ValueError):
+        return False  # being written or just removed: not ours to judge
+    if host == socket.gethostname():
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return True
+        except (PermissionError, ValueError):
+            pass
+    return age > max_age
+
+
+@contextlib.contextmanager
+def exclusive(path: Path, *, max_age: float = STALE_LOCK_SECONDS):
+    """Yield True while holding the lock file ``path`` (created with ``O_EXCL``), or False
+    at once when another live process holds it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = None
+    for attempt in (0, 1):
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            break
+        except FileExistsError:
+            if attempt or not _stale(path, max_age):
+                break
+            path.unlink(missing_ok=True)
+    if fd is None:
+        yield False
+        return
+    try:
+        os.write(fd, f"{socket.gethostname()} {os.getpid()}\n".encode())
+        os.close(fd)
+        yield True
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def lock_path(cache) -> Path:
+    return cache.images / "packs" / f".lock-{cache.prefix}"
+
+
+# -- reading ---------------------------------------------------------------------------------
+def _packs_changed(files, cache) -> None:
+    """Mark rows believed loose for a new lookup when the packs folder changed."""
+    try:
+        mtime = os.stat(cache.images / "packs").st_mtime_ns
+    except OSError:
+        mtime = None
+    if mtime != files.packs_mtime:
+        files.packs_mtime = mtime
+        files.pack[files.pack == LOOSE] = UNKNOWN
+
+
+def _locate(files, cache, rows: np.ndarray) -> None:
+    """Look up the pack record of table rows ``rows`` (whose keys are known)."""
+    packs, pack_of, row_of = cache.locate(list(files.key[rows]))
+    index = {}
+    for p, pack in enumerate(packs):
+        name = pack.path.name
+        if name not in files.pack_names:
+            files.pack_names.append(name)
+        index[p] = files.pack_names.index(name)
+    files.pack[rows] = [index[p] if p >= 0 else LOOSE for p in pack_of]
+    files.row[rows] = row_of
+
+
+def _pack(cache, name: str):
+    pack = cache.opened_packs.get(name)
+    if pack is None:
+        cache.packs(rescan=True)
+        pack = cache.opened_packs.get(name)
+    return pack
+
+
+def identify(ds, index: int) -> tuple[str, str]:
+    """``(resolved file, cache key)`` of sample ``index`` (one ``lstat``)."""
+    cache = ds.image_cache
+    return ds._file_table().identify(int(ds._file_rows[index]),
+                                     lambda path, st: cache.key(path, resolved=True, st=st))
+
+
+def load_one(ds, index: int, path: str, key: str) -> tuple[np.ndarray, Letterbox]:
+    """Sample ``index``'s quantized image through the cache (decoded and stored on a miss)."""
+    cache = ds.image_cache
+    hit = cache.load(key)
+    if hit is None:
+        cache.packs(rescan=True)  # a pack may have just replaced the loose entry
+        hit = cache.load(key)
+    if hit is not None:
+        arr, box = hit[0], Letterbox(**hit[1])
+    else:
+        arr, box = ds.pipeline.encode(path)
+        cache.store(key, arr, box.as_dict())
+    files = ds._file_table()
+    files.confirmed[ds._file_rows[index]] = True
+    return arr, box
+
+
+def read_quantized(ds, indices) -> tuple[np.ndarray, list[Letterbox]]:
+    """Samples ``indices``'s quantized images ``(B, size, size)`` and their Letterboxes."""
+    indices = np.asarray(indices, dtype=np.int64)
+    files, cache = ds._file_table(), ds.image_cache
+    rows = ds._file_rows[indices]
+    size = ds.pipeline.size
+    buf = np.empty((len(indices), size, size), STORAGE[ds.pipeline.bits])
+    boxes: list = [None] * len(indices)
+    paths: list = [None] * len(indices)
+    for j, i in enumerate(indices):
+        try:
+            paths[j] = identify(ds, int(i))[0]
+        except (OSError, ImageReadError, PathSafetyError):
+            ds[int(i)]  # raises the standard error naming the sample
+            raise  # pragma: no cover - the file came back in between
+    if (files.pack[rows] == LOOSE).any():
+        _packs_changed(files, cache)
+    unknown = rows[files.pack[rows] == UNKNOWN]
+    if len(unknown):
+        _locate(files, cache, np.unique(unknown))
+    where = files.pack[rows]
+    loose = list(np.flatnonzero(where < 0))
+    for p in np.unique(where[where >= 0]):
+        sel = np.flatnonzero(where == p)
+        pack = _pack(cache, files.pack_names[p])
+        if pack is None:  # removed since: read these rows one by one
+            files.pack[rows[sel]] = UNKNOWN
+            loose += list(sel)
+            continue
+        records = files.row[rows[sel]]
+        if len(sel) == len(indices):
+            ok = pack.read(records, out=buf)[1]
+        else:
+            buf[sel], ok = pack.read(records)
+        for j in sel[~ok]:  # a damaged record: rebuilt as a loose entry
+            warn_bad_record(pack, int(files.row[rows[j]]))
+            files.pack[rows[j]] = LOOSE
+            loose.append(j)
+        if ds.outputs:
+            for j, r in zip(sel, records):
+                boxes[j] = Letterbox(**pack.info_dict(int(r)))
+        files.confirmed[rows[sel[ok]]] = True
+    for j in sorted(loose):
+        i = int(indices[j])
+        try:
+            buf[j], boxes[j] = load_one(ds, i, paths[j], files.key[rows[j]])
+        except (ImageReadError, PathSafetyError):
+            ds[i]  # raises the standard error naming the sample
+            raise  # pragma: no cover
+    if loose:
+        note_loose(ds, len(loose), len(indices))
+    return buf, boxes
+
+
+def to_batch_tensor(ds, quantized: np.ndarray) -> torch.Tensor:
+    """``(B, 1, H, W)`` in ``ds.dtype``; inside a DataLoader worker, in shared memory."""
+    if torch.utils.data.get_worker_info() is None:
+        return ds.pipeline.to_tensor(quantized, ds.dtype)
+    out = torch.empty((len(quantized), 1, *quantized.shape[1:]), dtype=ds.dtype)
+    return ds.pipeline.to_tensor(quantized, ds.dtype, out=out.share_memory_())
+
+
+def read_samples(ds, indices) -> list[dict]:
+    """The samples of ``indices``, whose ``img`` are views into one batch tensor
+    (:func:`radharmony.collate` returns that tensor as the batch without copying)."""
+    indices = [int(i) for i in indices]
+    quantized, boxes = read_quantized(ds, indices)
+    batch = to_batch_tensor(ds, quantized)
+    out = []
+    for j, (i, img) in enumerate(zip(indices, batch.unbind(0))):
+        img._radharmony_batch = (batch, j)
+        out.append(ds.finish(ds.assemble(i, img, boxes[j])))
+    return out
+
+
+# -- the automatic pack -------------------------------------------------------------------------
+def _readers() -> int:
+    """How many processes share one pass over a dataset: DataLoader workers x ranks."""
+    info = torch.utils.data.get_worker_info()
+    n = info.num_workers if info is not None else 1
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        n *= dist.get_world_size()
+    return n
+
+
+def note_loose(ds, n: int, batch: int) -> None:
+    """Count ``n`` rows served from loose entries; check and pack once this process's share
+    of the dataset is done."""
+    state = ds.__dict__.setdefault("_autopack", {"count": 0, "next": None})
+    readers = _readers()
+    if state["next"] is None:
+        state["next"] = max(1, int(len(ds) / readers) - batch)
+    state["count"] += n
+    if state["count"] < state["next"]:
+        return
+    missing = try_pack(ds)
+    if missing:  # check again once this process could have read its part of the rest
+        state["next"] = state["count"] + max(1, missing // readers)
+
+
+def try_pack(ds) -> int:
+    """Pack every row of ``ds`` when each has a cache entry. Returns how many rows have none
+    yet (0: all packed now, or being packed by the current lock holder)."""
+    files, cache = ds._file_table(), ds.image_cache
+    rows = ds._file_rows
+    with files.lock:
+        pending = np.unique(rows[~files.confirmed[rows]])
+        for r in pending:
+            try:
+                key = files.identify(int(r), lambda p, st: cache.key(p, resolved=True, st=st))[1]
+            except (OSError, PathSafetyError):
+                return len(pending)  # an absent or unsafe image: nothing to pack until fixed
+            if cache.has(key):
+                files.confirmed[r] = True
+        unknown = pending[~files.confirmed[pending]]
+        if len(unknown):
+            _locate(files, cache, unknown)
+            files.confirmed[unknown[files.pack[unknown] >= 0]] = True
+            if not files.confirmed[unknown].all():
+                return int((~files.confirmed[unknown]).sum())
+        todo = np.unique(rows[files.pack[rows] < 0])
+        if not len(todo):
+            return 0
+        with exclusive(lock_path(cache)) as held:
+            if not held:
+                return 0  # another process packs them
+            keys = list(files.key[todo])
+            by_key = dict(zip(keys, todo))
+
+            def build(key):
+                arr, box = ds.pipeline.encode(files.file(int(by_key[key])))
+                return arr, box.as_dict()
+
+            cache.pack(keys, build)
+        files.pack[todo] = UNKNOWN
+        return 0

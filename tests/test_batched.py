@@ -1,0 +1,253 @@
+"""Batched reads through the DataLoader's own hook, the automatic pack, transforms after the
+cache, the per-build file table, and many readers (workers, ranks) sharing one pack."""
+
+from __future__ import annotations
+
+import os
+import socket
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import DataLoader, DistributedSampler
+
+import radharmony
+from radharmony.data import batches
+from radharmony.datasets.rexgradient import ReXGradientTrainDataset
+from radharmony.errors import PathSafetyError, RadHarmonyError
+from radharmony.fake.images import synthetic_cxr, write_png
+
+
+def _ds(rex_images, cache, **kw):
+    return ReXGradientTrainDataset(rex_images, cache_dir=cache, dtype=torch.float32, **kw)
+
+
+def _copy(rex_images: Path, tmp_path: Path) -> Path:
+    """A private copy of the replica (metadata and images) to change files in."""
+    import shutil
+
+    shutil.copytree(rex_images.parent, tmp_path / "rex")
+    return tmp_path / "rex" / rex_images.name
+
+
+def _packs(cache: Path) -> list[Path]:
+    return sorted((cache / "images" / "packs").glob("*.rhp"))
+
+
+def _loose(cache: Path) -> list[Path]:
+    return sorted((cache / "images").glob("??/*.rhc"))
+
+
+@pytest.fixture(scope="module")
+def reference(rex_images, tmp_path_factory):
+    """Every sample's image read one by one without a cache."""
+    ds = ReXGradientTrainDataset(rex_images, cache_dir=None, dtype=torch.float32)
+    return torch.stack([ds[i]["img"] for i in range(len(ds))])
+
+
+def test_getitems_equals_getitem_and_collate_copies_nothing(rex_images, tmp_path, reference):
+    ds = _ds(rex_images, tmp_path, output_report=True)
+    idx = [3, -1, 0, 7]
+    samples = ds.__getitems__(idx)
+    assert [s["sample_id"] for s in samples] == [ds.sample_ids[i] for i in idx]
+    for s, i in zip(samples, idx):
+        assert torch.equal(s["img"], reference[i]) and s["report"] == ds[i]["report"]
+    batch = radharmony.collate(samples)
+    assert batch["img"].shape == (4, 1, 224, 224)
+    assert batch["img"].data_ptr() == samples[0]["img"].data_ptr()  # the batch tensor itself
+    samples[1]["img"] = samples[1]["img"].clone()  # no longer a row of the batch: stacked
+    assert radharmony.collate(samples)["img"].data_ptr() != samples[0]["img"].data_ptr()
+    with pytest.raises(IndexError):
+        ds.__getitems__([0, len(ds)])
+
+
+def test_plain_dataloader_packs_after_one_epoch_then_reads_the_pack(rex_images, tmp_path,
+                                                                    reference):
+    ds = _ds(rex_images, tmp_path)
+    for collate in (radharmony.collate, None):
+        kw = {"collate_fn": collate} if collate else {}
+        imgs = torch.cat([b["img"] for b in DataLoader(ds, batch_size=8, **kw)])
+        assert torch.equal(imgs, reference)
+        assert len(_packs(tmp_path)) == 1 and not _loose(tmp_path)  # packed, loose removed
+    files = ds._file_table()
+    assert (files.pack >= 0).all()  # every row read from the pack, located once
+    shuffled = DataLoader(ds, batch_size=5, shuffle=True, collate_fn=radharmony.collate,
+                          generator=torch.Generator().manual_seed(0))
+    got = {sid: img for b in shuffled for sid, img in zip(b["sample_id"], b["img"])}
+    assert all(torch.equal(got[sid], reference[i]) for i, sid in enumerate(ds.sample_ids))
+
+
+def test_no_realpath_per_sample_and_a_rewritten_file_is_never_stale(rex_images, tmp_path,
+                                                                    monkeypatch):
+    root = _copy(rex_images, tmp_path)
+    ds = _ds(root, tmp_path / "cache")
+    list(DataLoader(ds, batch_size=8, collate_fn=radharmony.collate))
+    calls = []
+    real = os.path.realpath
+    monkeypatch.setattr(os.path, "realpath", lambda *a, **k: calls.append(a) or real(*a, **k))
+    list(DataLoader(ds, batch_size=8, collate_fn=radharmony.collate))
+    assert calls == []  # directories were resolved once, at the first read
+    monkeypatch.undo()
+    path = ds.image_file(2)
+    st = os.stat(path)
+    write_png(path, synthetic_cxr(300, 280, rng=np.random.default_rng(5)))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))  # mtime restored, ctime/inode not
+    fresh = ReXGradientTrainDataset(root, cache_dir=None, dtype=torch.float32)[2]["img"]
+    assert torch.equal(ds.__getitems__([2])[0]["img"], fresh)
+    assert torch.equal(ds[2]["img"], fresh)
+
+
+def test_path_safety_resolved_per_directory_still_refuses_links(rex_images, tmp_path):
+    root = _copy(rex_images, tmp_path)
+    outside = tmp_path / "outside.png"
+    write_png(outside, synthetic_cxr(64, 64, rng=np.random.default_rng(1)))
+    ds = _ds(root, tmp_path / "cache")
+    first, second = ds.image_file(0), ds.image_file(1)
+    assert first == Path(os.path.realpath(first))
+    first.unlink()
+    first.symlink_to(outside)  # a file link pointing outside the root: refused
+    with pytest.raises(PathSafetyError, match="resolves outside"):
+        ds.__getitems__([0])
+    second.unlink()
+    second.symlink_to(ds.image_file(2))  # a link inside the root: followed
+    assert torch.equal(ds[1]["img"], ds[2]["img"])
+    df = ds.harmonized_df.copy()
+    df.loc[0, "image_path"] = "../outside.png"
+    with pytest.raises(PathSafetyError):
+        ReXGradientTrainDataset(root, harmonized_df=df.drop(columns=["sample_id", "view"]),
+                                cache_dir=tmp_path / "c2")[0]
+
+
+class _Noise:
+    """Adds torch-random noise: fresh on every read, reproducible under torch.manual_seed."""
+
+    def __call__(self, sample):
+        sample["img"] = sample["img"] + torch.rand(()) + 1.0
+        return sample
+
+
+def test_train_transform_after_the_cache_val_untouched(rex_images, tmp_path, reference):
+    ds = _ds(rex_images, tmp_path)
+    train, val = ds.get_datasets(3, seed=0, train_transform=_Noise())
+    assert val.sample_transform is None and ds.sample_transform is None
+    rows = {sid: i for i, sid in enumerate(ds.sample_ids)}
+    for epoch in range(2):
+        b = next(iter(DataLoader(train, batch_size=4, collate_fn=radharmony.collate)))
+        shift = [float((img - reference[rows[s]]).mean()) for s, img in
+                 zip(b["sample_id"], b["img"])]
+        assert all(s >= 1.0 for s in shift) and len(set(np.round(shift, 5))) == 4
+        if epoch == 0:
+            first = shift
+    assert shift != first  # fresh randomness on every epoch
+    v = next(iter(DataLoader(val, batch_size=4)))
+    assert all(torch.equal(img, reference[rows[s]]) for s, img in zip(v["sample_id"], v["img"]))
+    assert torch.equal(ds[0]["img"], reference[0])  # the cache holds the plain image
+    torch.manual_seed(1)
+    a = train[0]["img"]
+    torch.manual_seed(1)
+    assert torch.equal(train[0]["img"], a)
+    folds = ds.get_folds(3, val_transform=_Noise())
+    assert folds[0][0].sample_transform is None and folds[0][1].sample_transform is not None
+    with pytest.raises(RadHarmonyError, match="must be callable"):
+        ds.get_datasets(3, train_transform="flip")
+
+
+def test_monai_dictionary_transforms_as_train_transform(rex_images, tmp_path, reference):
+    monai = pytest.importorskip("monai.transforms")
+    ds = _ds(rex_images, tmp_path)
+    train = ds.get_datasets(None, train_transform=monai.Compose([
+        monai.RandFlipd(keys="img", prob=1.0, spatial_axis=1),
+        monai.RandAffined(keys="img", prob=0.0, rotate_range=0.1)]))
+    b = next(iter(DataLoader(train, batch_size=3, collate_fn=radharmony.collate)))
+    assert type(b["img"]) is torch.Tensor and b["img"].dtype == torch.float32
+    assert torch.equal(b["img"], reference[:3].flip(-1))
+
+
+def test_workers_persistent_pin_memory(rex_images, tmp_path, reference):
+    ds = _ds(rex_images, tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # pin_memory without an accelerator warns
+        loader = DataLoader(ds, batch_size=6, num_workers=2, persistent_workers=True,
+                            pin_memory=True, collate_fn=radharmony.collate)
+        for epoch in range(3):
+            imgs = torch.cat([b["img"] for b in loader])
+            assert torch.equal(imgs, reference)
+        plain = DataLoader(ds, batch_size=6, num_workers=2)  # default collate, fresh workers
+        assert torch.equal(torch.cat([b["img"] for b in plain]), reference)
+    assert len(_packs(tmp_path)) == 1 and not _loose(tmp_path)
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_distributed_sampler_shards_are_disjoint_equal_and_cover(rex_images, tmp_path, world):
+    ds = _ds(rex_images, tmp_path).get_datasets(4)[0]
+    shards = []
+    for rank in range(world):
+        sampler = DistributedSampler(ds, num_replicas=world, rank=rank, shuffle=True, seed=3,
+                                     drop_last=True)
+        sampler.set_epoch(1)
+        shards.append([s for b in DataLoader(ds, batch_size=4, sampler=sampler,
+                                             collate_fn=radharmony.collate)
+                       for s in b["sample_id"]])
+    assert len({len(s) for s in shards}) == 1 and len(shards[0]) == len(ds) // world
+    flat = [s for shard in shards for s in shard]
+    assert len(set(flat)) == len(flat) and len(flat) >= len(ds) - world + 1
+
+
+def test_pack_lock_is_exclusive_and_a_dead_holders_lock_is_taken_over(tmp_path):
+    lock = tmp_path / "packs" / ".lock-x"
+    with batches.exclusive(lock) as held:
+        assert held and lock.exists()
+        with batches.exclusive(lock) as again:
+            assert not again
+    assert not lock.exists()
+    lock.write_text(f"{socket.gethostname()} 999999999\n")  # no such process
+    with batches.exclusive(lock) as held:
+        assert held
+    lock.write_text(f"{socket.gethostname()} {os.getpid()}\n")  # alive: respected
+    with batches.exclusive(lock) as held:
+        assert not held
+
+
+def _rank(rank, world, port, base, cache, out):
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=world)
+    try:
+        ds = ReXGradientTrainDataset(base, cache_dir=cache, dtype=torch.float32)
+        sampler = DistributedSampler(ds, shuffle=True, seed=0)
+        loader = DataLoader(ds, batch_size=4, sampler=sampler, collate_fn=radharmony.collate)
+        seen = {}
+        for epoch in range(3):
+            sampler.set_epoch(epoch)
+            last = []
+            for b in loader:
+                seen.update(zip(b["sample_id"], b["img"]))
+                last += b["sample_id"]
+            dist.barrier()
+        mine = np.array([i for i, s in enumerate(ds.sample_ids) if s in set(last)])
+        files = ds._file_table()
+        torch.save({"seen": seen, "packed": bool((files.pack[mine] >= 0).all()),
+                    "names": files.pack_names}, Path(out) / f"rank{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def test_two_ranks_share_one_pack(rex_images, tmp_path, reference):
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cache = tmp_path / "cache"
+    mp.start_processes(_rank, args=(2, port, str(rex_images), str(cache), str(tmp_path)),
+                       nprocs=2, start_method="fork")
+    res = [torch.load(tmp_path / f"rank{r}.pt") for r in (0, 1)]
+    assert len(_packs(cache)) == 1 and not _loose(cache)
+    assert [(r["packed"], r["names"]) for r in res] == [(True, [_packs(cache)[0].name])] * 2
+    ids = ReXGradientTrainDataset(rex_images, cache_dir=None).sample_ids
+    seen = {**res[0]["seen"], **res[1]["seen"]}
+    assert set(seen) == set(ids)
+    assert all(torch.equal(seen[s], reference[i]) for i, s in enumerate(ids))

@@ -1,0 +1,37 @@
+"""Print every dependency of pyproject.toml pinned to its declared floor (``name==floor.*``).
+
+``make test-min`` installs these pins into a fresh virtual environment and runs the test
+suite there, so that every floor the package declares is one that was installed and tested.
+
+    python tools/min_requirements.py            # core dependencies
+    python tools/min_requirements.py test       # plus the 'test' extra
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import tomllib
+from pathlib import Path
+
+PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
+
+
+def floors(*extras: str) -> dict[str, str]:
+    """Dependency name -> its ``>=`` floor, for the core and the named extras."""
+    project = tomllib.loads(PYPROJECT.read_text())["project"]
+    specs = list(project["dependencies"])
+    for extra in extras:
+        specs += project["optional-dependencies"][extra]
+    out = {}
+    for spec in specs:
+        m = re.fullmatch(r"\s*([A-Za-z0-9_.\-\[\]]+)\s*>=\s*([0-9][^,;\s]*)\s*", spec)
+        if m is None:
+            raise SystemExit(f"{PYPROJECT}: dependency {spec!r} has no plain '>=' floor")
+        out[m.group(1)] = m.group(2)
+    return out
+
+
+if __name__ == "__main__":
+    for name, floor in floors(*sys.argv[1:]).items():
+        print(f"{name}=={floor}.*")  # the floor release line, e.g. opencv 4.8.0.74
