@@ -289,23 +289,28 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 # -- cache ----------------------------------------------------------------------------------------
-def run_pre_cache(dataset, *, workers: int = 0, quiet: bool = False) -> dict:
+def run_pre_cache(dataset, *, workers: int = 0, quiet: bool = False, engine: str = "local",
+                  address: str | None = None) -> dict:
     """Pre-cache every image of ``dataset``, counting failures instead of stopping at the first
-    (:func:`radharmony.data.precache.pre_cache` with ``keep_going``); JSON-ready."""
+    (:func:`radharmony.data.precache.pre_cache` with ``keep_going``, on ``engine``);
+    JSON-ready."""
     from ..data.precache import pre_cache
 
     if dataset.cache_dir is None:
         raise RadHarmonyError("The dataset has no cache", expected="a cache_dir",
                               found="cache_dir=None", fix="pass --cache-dir DIR")
-    report = pre_cache(dataset, num_workers=workers, progress=not quiet, keep_going=True)
-    return {"key": dataset.spec.key, "cache_dir": str(dataset.cache_dir), **report.as_dict()}
+    report = pre_cache(dataset, num_workers=workers, progress=not quiet, keep_going=True,
+                       engine=engine, address=address)
+    return {"key": dataset.spec.key, "cache_dir": str(dataset.cache_dir), "engine": engine,
+            **report.as_dict()}
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
     keys = resolve_keys(args.key)
     _check_csv_path(args, keys)
     reports = [run_pre_cache(build_dataset(k, args, cache_dir=args.cache_dir),
-                             workers=args.workers, quiet=args.quiet) for k in keys]
+                             workers=args.workers, quiet=args.quiet, engine=args.engine,
+                             address=args.address) for k in keys]
 
     def text(reports):
         lines = []

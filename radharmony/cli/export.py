@@ -33,6 +33,21 @@ def _workers(text: str) -> int:
     return n
 
 
+def engine_args(p: argparse.ArgumentParser) -> None:
+    """``--engine local|ray`` and ``--address`` (shared by ``cache`` and ``export``)."""
+    p.add_argument("--engine", choices=("local", "ray"), default="local",
+                   help="'local' (default) or 'ray': run the work as Ray tasks on the cluster "
+                   "at --address, or on a local one (pip install radharmony[ray])")
+    p.add_argument("--address", metavar="ADDR", default=None,
+                   help="with --engine ray: the cluster to join ('auto' on a cluster node, "
+                   "ray://HEAD:10001, HEAD:6379); default: start a local cluster")
+
+
+def _check_engine(args: argparse.Namespace) -> None:
+    if args.address is not None and args.engine != "ray":
+        raise UsageError("--address needs --engine ray")
+
+
 def add_parser(subparsers, *, parents=()) -> argparse.ArgumentParser:
     """Add the ``export`` subcommand to ``subparsers`` (an argparse subparsers action)."""
     p = subparsers.add_parser(
@@ -62,7 +77,8 @@ def add_parser(subparsers, *, parents=()) -> argparse.ArgumentParser:
                    help="folds for --split train|valid with a full KEY (default 10)")
     p.add_argument("--seed", type=int, default=0, help="split seed (default 0)")
     p.add_argument("--workers", type=_workers, default=0, metavar="N",
-                   help="processes writing shards (default 0: in this process)")
+                   help="processes writing shards (default 0: in this process); with "
+                   "--engine ray and no --address, CPUs of the local Ray cluster (0: all)")
     p.add_argument("--cache-dir", type=Path, default=None, metavar="DIR",
                    help="use and fill this image cache (default: none)")
     p.add_argument("--bits", type=int, choices=(8, 16), default=None,
@@ -70,6 +86,7 @@ def add_parser(subparsers, *, parents=()) -> argparse.ArgumentParser:
     p.add_argument("--on-error", choices=("raise", "skip"), default="raise",
                    help="failed samples: 'raise' (exit 1 after writing) or 'skip' (record, "
                    "warn, exit 1)")
+    engine_args(p)
     p.set_defaults(func=run)
     return p
 
@@ -103,12 +120,14 @@ def run(args: argparse.Namespace) -> int:
 
     from ..export.writer import to_webdataset
 
+    _check_engine(args)
     ds, split = select(args)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         manifest = to_webdataset(ds, args.out, shard_size=args.shard_size, split=split,
                                  num_workers=args.workers, progress=not args.quiet,
-                                 dtype_bits=args.bits, on_error=args.on_error)
+                                 dtype_bits=args.bits, on_error=args.on_error,
+                                 engine=args.engine, address=args.address)
     for w in caught:
         print(f"radharmony export: {w.message}", file=sys.stderr)
     summary = {"key": manifest["fingerprint"]["key"], "split": split, "out": str(args.out),
@@ -126,4 +145,4 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK if not manifest["failures"] else EXIT_PROBLEMS
 
 
-__all__ = ["add_parser", "run", "select"]
+__all__ = ["add_parser", "engine_args", "run", "select"]

@@ -96,9 +96,11 @@ def build_parser() -> argparse.ArgumentParser:
                        "cached arrays. Exits 1 when some images fail.")
     dataset_args(p)
     p.add_argument("--workers", type=_workers, default=0, metavar="N",
-                   help="DataLoader workers (default 0: in this process)")
+                   help="DataLoader workers (default 0: in this process); with --engine ray "
+                   "and no --address, CPUs of the local Ray cluster (0: every core)")
     p.add_argument("--cache-dir", type=Path, default=Path("cache"), metavar="DIR",
                    help="cache folder (default ./cache, as the datasets use)")
+    export.engine_args(p)
     p.set_defaults(func=c.cmd_cache)
 
     p = sub.add_parser("view", parents=[common], help="browse samples in a local web page",

@@ -373,7 +373,8 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
         """The cache key of every sample's image (one ``stat`` each)."""
         return precache.cache_keys(self)
 
-    def pre_cache(self, num_workers: int = 0, *, progress: bool = True) -> list[str]:
+    def pre_cache(self, num_workers: int = 0, *, progress: bool = True, engine: str = "local",
+                  address: str | None = None) -> list[str]:
         """Decode and cache every image not cached yet, then consolidate them into a pack
         that :class:`radharmony.CachedLoader` reads a batch at a time.
 
@@ -385,9 +386,14 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
 
         Args:
             num_workers: decoding processes (DataLoader workers); 0 decodes in this process.
+                With ``engine="ray"``: CPUs of the local Ray cluster (0: every core).
             progress: show tqdm progress bars.
+            engine: ``"local"`` or ``"ray"`` (decode on a Ray cluster, ``pip install
+                radharmony[ray]``; same entries and pack, see ``docs/scaling.md``).
+            address: with ``engine="ray"``, the cluster to join (None: a local one).
         """
-        return precache.pre_cache(self, num_workers=num_workers, progress=progress).keys
+        return precache.pre_cache(self, num_workers=num_workers, progress=progress,
+                                  engine=engine, address=address).keys
 
     # -- samples ------------------------------------------------------------------------------
     def __getitem__(self, index: int) -> dict:

@@ -18,7 +18,8 @@ import torch
 
 import warnings
 
-from ..errors import SHOW, ImageReadError, PathSafetyError, RadHarmonyError, SharedImageWarning
+from ..errors import (SHOW, ImageReadError, PathSafetyError, RadHarmonyError, SharedImageWarning,
+                      check_choice)
 from ..imaging.read import check_regular
 
 #: how many failures a report lists
@@ -134,16 +135,26 @@ class _Encoder(torch.utils.data.Dataset):
         return len(todo), failed
 
 
-def pre_cache(ds, *, num_workers: int = 0, progress: bool = True,
-              keep_going: bool = False) -> PreCacheReport:
+def pre_cache(ds, *, num_workers: int = 0, progress: bool = True, keep_going: bool = False,
+              engine: str = "local", address: str | None = None,
+              **ray_options) -> PreCacheReport:
     """Decode and cache every image of ``ds`` not cached yet, then pack the entries.
 
     Safe to run from several processes at once and to interrupt (finished images are kept).
     With ``keep_going`` a failing image is recorded (its ``sample_id`` and the error) instead of
-    stopping the run, and nothing is packed until every image succeeded.
+    stopping the run, and nothing is packed until every image succeeded. ``engine="ray"``
+    decodes on a Ray cluster (``address``, or a local one with ``num_workers`` CPUs) and writes
+    the same entries and pack; ``ray_options`` go to
+    :func:`radharmony.data.precache_ray.decode_on_ray` (``batch_size``, ``shared_fs``).
     """
     from tqdm.auto import tqdm
 
+    check_choice("engine", engine, ("local", "ray"))
+    if engine == "local" and (address is not None or ray_options):
+        raise RadHarmonyError("address and Ray options need engine='ray'", expected="engine="
+                              "'ray' with them", found=f"engine='local' with "
+                              f"{sorted(ray_options) + (['address'] if address else [])}",
+                              fix="pass engine='ray', or drop those arguments")
     start = time.perf_counter()
     cache = require_cache(ds)
     failures: list[tuple[int, str]] = []
@@ -151,7 +162,12 @@ def pre_cache(ds, *, num_workers: int = 0, progress: bool = True,
     known = [i for i, k in enumerate(keys) if k is not None]
     _, pack_of, _ = cache.locate([keys[i] for i in known])
     todo = [known[j] for j in np.flatnonzero(pack_of < 0) if not cache.has(keys[known[j]])]
-    if todo:
+    if todo and engine == "ray":
+        from .precache_ray import decode_on_ray
+
+        failures += decode_on_ray(ds, todo, keys, keep_going=keep_going, progress=progress,
+                                  num_workers=num_workers, address=address, **ray_options)
+    elif todo:
         loader = torch.utils.data.DataLoader(_Encoder(ds, todo, keep_going), batch_size=None,
                                              num_workers=num_workers)
         with tqdm(total=len(todo), desc=f"caching {type(ds).__name__}", unit="img",

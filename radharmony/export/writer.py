@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ..version import __version__
-from ..errors import RadHarmonyError, RowsDroppedWarning
+from ..errors import RadHarmonyError, RowsDroppedWarning, check_choice
 from ..imaging.pipeline import DefaultTransform
 from .codec import ExportError, encode_members
 
@@ -118,7 +118,21 @@ def _tar_bytes(members: list[tuple[str, bytes]]) -> bytes:
 
 
 def _write_shard(out_dir: str, name: str, start: int, stop: int, ids: list[str]) -> dict:
-    ds, transform, own_cache = _STATE["ds"], _STATE["transform"], _STATE["own_cache"]
+    entry, data = _shard(_STATE["ds"], _STATE["transform"], _STATE["own_cache"], name, start,
+                         stop, ids)
+    _save_shard(Path(out_dir) / name, data)
+    return entry
+
+
+def _save_shard(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def _shard(ds, transform, own_cache: bool, name: str, start: int, stop: int,
+           ids: list[str]) -> tuple[dict, bytes]:
+    """The manifest entry and the tar bytes of shard ``name`` (rows ``start:stop``)."""
     members, failed = [], []
     for index, sid in zip(range(start, stop), ids):
         try:
@@ -129,12 +143,80 @@ def _write_shard(out_dir: str, name: str, start: int, stop: int, ids: list[str])
             continue
         members += sorted(entry.items())
     data = _tar_bytes(members)
-    path = Path(out_dir) / name
-    tmp = path.with_name(f".{name}.tmp{os.getpid()}")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
     return {"name": name, "start": start, "stop": stop, "count": stop - start - len(failed),
-            "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(), "failed": failed}
+            "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
+            "failed": failed}, data
+
+
+def _ray_shard(ds, transform, own_cache: bool, out_dir: str | None, name: str, start: int,
+               stop: int, ids: list[str]) -> tuple[dict, bytes | None]:
+    """A Ray task: the shard's entry, and its bytes unless it wrote the file to ``out_dir``."""
+    import cv2
+
+    cv2.setNumThreads(1)
+    entry, data = _shard(ds, transform, own_cache, name, start, stop, ids)
+    if out_dir is None:
+        return entry, data
+    _save_shard(Path(out_dir) / name, data)
+    return entry, None
+
+
+def _on_ray(ds, transform, own_cache: bool, out_dir: Path, todo, ids, *, address, num_workers,
+            shared_fs):
+    """Yield the manifest entry of every shard in ``todo``, written by Ray tasks (see
+    :mod:`radharmony.data.precache_ray` for ``shared_fs``: whether ``out_dir`` and the cache
+    folder are the same folders on every node)."""
+    from ..data.precache_ray import cluster_cpus, ray_session
+
+    if shared_fs not in (None, True, False):
+        raise ExportError("shared_fs must be True, False or None", expected="a bool",
+                          found=repr(shared_fs), fix="pass shared_fs=False")
+    with ray_session(address, num_cpus=num_workers) as (ray, local):
+        shared = local if shared_fs is None else shared_fs
+        # off a shared filesystem the workers neither write shards nor touch the cache folder
+        task = ray.remote(num_cpus=1)(_ray_shard)
+        ds_ref = ray.put(ds)
+        queue = iter(todo)
+        pending: dict = {}
+
+        def submit() -> None:
+            item = next(queue, None)
+            if item is not None:
+                name, s, e = item
+                pending[task.remote(ds_ref, transform, own_cache and shared,
+                                    str(out_dir) if shared else None, name, s, e,
+                                    ids[s:e])] = name
+        try:
+            for _ in range(2 * cluster_cpus(ray)):
+                submit()
+            while pending:
+                ready, _ = ray.wait(list(pending), num_returns=1)
+                name = pending.pop(ready[0])
+                try:
+                    entry, data = ray.get(ready[0])
+                except ray.exceptions.RayError as exc:
+                    raise ExportError(f"The Ray task writing shard {name} failed",
+                                      expected="every shard written",
+                                      found=f"{type(exc).__name__}: "
+                                      f"{str(exc).strip().splitlines()[-1][:300]}",
+                                      fix="fix the cause and export again (written shards "
+                                          "are kept)") from None
+                path = out_dir / name
+                if data is not None:
+                    _save_shard(path, data)
+                elif not path.is_file() or path.stat().st_size != entry["bytes"]:
+                    raise ExportError(f"Shard {name} written by a Ray worker is not in "
+                                      f"{out_dir} as the driver sees it",
+                                      expected="the export folder shared by every node at "
+                                      "the same path (shared_fs=True)", found=f"no intact "
+                                      f"{path}", fix="pass shared_fs=False (the driver writes "
+                                      "the shards), or export to a filesystem every node "
+                                      "mounts at the same path")
+                yield entry
+                submit()
+        finally:
+            for ref in pending:
+                ray.cancel(ref)
 
 
 # -- the manifest ---------------------------------------------------------------------------------
@@ -206,7 +288,8 @@ def _previous(out_dir: Path, fp: dict, prefix: str, shard_size: int) -> dict | N
 def to_webdataset(ds, out_dir: str | os.PathLike, *, shard_size: int = 1000,
                   split: str | None = None, prefix: str | None = None, num_workers: int = 0,
                   progress: bool = True, dtype_bits: int | None = None,
-                  on_error: str = "raise") -> dict:
+                  on_error: str = "raise", engine: str = "local", address: str | None = None,
+                  shared_fs: bool | None = None) -> dict:
     """Write ``ds`` as WebDataset tar shards ``<prefix>-000000.tar``, ... and ``manifest.json``.
 
     Per sample: the preprocessed image, losslessly at output size (PNG, 8- or 16-bit as the
@@ -225,7 +308,8 @@ def to_webdataset(ds, out_dir: str | os.PathLike, *, shard_size: int = 1000,
             (``<key>-<split>-000000.tar``). One folder holds one export (one manifest):
             write each split to its own folder.
         prefix: the shard file prefix (default: the dataset key, plus ``-<split>``).
-        num_workers: processes writing shards in parallel (0: this process).
+        num_workers: processes writing shards in parallel (0: this process). With
+            ``engine="ray"``: CPUs of the local Ray cluster started when none runs (0: all).
         progress: show a tqdm bar over shards.
         dtype_bits: 8 or 16 to store at another depth than the dataset's pipeline (the images
             are then encoded afresh, without the cache, and equal ``ds[i]`` of a dataset built
@@ -234,6 +318,14 @@ def to_webdataset(ds, out_dir: str | os.PathLike, *, shard_size: int = 1000,
             every shard is still written (without them), the manifest lists them, then an
             :class:`ExportError` names them. ``"skip"``: they are left out, listed in the
             manifest and a :class:`RowsDroppedWarning` names them. Never silently dropped.
+        engine: ``"local"`` (this process or ``num_workers`` processes) or ``"ray"``: one Ray
+            task per shard on the cluster at ``address`` (None: the running one, else a local
+            one); the shards are byte-identical to the local writer's.
+        address: with ``engine="ray"``, the cluster to join (``"auto"``, ``"ray://head:10001"``).
+        shared_fs: with ``engine="ray"``, whether ``out_dir`` (and the dataset's cache folder)
+            are the same folders on every node: then the tasks write the shards (and use the
+            cache); else they return the shard bytes and this process writes them. None: True
+            on a local cluster, False on one with other nodes.
 
     Resuming: a shard whose file matches the SHA-256 the manifest recorded for the same
     dataset fingerprint, shard size and range is kept; shards that had failures are redone.
@@ -263,6 +355,10 @@ def to_webdataset(ds, out_dir: str | os.PathLike, *, shard_size: int = 1000,
     if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
         raise ExportError("num_workers must be 0 or a positive integer", expected="e.g. 8",
                           found=repr(num_workers), fix="pass num_workers=0 (in-process)")
+    check_choice("engine", engine, ("local", "ray"), error=ExportError)
+    if engine == "local" and (address is not None or shared_fs is not None):
+        raise ExportError("address and shared_fs need engine='ray'", expected="engine='ray' "
+                          "with them", found="engine='local'", fix="pass engine='ray'")
     transform = ds.default_transform
     own_cache = True
     if dtype_bits is not None and dtype_bits != transform.bits:
@@ -309,7 +405,13 @@ def to_webdataset(ds, out_dir: str | os.PathLike, *, shard_size: int = 1000,
                desc=f"exporting {prefix}", disable=not progress)
     save()
     try:
-        if num_workers == 0 or len(todo) <= 1:
+        if engine == "ray" and todo:
+            for entry in _on_ray(ds, transform, own_cache, out_dir, todo, ids, address=address,
+                                 num_workers=num_workers, shared_fs=shared_fs):
+                done[entry["name"]] = entry
+                save()
+                bar.update(1)
+        elif num_workers == 0 or len(todo) <= 1:
             _init_worker(ds, transform, own_cache)
             try:
                 for name, s, e in todo:
