@@ -2,7 +2,7 @@
 
 from .version import __version__
 from .data.collate import collate, pad_boxes
-from .data.combine import MergedDataset, merge
+from .combine import MergedDataset, merge
 from .data.loader import CachedLoader
 from .errors import RadHarmonyError
 from .registry import (families, get_dataset_class, get_harmonizer_class, list_datasets,

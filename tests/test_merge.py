@@ -13,7 +13,7 @@ import torch
 
 import radharmony
 from radharmony import CachedLoader, merge
-from radharmony.data.combine import MergeError, MergedDataset
+from radharmony.combine import MergeError, MergedDataset
 from radharmony.data.dataset import BaseRadiologicalDataset
 from radharmony.errors import RadHarmonyError
 from radharmony.imaging.pipeline import DefaultTransform

@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     """Merge ``args.keys`` and write ``args.out``; returns the exit code (0)."""
     import warnings
 
-    from ..data.combine import merge
+    from ..combine import merge
     from ..registry import get_dataset_class
 
     out = Path(args.out)

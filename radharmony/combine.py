@@ -38,11 +38,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..errors import RadHarmonyError, UnsupportedOutputWarning, check_choice
-from ..spec import DatasetSpec
-from ..vocabulary import derive_findings, derive_report
-from ..vocabulary.table import check_findings
-from .dataset import BaseRadiologicalDataset
+from .errors import RadHarmonyError, UnsupportedOutputWarning, check_choice
+from .spec import DatasetSpec
+from .vocabulary import derive_findings, derive_report
+from .vocabulary.table import check_findings
+from .data.dataset import BaseRadiologicalDataset
 
 log = logging.getLogger("radharmony.merge")
 
