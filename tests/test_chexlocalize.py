@@ -39,7 +39,8 @@ def test_test_table_without_view_columns_and_the_json_keys():
     assert df["image_path"].tolist() == ["test/patient64741/study1/view1_frontal.jpg",
                                          "test/patient64742/study1/view2_lateral.jpg"]
     assert df["study_id"].tolist() == ["patient64741/study1", "patient64742/study1"]
-    assert df["view_position"].tolist() == ["Frontal", "Lateral"]  # from the file name
+    assert df["view_position"].tolist() == ["frontal", "lateral"]  # as the file name spells it
+    assert df["frontal_lateral"].tolist() == ["Frontal", "Lateral"]
     assert df["Lung Opacity"].tolist() == [1, 0] and np.isnan(df["Edema"].iloc[1])
     assert df["mask_height"].tolist()[0] == 4 and pd.isna(df["mask_height"].iloc[1])
     assert set(df["segmentations"].iloc[0]) == set(TASKS) and df["segmentations"].iloc[1] == {}

@@ -34,7 +34,6 @@ from ..data.dataset import BaseRadiologicalDataset
 from ..errors import RowsDroppedWarning
 from ..annotations.labels import UncertainLabelsMixin, decode_cells
 from ..spec import DatasetSpec
-from ..table.schema import canonical_views
 from ..table.read_csv import check_cells, read_table, require_columns
 from .chexpert import LABEL_CODES, LABELS
 
@@ -110,7 +109,7 @@ class BRAXHarmonizer(BaseHarmonizer):
         df = pd.DataFrame({
             "patient_id": raw["PatientID"].str.strip().to_numpy(object),
             "study_id": study.to_numpy(object), "image_path": path.to_numpy(object),
-            "view_position": canonical_views(raw["ViewPosition"].to_numpy(object), VIEW_MAP),
+            "view_position": raw["ViewPosition"].astype(object),
             "report": None})
         df[list(LABELS)] = decode_cells(raw[list(LABELS)].reset_index(drop=True), LABEL_CODES,
                                         source=source)

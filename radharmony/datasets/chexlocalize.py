@@ -184,9 +184,9 @@ class CheXlocalizeValHarmonizer(BaseHarmonizer):
         study = rel.str.replace(r"^[^/]+/|/[^/]+$", "", regex=True)
         col = {c: (t[c] if c in t.columns else pd.Series([None] * len(t), dtype=object))
                for c in OPTIONAL_COLUMNS}
-        from_name = rel.str.extract(r"_(frontal|lateral)\.jpg$")[0].str.capitalize()
-        frontal = col["Frontal/Lateral"].fillna(from_name)
-        view = col["AP/PA"].fillna(frontal)
+        named = rel.str.extract(r"_(frontal|lateral)\.jpg$")[0]  # as the file name spells it
+        frontal = col["Frontal/Lateral"].fillna(named.str.capitalize())
+        view = col["AP/PA"].fillna(col["Frontal/Lateral"]).fillna(named)  # raw
         df = pd.DataFrame({"patient_id": study.str.replace(r"/.*$", "", regex=True),
                            "study_id": study, "image_path": rel,
                            "view_position": view.astype(object), "report": None})
