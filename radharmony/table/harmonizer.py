@@ -16,103 +16,23 @@ disagree.
 from __future__ import annotations
 
 import gc
-import hashlib
 import os
 import sys
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pandas as pd
 
 from ..errors import MetadataError, MetadataNotFoundError, RadHarmonyError, SavedFileError
-from ..files import file_identity
 from ..spec import DatasetSpec
+from .inputs import Inputs
 from .guard import harmonize_error, locate_entry, merge_duplicate_rows, naming_file, read_error
 from .locate import discover
 from .schema import validate
 from .store import TableCache, load_table, save_table
 
 _COPY_ON_WRITE = int(pd.__version__.split(".")[0]) >= 3
-
-
-@dataclass
-class Inputs:
-    """Everything one harmonize reads: the only paths ``read`` may open or list.
-
-    Attributes:
-        metadata: the metadata file.
-        files: side files by role; ``None`` where one was looked for and not found (so that
-            adding it later changes :meth:`identity`).
-        folders: folders read or listed recursively, by role, as ``(path, suffixes)``: only
-            regular files whose names end with one of ``suffixes`` (any file when empty) count;
-            ``path`` None where the folder is absent.
-    """
-
-    metadata: Path
-    files: dict[str, Path | None] = field(default_factory=dict)
-    folders: dict[str, tuple[Path | None, tuple[str, ...]]] = field(default_factory=dict)
-    _walks: dict = field(default_factory=dict, repr=False, compare=False)
-
-    def file(self, role: str) -> Path | None:
-        """The side file declared for ``role`` (None when absent)."""
-        return self.files[role]
-
-    def listing(self, role: str) -> list[str]:
-        """Sorted relative POSIX paths of the files in folder ``role`` (walked once)."""
-        return [rel for rel, _ in self._walk(role)]
-
-    def _walk(self, role: str) -> list[tuple[str, list]]:
-        if role not in self._walks:
-            root, suffixes = self.folders[role]
-            self._walks[role] = walk_files(root, suffixes) if root is not None else []
-        return self._walks[role]
-
-    def identity(self) -> list:
-        """What keys a table built from these inputs: each file's identity
-        (:func:`~radharmony.files.file_identity`) and a digest of each folder's listing with
-        every listed file's identity. Adding, removing or changing any input changes it."""
-        out: list = [["metadata", file_identity(self.metadata)]]
-        for role, path in sorted(self.files.items()):
-            out.append([role, None if path is None else file_identity(path)])
-        for role, (root, suffixes) in sorted(self.folders.items()):
-            digest = hashlib.sha256()
-            for rel, ident in self._walk(role):
-                digest.update(repr((rel, ident[1:])).encode())
-            out.append([role, None if root is None else os.path.realpath(root),
-                        list(suffixes), digest.hexdigest()])
-        return out
-
-    def paths(self) -> list[Path]:
-        """Every declared file and folder that exists (for messages and audits)."""
-        return [self.metadata, *(p for p in self.files.values() if p is not None),
-                *(p for p, _ in self.folders.values() if p is not None)]
-
-
-def walk_files(root: Path, suffixes: tuple[str, ...] = ()) -> list[tuple[str, list]]:
-    """``[(relative posix path, identity), ...]`` of the regular files under ``root`` whose
-    names end with one of ``suffixes`` (case-insensitive; any when empty), sorted; symbolic
-    links to folders are not followed."""
-    ends = tuple(s.lower() for s in suffixes)
-    out: list[tuple[str, list]] = []
-    stack = [(Path(root), "")]
-    while stack:
-        folder, prefix = stack.pop()
-        try:
-            entries = list(os.scandir(folder))
-        except (FileNotFoundError, NotADirectoryError, PermissionError):
-            continue
-        for e in entries:
-            rel = prefix + e.name
-            if e.is_dir(follow_symlinks=False):
-                stack.append((Path(e.path), rel + "/"))
-            elif (not ends or e.name.lower().endswith(ends)) and e.is_file():
-                st = e.stat()
-                out.append((rel, [e.path, st.st_size, st.st_mtime_ns, st.st_ctime_ns,
-                                  st.st_ino]))
-    out.sort()
-    return out
 
 
 class BaseHarmonizer:
