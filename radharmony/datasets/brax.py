@@ -35,6 +35,7 @@ from ..errors import RowsDroppedWarning
 from ..annotations.labels import UncertainLabelsMixin, decode_cells
 from ..spec import DatasetSpec
 from ..table.read_csv import check_cells, read_table, require_columns
+from .chexpert import LABEL_MAP as CHEXPERT_LABEL_MAP
 from .chexpert import LABEL_CODES, LABELS
 
 # -- declarative spec ----------------------------------------------------------------------------
@@ -46,23 +47,8 @@ VIEW_MAP = {"PA": "PA", "AP": "AP", "L": "LATERAL", "LL": "LATERAL", "RL": "LATE
             "LATERAL": "LATERAL"}
 EXTRA_COLS = ("patient_sex", "patient_age", "patient_age_group", "rows", "columns",
               "dicom_path", "manufacturer", "study_date")
-#: the CheXpert labels' canonical mapping (vocabulary table, CheXpert/MIMIC column)
-LABEL_MAP = {
-    "No Finding": (("no_finding", "exact"),),
-    "Enlarged Cardiomediastinum": (("enlarged_cardiomediastinum", "exact"),),
-    "Cardiomegaly": (("cardiomegaly", "exact"), ("enlarged_cardiomediastinum", "narrower")),
-    "Lung Opacity": (("lung_opacity", "exact"),),
-    "Lung Lesion": (("lung_lesion", "exact"), ("nodule", "broader"), ("mass", "broader")),
-    "Edema": (("edema", "exact"), ("lung_opacity", "narrower")),
-    "Consolidation": (("consolidation", "exact"), ("lung_opacity", "narrower")),
-    "Pneumonia": (("pneumonia", "exact"),),
-    "Atelectasis": (("atelectasis", "exact"),),
-    "Pneumothorax": (("pneumothorax", "exact"),),
-    "Pleural Effusion": (("pleural_effusion", "exact"),),
-    "Pleural Other": (("pleural_other", "exact"), ("pleural_thickening", "broader")),
-    "Fracture": (("fracture", "exact"),),
-    "Support Devices": (("support_devices", "exact"),),
-}
+#: the CheXpert labeler's 14 observations, mapped as CheXpert's (radharmony.vocabulary)
+LABEL_MAP = CHEXPERT_LABEL_MAP
 SPEC = DatasetSpec(
     column_types={"patient_age": "Int64", "rows": "Int64", "columns": "Int64"},
     label_map=LABEL_MAP, key="brax", title="BRAX, Brazilian labeled chest X-ray dataset",

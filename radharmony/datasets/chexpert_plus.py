@@ -39,6 +39,7 @@ from ..errors import MetadataError
 from ..annotations.labels import UncertainLabelsMixin
 from ..spec import DatasetSpec
 from ..table.read_csv import check_cells, read_csv_table
+from .chexpert import LABEL_MAP as CHEXPERT_LABEL_MAP
 from .chexpert import LABELS, SEX_MAP, SPLIT_MAP, VIEW_MAP
 
 # -- declarative spec ----------------------------------------------------------------------------
@@ -55,27 +56,8 @@ LABEL_FILE = "report_fixed.json"
 LABEL_CODES = {1: 1.0, 0: 0.0, -1: -1.0, 1.0: 1.0, 0.0: 0.0, -1.0: -1.0}
 EXTRA_COLS = ("deid_patient_id", "patient_report_date_order", "patient_age", "patient_sex",
               *DEMOGRAPHICS, "recent_bmi", "frontal_lateral", "ap_pa", *SECTIONS, "split", "split_raw")
-#: the 14 CheXpert labels -> canonical findings
-LABEL_MAP = {
-    "No Finding": (("no_finding", "exact"),),
-    "Enlarged Cardiomediastinum": (("enlarged_cardiomediastinum", "exact"),),
-    "Cardiomegaly": (("cardiomegaly", "exact"),),
-    "Lung Opacity": (("lung_opacity", "exact"), ("infiltration", "broader"),
-                     ("interstitial_lung_disease", "broader")),
-    "Lung Lesion": (("lung_lesion", "exact"), ("nodule", "broader"), ("mass", "broader"),
-                    ("nodule_or_mass", "broader")),
-    "Edema": (("edema", "exact"),),
-    "Consolidation": (("consolidation", "exact"),),
-    "Pneumonia": (("pneumonia", "exact"),),
-    "Atelectasis": (("atelectasis", "exact"),),
-    "Pneumothorax": (("pneumothorax", "exact"),),
-    "Pleural Effusion": (("pleural_effusion", "exact"),),
-    "Pleural Other": (("pleural_other", "exact"), ("pleural_thickening", "broader"),
-                      ("fibrosis", "approximate")),
-    "Fracture": (("fracture", "exact"), ("rib_fracture", "broader"),
-                 ("clavicle_fracture", "broader")),
-    "Support Devices": (("support_devices", "exact"),),
-}
+#: the CheXpert labeler's 14 observations, mapped as CheXpert's (radharmony.vocabulary)
+LABEL_MAP = CHEXPERT_LABEL_MAP
 ACCESS = ("Stanford AIMI, free registration: Stanford University School of Medicine Research "
           "Data Use Agreement (non-commercial research)")
 SPEC = DatasetSpec(

@@ -32,6 +32,7 @@ from ..annotations.labels import UncertainLabelsMixin
 from ..data.dataset import BaseRadiologicalDataset
 from ..errors import MetadataNotFoundError
 from ..spec import DatasetSpec
+from .chexpert import LABEL_MAP as CHEXPERT_LABEL_MAP
 from .report_labels import ReportLabelsDataset, ReportLabelsHarmonizer
 from ..table.locate import find_optional
 from ..table.read_csv import numeric_columns, read_table, require_columns
@@ -46,25 +47,8 @@ LABEL_COLS = ("Atelectasis", "Cardiomegaly", "Consolidation", "Edema",
               "Enlarged Cardiomediastinum", "Fracture", "Lung Lesion", "Lung Opacity",
               "No Finding", "Pleural Effusion", "Pleural Other", "Pneumonia", "Pneumothorax",
               "Support Devices")
-#: label -> canonical findings (radharmony.vocabulary), as for CheXpert (the same labeler files
-#: "fibrosis" under Pleural Other; its No Finding ignores Support Devices)
-LABEL_MAP = {
-    "No Finding": (("no_finding", "exact"),),
-    "Enlarged Cardiomediastinum": (("enlarged_cardiomediastinum", "exact"),),
-    "Cardiomegaly": (("cardiomegaly", "exact"),),
-    "Lung Opacity": (("lung_opacity", "exact"),),
-    "Lung Lesion": (("lung_lesion", "exact"),),
-    "Edema": (("edema", "exact"),),
-    "Consolidation": (("consolidation", "exact"),),
-    "Pneumonia": (("pneumonia", "exact"),),
-    "Atelectasis": (("atelectasis", "exact"),),
-    "Pneumothorax": (("pneumothorax", "exact"),),
-    "Pleural Effusion": (("pleural_effusion", "exact"),),
-    "Pleural Other": (("pleural_thickening", "broader"), ("fibrosis", "broader"),
-                      ("pleural_other", "approximate")),
-    "Fracture": (("fracture", "exact"),),
-    "Support Devices": (("support_devices", "exact"),),
-}
+#: the CheXpert labeler's 14 observations, mapped as CheXpert's (radharmony.vocabulary)
+LABEL_MAP = CHEXPERT_LABEL_MAP
 NEGBIO_COLS = tuple(f"negbio_{c}" for c in LABEL_COLS)
 SPLIT_COLUMNS = ("dicom_id", "study_id", "subject_id", "split")
 SIDE_COLUMNS = {"chexpert": ("subject_id", "study_id", *LABEL_COLS),
