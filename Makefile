@@ -31,14 +31,14 @@ test: install
 	$(BIN)/python -m pytest -q
 
 # Every declared floor, installed and tested: a fresh venv with each dependency pinned to the
-# floor pyproject.toml declares (torch from the CPU wheel index), then the suite.
+# floor pyproject.toml declares (torch: the local CPU build 2.13.0, as make install), then the suite.
 MIN_VENV := .venv-min
 test-min:
 	$(PYTHON) -m venv $(MIN_VENV)
 	$(MIN_VENV)/bin/python -m pip install -q --upgrade pip
 	$(PYTHON) tools/min_requirements.py test > $(MIN_VENV)/floors.txt
-	$(MIN_VENV)/bin/python -m pip install -q --extra-index-url https://download.pytorch.org/whl/cpu \
-		-r $(MIN_VENV)/floors.txt
+	$(MIN_VENV)/bin/python -m pip install -q torch==2.13.0
+	$(MIN_VENV)/bin/python -m pip install -q -r $(MIN_VENV)/floors.txt
 	$(MIN_VENV)/bin/python -m pip install -q --no-deps -e .
 	$(MIN_VENV)/bin/python -m pytest -q -p no:cacheprovider --ignore=tests/test_viewer.py
 

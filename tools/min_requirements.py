@@ -32,6 +32,11 @@ def floors(*extras: str) -> dict[str, str]:
     return out
 
 
+#: installed apart: torch first, pinned to the local CPU build (an index lookup of torch 2.2
+#: would fetch a CUDA build of several GB)
+APART = ("torch",)
+
 if __name__ == "__main__":
     for name, floor in floors(*sys.argv[1:]).items():
-        print(f"{name}=={floor}.*")  # the floor release line, e.g. opencv 4.8.0.74
+        if name not in APART:
+            print(f"{name}=={floor}.*")  # the floor release line, e.g. opencv 4.8.0.74
