@@ -1,4 +1,4 @@
-"""``make bench``: every contender of issue 4 in one run on one synthetic 16-bit PNG corpus.
+"""``make bench``: every loading contender in one run on one synthetic 16-bit PNG corpus.
 
     python -m benchmarks.run [--images 540] [--workers 0 2] [--out docs/benchmarks.md]
 
@@ -6,17 +6,26 @@ Contenders (DataLoader batch 64, ``num_workers`` 0 and 2, each in its own proces
 peak RSS is its own):
 
 (a) radharmony first epoch -- ``DataLoader(dataset, collate_fn=radharmony.collate)`` on an
-    empty cache (decodes, writes loose cache entries); (b) radharmony cached epoch --
-    :class:`radharmony.CachedLoader` after ``pre_cache`` consolidated the entries into
-    a pack; (c) MONAI ``PersistentDataset`` running the pipeline radharmony documents
-    (LoadImaged -> EnsureChannelFirstd -> percentile 0.5-99.5 scaling to [-1, 1] -> resize
-    the long side to 224 (area) -> pad to 224 -> cast to bfloat16), first and cached
-    epochs; (d) TorchXRayVision's loading path (skimage read, ``normalize``,
-    ``XRayCenterCrop``, ``XRayResizer(224)``) -- its package imports torchvision, which does
-    not import here, so its documented steps are reproduced with scikit-image; (e) raw
-    decode only (the floor); (f) full-scale harmonization (ReXGradient train, 140,000
-    studies from the fake writer) against a straightforward per-entry Python loop, and the
-    rebuild of the same dataset from the table cache.
+    empty cache (decodes, writes loose cache entries);
+(b) radharmony cached epochs -- a plain ``DataLoader(dataset, batch_size=64)`` on the cache
+    the first epoch filled, with and without ``collate_fn=radharmony.collate``; then
+    :class:`radharmony.CachedLoader` after ``pre_cache`` consolidated the entries into a pack;
+(c) MONAI ``PersistentDataset`` running the pipeline radharmony documents (LoadImaged ->
+    EnsureChannelFirstd -> percentile 0.5-99.5 scaling to [-1, 1] -> resize the long side to
+    224 (area) -> pad to 224 -> cast to bfloat16), first and cached epochs;
+(d) TorchXRayVision's loading path (skimage read, ``normalize``, ``XRayCenterCrop``,
+    ``XRayResizer(224)``) -- its package imports torchvision, which does not import here, so
+    its documented steps are reproduced with scikit-image;
+(e) raw decode only (the floor);
+(f) full-scale harmonization (ReXGradient train, 140,000 studies from the fake writer)
+    against a straightforward per-entry Python loop, and the rebuild of the same dataset from
+    the table cache;
+(g) augmentation after the cache: ``radharmony.augment`` RandomFlip+RandomAffine and MONAI
+    RandFlipd+RandAffined as ``train_transform``, against MONAI's cached epoch with the same
+    MONAI transforms.
+
+The run rewrites ``--out`` (docs/benchmarks.md) whole: the table, the targets met or not
+(including the report labeler's speed) and what each row runs.
 
 Cached epochs are timed after one warm-up epoch, for as many epochs as fill ``--min-time``
 seconds; workers persist across epochs for both cached contenders. The corpus and the

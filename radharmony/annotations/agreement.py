@@ -2,7 +2,7 @@
 
 For every image, every label and every pair of annotators who boxed that image, the two
 annotators' boxes of the label are matched one-to-one (greedily, highest IoU first; see
-:func:`radharmony.boxes.match_pairs`). Each matched pair contributes its IoU; a box left
+:func:`radharmony.annotations.boxes.match_pairs`). Each matched pair contributes its IoU; a box left
 without a partner (the other annotator drew fewer boxes of that label, or none) contributes
 IoU 0. Annotators who drew no box at all on an image are not known to have looked at it and are
 not counted there.

@@ -3,8 +3,8 @@
 A dataset whose spec lists ``"mask"`` in ``outputs`` implements ``source_mask(index)``: the
 image's 2-D uint8 label mask at the resolution its annotation is defined on (normally the
 source image). :meth:`BaseRadiologicalDataset.add_outputs` passes it through :func:`mask_output`,
-which maps it with the image's :class:`~radharmony.geometry.Letterbox` (nearest neighbour, zero
-padding), so mask and image stay aligned pixel for pixel.
+which maps it with the image's :class:`~radharmony.imaging.geometry.Letterbox` (nearest
+neighbour, zero padding), so mask and image stay aligned pixel for pixel.
 """
 
 from __future__ import annotations

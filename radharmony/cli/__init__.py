@@ -1,4 +1,6 @@
-"""The ``radharmony`` command: list, inspect, harmonize, validate, cache and view datasets.
+"""The ``radharmony`` command: list, inspect, harmonize, validate, cache, view, label, export,
+merge and evaluate datasets, and draft configs for new ones (``radharmony --help`` lists every
+subcommand).
 
 Exit codes: 0 success, 1 problems found (validation failures, unreadable files, errors
 reported by the library), 2 usage errors (bad arguments, unknown dataset key). Results go to

@@ -167,7 +167,7 @@ def cmd_harmonize(args: argparse.Namespace) -> int:
         raise UsageError(f"--out {out} must end in .parquet or .csv")
     h = _harmonizer(key, args)
     if suffix == ".parquet":
-        h.save(out)  # with the header that harmonizer_path= / BaseHarmonizer.load read back
+        h.save(out)  # with the header that harmonizer_path= / radharmony.load_harmonizer read back
         df = h.harmonize()
     else:
         from ..cells import encode_json_columns
@@ -185,7 +185,7 @@ def cmd_harmonize(args: argparse.Namespace) -> int:
 # -- validate -------------------------------------------------------------------------------------
 def check_image_file(root: str, rel: str, *, decode: bool) -> tuple[str, str] | None:
     """``(kind, detail)`` of the first problem with one image, or None (the shared
-    :func:`radharmony.validation.check_image`: ``unsafe_path``, ``missing``, ``not_a_file``,
+    :func:`radharmony.data.checks.check_image`: ``unsafe_path``, ``missing``, ``not_a_file``,
     ``empty``, ``undecodable``; without ``decode`` the header checks only)."""
     from ..data.checks import check_image
 
@@ -214,8 +214,8 @@ def run_validation(key: str, *, root, csv_path=None, images: bool = False, worke
 
     Returns a JSON-ready report ``{"key", "ok", "rows", "checked", "problems": {kind:
     count}, "first": {kind: [{"image_path", "detail"}]}}``. Metadata faults are reported
-    through the shared guard (:func:`radharmony.validation.read_error`) and every file through
-    :func:`radharmony.validation.check_image`; unlike ``dataset.validate()`` it keeps going
+    through the shared guard (:func:`radharmony.table.guard.read_error`) and every file through
+    :func:`radharmony.data.checks.check_image`; unlike ``dataset.validate()`` it keeps going
     past a schema fault so that every unsafe path is listed.
     """
     from ..errors import PathSafetyError

@@ -29,9 +29,10 @@ and, with the same ``base_image_dir``, it reads and caches the same files:
 Ids missing from the base table are dropped with a warning. The two file names
 (``MIMIC-CXR-JPG.csv.gz``, ``Padchest.csv.gz``) follow the release's naming pattern and are
 unverified; ``csv_path=`` takes any name. ``output_mask=True`` gives one label mask:
-0 background, 1 right lung, 2 left lung, 3 heart (drawn last, over the lungs). The README asks
-for ``Dice RCA (Mean) >= 0.7``: filter on ``dice_rca_mean``. A row with empty ``Height``/``Width``
-(seen in the authors' physician subsets) is decoded at 1024 x 1024, the preprocessed size.
+0 background, 1 right lung, 2 left lung, 3 heart (drawn last, over the lungs). CheXmask's own
+README asks for ``Dice RCA (Mean) >= 0.7``: filter on ``dice_rca_mean``. A row with empty
+``Height``/``Width`` (seen in the authors' physician subsets) is decoded at 1024 x 1024, the
+preprocessed size.
 """
 
 from __future__ import annotations

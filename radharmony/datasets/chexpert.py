@@ -5,7 +5,7 @@ one row per image. ``Path`` starts with the release folder, which is ``base_imag
 stripped: ``image_path`` is ``train/patient00001/study1/view1_frontal.jpg``. Label cells are
 ``1.0`` (positive), ``0.0`` (negative), ``-1.0`` (uncertain) or empty (not mentioned); the
 table keeps all four apart (-1 and NaN). ``cls`` follows the dataset's ``uncertain=`` policy
-(:mod:`radharmony.labels`; default ``"keep"``: -1 stays -1, missing becomes 0).
+(:mod:`radharmony.annotations.labels`; default ``"keep"``: -1 stays -1, missing becomes 0).
 
 Views: ``Frontal/Lateral`` says Frontal or Lateral; ``AP/PA`` is AP or PA for frontal images,
 empty for lateral ones -- and ``LL``/``RL`` on 17 rows marked Frontal. ``view_position`` is the

@@ -9,8 +9,8 @@ the view-position file is absent. The per-study CSV cannot give per-image rows a
 Boxes: ``interstitial_pattern_bbox.json`` (interstitial-pattern subtypes, ~398 boxes), found
 beside the split JSON, joins on ``<StudyInstanceUid>_<SopInstanceUid>.png``; its form (Label
 Studio JSON or JSON-MIN, or an object keyed by image name) is detected by
-:func:`radharmony.boxes.read_label_studio`. With it the table gets a ``boxes`` column
-(normalized) and ``output_bbox=True`` works; without it that flag warns.
+:func:`radharmony.annotations.label_studio.read_label_studio`. With it the table gets a
+``boxes`` column (normalized) and ``output_bbox=True`` gives them; without it that flag warns.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ image, ``id`` = ``<image>_image``) and, beside it, ``train_study_level.csv`` (``
 for Pneumonia, Typical Appearance, Indeterminate Appearance, Atypical Appearance``; ``id`` =
 ``<study>_study``, values one-hot 0/1). ``boxes`` is a *Python literal* (single quotes) list of
 ``{'x', 'y', 'width', 'height'}`` in DICOM pixels, or empty; it is parsed as data only
-(:func:`radharmony.schema.parse_literal`, never ``eval``). ``label`` repeats the boxes as
+(:func:`radharmony.cells.parse_literal`, never ``eval``). ``label`` repeats the boxes as
 ``opacity 1 x1 y1 x2 y2 ...``, or ``none 1 0 0 1 1``; it is used only when ``boxes`` is empty.
 Every id is a 12-hex pseudonym. The images sit in ``train/<study>/<series>/<image>.dcm`` and
 the series appears only in the folder tree, so the harmonizer lists the ``.dcm`` files under

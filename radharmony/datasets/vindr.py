@@ -9,8 +9,8 @@ pixels (the table has no image size), so the spec declares ``box_units="pixel"``
 Harmonized: one row per image (``<image_id>.dicom`` under the ``train/`` folder). A finding's
 label is 1 when at least one of the image's radiologists marked it, else 0; ``No finding`` is 1
 only when every radiologist wrote it. Every box is kept with its ``rad_id`` as annotator (no
-merging; see :mod:`radharmony.boxes`). The table has no patient id and one image per patient and
-study, so the image id serves as both; no view position is recorded per image.
+merging; see :mod:`radharmony.annotations.boxes`). The table has no patient id and one image
+per patient and study, so the image id serves as both; no view position is recorded per image.
 The PhysioNet release's ``annotations_train.csv`` has the same columns less ``class_id`` and
 more local labels: those are kept as boxes and listed in a warning.
 """

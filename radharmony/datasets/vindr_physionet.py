@@ -50,7 +50,7 @@ NO_FINDING = "No finding"
 SPELLINGS = {"Other disease": "Other diseases"}  # the test files' singular
 BOX_COLUMNS = ("image_id", "class_name", *BOX_KEYS)
 CELL_CODES = {"0": 0.0, "1": 1.0, "0.0": 0.0, "1.0": 1.0}
-#: source label -> canonical findings (see docs/vocabulary); None: no canonical finding
+#: source label -> canonical findings (see docs/vocabulary.md); None: no canonical finding
 LABEL_MAP = {
     "Aortic enlargement": (("aortic_enlargement", "exact"),),
     "Atelectasis": (("atelectasis", "exact"),),

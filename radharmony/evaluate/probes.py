@@ -3,7 +3,7 @@
 Two modes:
 
 * **k-fold** (``test=None``): the dataset's patients are dealt into ``folds`` folds
-  (:func:`radharmony.splits.assign_folds` on ``spec.group_col``, the same partition as
+  (:func:`radharmony.data.splits.assign_folds` on ``spec.group_col``, the same partition as
   ``dataset.get_folds(folds, seed=seed)``); each fold's images are scored by a probe fitted on
   the other folds, and the metrics are computed on the pooled out-of-fold scores.
 * **fixed split** (``test=<dataset>``): fitted on ``dataset``, scored on ``test``.

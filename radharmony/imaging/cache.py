@@ -65,7 +65,8 @@ _TAIL = struct.Struct("<I")  # crc32 of JSON + payload
 class ImageCache:
     """Stores ``(array, info)`` pairs under ``root`` keyed by file identity and ``params``.
 
-    ``info`` is a flat dict of integers (e.g. :class:`~radharmony.geometry.Letterbox` fields).
+    ``info`` is a flat dict of integers (e.g. the fields of
+    :class:`~radharmony.imaging.geometry.Letterbox`).
     """
 
     def __init__(self, root: str | os.PathLike, params: dict, *, key: str = "identity"):

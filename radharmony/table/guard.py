@@ -149,7 +149,7 @@ def _cell_key(v: Any) -> str | None:
 def merge_duplicate_rows(df: Any, *, source: str) -> Any:
     """Drop rows repeating another row entirely (same image, same values), with a warning.
 
-    Repeated image paths whose rows differ are left for :func:`radharmony.schema.validate`
+    Repeated image paths whose rows differ are left for :func:`radharmony.table.schema.validate`
     to refuse (the harmonizer must merge them).
     """
     if not isinstance(df, pd.DataFrame) or "image_path" not in df.columns or df.empty:

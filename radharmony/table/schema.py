@@ -61,7 +61,7 @@ def check_relative_path(path: object, *, where: str) -> str:
 
     Refused: non-text or empty values, NUL bytes, absolute paths (POSIX, ``C:``, UNC), and
     paths that leave the root through ``..``. (Symlinks are resolved when the image is read,
-    by :func:`radharmony.imaging.safe_path`.)
+    by :func:`radharmony.imaging.read.safe_path`.)
     """
     if not isinstance(path, str) or not path.strip() or "\x00" in path:
         raise SchemaError(f"{where}: image_path is not a path", expected="a non-empty string "

@@ -21,6 +21,7 @@ from typing import Iterable, Mapping
 import pandas as pd
 
 from ..errors import RadHarmonyError
+from ..registry import get_harmonizer_class, list_datasets
 
 #: the relations a source label may have to a canonical finding
 RELATIONS = ("exact", "narrower", "broader", "approximate")
@@ -182,8 +183,6 @@ def mapping(keys: Iterable[str] | None = None, *, expand: bool = True) -> pd.Dat
     >>> m[(m.source_label == "Nodule/Mass") & m.declared][["finding", "relation"]].values.tolist()
     [['nodule_or_mass', 'exact']]
     """
-    from ..registry import get_harmonizer_class, list_datasets
-
     rows = []
     for key in (list_datasets() if keys is None else keys):
         spec = get_harmonizer_class(key).spec
