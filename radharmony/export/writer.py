@@ -1,287 +1,29 @@
 """Export a dataset to sharded WebDataset tar files with a manifest.
 
-Shards are plain POSIX tar files written with the standard library: members sorted by name,
-fixed mtime, uid, gid and mode, so the same dataset and pipeline give the same bytes. Each
-shard holds ``shard_size`` consecutive samples (the last one fewer); ``manifest.json`` beside
-them records per shard its sample range, count, size and SHA-256, the samples that failed, and
-the dataset fingerprint (key, number of samples, hash of the sample ids and of the table,
-outputs, dtype, pipeline parameters) that decides whether an existing shard can be kept.
+Each shard holds ``shard_size`` consecutive samples (the last one fewer), written as a
+byte-reproducible tar (:mod:`radharmony.export.tarfiles`); ``manifest.json`` beside them
+(:mod:`radharmony.export.manifest`) records per shard its sample range, count, size and
+SHA-256, the samples that failed, and the dataset fingerprint that decides whether an existing
+shard can be kept.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
 import dataclasses
-import hashlib
-import io
-import json
 import os
-import tarfile
 import warnings
 from pathlib import Path
-from typing import Any
 
-import numpy as np
-import pandas as pd
+from ..errors import RowsDroppedWarning, check_choice
+from .codec import ExportError
+from .manifest import (FORMAT, FORMAT_VERSION, MANIFEST, _previous, _reusable, _write_manifest,
+                       fingerprint, read_manifest, sample_key, shard_keys)
+from .tarfiles import _STATE, _init_worker, _on_ray, _write_shard
 
-from ..version import __version__
-from ..errors import RadHarmonyError, RowsDroppedWarning, check_choice
-from ..imaging.pipeline import DefaultTransform
-from .codec import ExportError, encode_members
 
-MANIFEST = "manifest.json"
-FORMAT = "radharmony-webdataset"
-FORMAT_VERSION = 1
-#: the mtime of every tar member (2000-01-01T00:00:00Z), for byte-reproducible shards
-MTIME = 946684800
 #: how many failures the raised error and the warning list
 FIRST_N = 10
-
-
-def sample_key(index: int) -> str:
-    """The WebDataset key of dataset row ``index`` (digits only, no dots)."""
-    return f"{index:09d}"
-
-
-def shard_keys(entry: dict) -> list[str]:
-    """The keys a manifest shard entry holds, in tar order (failed rows left out)."""
-    failed = {f["index"] for f in entry.get("failed", [])}
-    return [sample_key(i) for i in range(entry["start"], entry["stop"]) if i not in failed]
-
-
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _table_sha256(df: pd.DataFrame) -> str:
-    text = df.astype(str)  # nested cells (boxes, spans) hash by their printed form
-    hashed = pd.util.hash_pandas_object(text, index=False).to_numpy(np.uint64)
-    h = hashlib.sha256(",".join(map(str, df.columns)).encode())
-    h.update(hashed.tobytes())
-    return h.hexdigest()
-
-
-def fingerprint(ds, transform: DefaultTransform) -> dict:
-    """What the exported bytes depend on, as JSON (compared on resume)."""
-    ids = ds.harmonized_df["sample_id"].tolist()
-    sel = getattr(ds, "box_selection", None)
-    return {
-        "key": ds.spec.key, "class": f"{type(ds).__module__}.{type(ds).__qualname__}",
-        "num_samples": len(ds),
-        "sample_ids_sha256": hashlib.sha256("\n".join(ids).encode()).hexdigest(),
-        "table_sha256": _table_sha256(ds.harmonized_df),
-        "outputs": sorted(ds.outputs), "dtype": str(ds.dtype).removeprefix("torch."),
-        "pipeline": transform.params(),
-        "options": {"bbox_annotator": getattr(sel, "annotator", None),
-                    "bbox_merge_iou": getattr(sel, "merge_iou", None),
-                    "uncertain": getattr(ds, "uncertain", None)},
-        "radharmony_version": __version__,
-    }
-
-
-# -- one shard ------------------------------------------------------------------------------------
-_STATE: dict[str, Any] = {}
-
-
-def _init_worker(ds, transform, own_cache) -> None:
-    import cv2
-
-    cv2.setNumThreads(1)  # one process per core already
-    _STATE.update(ds=ds, transform=transform, own_cache=own_cache)
-
-
-def _sample(ds, transform, own_cache: bool, index: int, sample_id: str) -> dict[str, bytes]:
-    if own_cache:
-        arr, box = ds.load_image(index)  # through the dataset's cache when it has one
-    else:
-        arr, box = transform.encode(ds.image_file(index))
-    sample: dict[str, Any] = {"sample_id": sample_id}
-    ds.add_outputs(index, sample, box)
-    outputs = {k: v for k, v in sample.items() if k not in ("sample_id", "img")}
-    return encode_members(sample_key(index), sample_id, arr, outputs, bits=transform.bits)
-
-
-def _tar_bytes(members: list[tuple[str, bytes]]) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tar:
-        for name, data in members:
-            info = tarfile.TarInfo(name)
-            info.size, info.mtime, info.mode = len(data), MTIME, 0o644
-            info.uid = info.gid = 0
-            info.uname = info.gname = ""
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
-
-
-def _write_shard(out_dir: str, name: str, start: int, stop: int, ids: list[str]) -> dict:
-    entry, data = _shard(_STATE["ds"], _STATE["transform"], _STATE["own_cache"], name, start,
-                         stop, ids)
-    _save_shard(Path(out_dir) / name, data)
-    return entry
-
-
-def _save_shard(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
-def _shard(ds, transform, own_cache: bool, name: str, start: int, stop: int,
-           ids: list[str]) -> tuple[dict, bytes]:
-    """The manifest entry and the tar bytes of shard ``name`` (rows ``start:stop``)."""
-    members, failed = [], []
-    for index, sid in zip(range(start, stop), ids):
-        try:
-            entry = _sample(ds, transform, own_cache, index, sid)
-        except RadHarmonyError as exc:  # missing, empty, corrupt images; bad annotations
-            failed.append({"index": index, "sample_id": sid,
-                           "error": f"{type(exc).__name__}: {exc}"})
-            continue
-        members += sorted(entry.items())
-    data = _tar_bytes(members)
-    return {"name": name, "start": start, "stop": stop, "count": stop - start - len(failed),
-            "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
-            "failed": failed}, data
-
-
-def _ray_shard(ds, transform, own_cache: bool, out_dir: str | None, name: str, start: int,
-               stop: int, ids: list[str]) -> tuple[dict, bytes | None]:
-    """A Ray task: the shard's entry, and its bytes unless it wrote the file to ``out_dir``."""
-    import cv2
-
-    cv2.setNumThreads(1)
-    entry, data = _shard(ds, transform, own_cache, name, start, stop, ids)
-    if out_dir is None:
-        return entry, data
-    _save_shard(Path(out_dir) / name, data)
-    return entry, None
-
-
-def _on_ray(ds, transform, own_cache: bool, out_dir: Path, todo, ids, *, address, num_workers,
-            shared_fs):
-    """Yield the manifest entry of every shard in ``todo``, written by Ray tasks (see
-    :mod:`radharmony.data.precache_ray` for ``shared_fs``: whether ``out_dir`` and the cache
-    folder are the same folders on every node)."""
-    from ..data.precache_ray import cluster_cpus, ray_session
-
-    if shared_fs not in (None, True, False):
-        raise ExportError("shared_fs must be True, False or None", expected="a bool",
-                          found=repr(shared_fs), fix="pass shared_fs=False")
-    with ray_session(address, num_cpus=num_workers) as (ray, local):
-        shared = local if shared_fs is None else shared_fs
-        # off a shared filesystem the workers neither write shards nor touch the cache folder
-        task = ray.remote(num_cpus=1)(_ray_shard)
-        ds_ref = ray.put(ds)
-        queue = iter(todo)
-        pending: dict = {}
-
-        def submit() -> None:
-            item = next(queue, None)
-            if item is not None:
-                name, s, e = item
-                pending[task.remote(ds_ref, transform, own_cache and shared,
-                                    str(out_dir) if shared else None, name, s, e,
-                                    ids[s:e])] = name
-        try:
-            for _ in range(2 * cluster_cpus(ray)):
-                submit()
-            while pending:
-                ready, _ = ray.wait(list(pending), num_returns=1)
-                name = pending.pop(ready[0])
-                try:
-                    entry, data = ray.get(ready[0])
-                except ray.exceptions.RayError as exc:
-                    raise ExportError(f"The Ray task writing shard {name} failed",
-                                      expected="every shard written",
-                                      found=f"{type(exc).__name__}: "
-                                      f"{str(exc).strip().splitlines()[-1][:300]}",
-                                      fix="fix the cause and export again (written shards "
-                                          "are kept)") from None
-                path = out_dir / name
-                if data is not None:
-                    _save_shard(path, data)
-                elif not path.is_file() or path.stat().st_size != entry["bytes"]:
-                    raise ExportError(f"Shard {name} written by a Ray worker is not in "
-                                      f"{out_dir} as the driver sees it",
-                                      expected="the export folder shared by every node at "
-                                      "the same path (shared_fs=True)", found=f"no intact "
-                                      f"{path}", fix="pass shared_fs=False (the driver writes "
-                                      "the shards), or export to a filesystem every node "
-                                      "mounts at the same path")
-                yield entry
-                submit()
-        finally:
-            for ref in pending:
-                ray.cancel(ref)
-
-
-# -- the manifest ---------------------------------------------------------------------------------
-def read_manifest(path: str | os.PathLike) -> dict:
-    """The manifest of an export: ``path`` is the export folder or its ``manifest.json``."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / MANIFEST
-    fix = "pass the folder to_webdataset wrote (it holds manifest.json)"
-    try:
-        doc = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ExportError(f"No export manifest at {path}", expected=f"{MANIFEST} written by "
-                          "radharmony.export.to_webdataset", found="no such file",
-                          fix=fix) from None
-    except (OSError, ValueError) as exc:
-        raise ExportError(f"{path} is not a readable export manifest", expected="JSON written "
-                          "by to_webdataset", found=f"{type(exc).__name__}: {exc}",
-                          fix=fix) from None
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise ExportError(f"{path} is not a radharmony WebDataset manifest",
-                          expected=f"format {FORMAT!r}", found=repr(doc.get("format")
-                                                                    if isinstance(doc, dict)
-                                                                    else type(doc).__name__),
-                          fix=fix)
-    return doc
-
-
-def _write_manifest(out_dir: Path, manifest: dict) -> None:
-    path = out_dir / MANIFEST
-    tmp = path.with_name(f".{MANIFEST}.tmp")
-    tmp.write_text(json.dumps(manifest, indent=1))
-    os.replace(tmp, path)
-
-
-def _reusable(old: dict | None, plan_entry: tuple[str, int, int], out_dir: Path) -> dict | None:
-    """The old manifest's entry for this shard when its file is intact and complete."""
-    if old is None:
-        return None
-    name, start, stop = plan_entry
-    entry = old.get("_by_name", {}).get(name)
-    if entry is None or (entry["start"], entry["stop"]) != (start, stop) or entry["failed"]:
-        return None
-    path = out_dir / name
-    if not path.is_file() or path.stat().st_size != entry["bytes"]:
-        return None
-    return entry if _sha256_file(path) == entry["sha256"] else None
-
-
-def _previous(out_dir: Path, fp: dict, prefix: str, shard_size: int) -> dict | None:
-    if not (out_dir / MANIFEST).is_file():
-        return None
-    try:
-        old = read_manifest(out_dir)
-    except ExportError:
-        return None  # unreadable: everything is rewritten
-    old["_by_name"] = {e["name"]: e for e in old.get("shards", [])}
-    same = old.get("fingerprint") == fp and old.get("shard_size") == shard_size and \
-        old.get("prefix") == prefix
-    if not same:  # another dataset, pipeline or layout: the folder's old shards are stale
-        for name in old["_by_name"]:
-            if "/" not in name and name.endswith(".tar"):
-                (out_dir / name).unlink(missing_ok=True)
-        return None
-    return old
 
 
 # -- the public call ------------------------------------------------------------------------------
