@@ -12,7 +12,6 @@ import torch
 
 from ..errors import RadHarmonyError
 
-
 #: keys that travel box by box with ``bbox`` (besides any other ``bbox_*`` of the same length)
 BOX_LIST_KEYS = ("bbox_labels", "bbox_annotators")
 

@@ -19,7 +19,6 @@ from ..version import __version__
 from ..imaging.pipeline import DefaultTransform
 from .codec import ExportError
 
-
 MANIFEST = "manifest.json"
 FORMAT = "radharmony-webdataset"
 FORMAT_VERSION = 1

@@ -19,7 +19,6 @@ from ..errors import RadHarmonyError
 from .codec import ExportError, encode_members
 from .manifest import sample_key
 
-
 #: the mtime of every tar member (2000-01-01T00:00:00Z), for byte-reproducible shards
 MTIME = 946684800
 

@@ -21,7 +21,6 @@ from .manifest import (FORMAT, FORMAT_VERSION, MANIFEST, _previous, _reusable, _
                        fingerprint, read_manifest, sample_key, shard_keys)
 from .tarfiles import _STATE, _init_worker, _on_ray, _write_shard
 
-
 #: how many failures the raised error and the warning list
 FIRST_N = 10
 
