@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 import radharmony.augment as augment
+import radharmony.augment.geometry as geometry
 import radharmony.data.samplers as samplers
 from radharmony.augment import (Compose, RandomAffine, RandomFlip, RandomIntensity, affine_matrix,
                                 warp)
@@ -92,7 +93,7 @@ def test_rotation_by_90_degrees_maps_the_box_exactly():
     x0, y0, x1, y1 = RECT  # counter-clockwise on screen: (x, y) -> (y - cy + cx, cx - x + cy)
     cx, cy = W / 2, H / 2
     expected = [y0 - cy + cx, cx - x1 + cy, y1 - cy + cx, cx - x0 + cy]
-    boxes = augment._map_boxes(torch.tensor([RECT]), m)
+    boxes = geometry._map_boxes(torch.tensor([RECT]), m)
     assert boxes[0].tolist() == pytest.approx(expected, abs=1e-9)
     img = warp(rect_sample(dtype=torch.float32)["img"], m, fill=-1.0)
     assert bright_box(img) == pytest.approx(expected, abs=0.5)
@@ -206,9 +207,9 @@ def test_batched_warp_equals_per_sample():
 
 def test_grid_equals_affine_grid():
     m = affine_matrix(width=W, height=H, angle=17, scale=1.2, shear=(5, 3), translate=(3, -2))
-    theta = augment._theta(m, W, H)
+    theta = geometry._theta(m, W, H)
     ref = F.affine_grid(torch.tensor([theta]), [1, 1, H, W], align_corners=False)
-    assert torch.allclose(augment._grid(theta, H, W), ref, atol=1e-6)
+    assert torch.allclose(geometry._grid(theta, H, W), ref, atol=1e-6)
 
 
 @pytest.mark.parametrize("make, match", [
@@ -259,6 +260,6 @@ def test_monai_dictionary_transforms_on_a_sample():
 
 
 def test_docstring_examples():
-    for module in (augment, samplers):
+    for module in (augment, geometry, samplers):
         result = doctest.testmod(module)
         assert result.failed == 0 and result.attempted > 0

@@ -250,7 +250,7 @@ def test_n_train_subsamples_whole_patients(blob):
     _, ds, emb = blob
     pid = ds.harmonized_df["patient_id"].astype(int)
     train, test = ds.filter(pid <= 40), ds.filter(pid > 40)
-    from radharmony.evaluate.probes import _subsample
+    from radharmony.evaluate.sides import _subsample
 
     groups = train.harmonized_df["patient_id"].to_numpy()
     rows = np.arange(len(groups))

@@ -28,8 +28,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .build import ConfigDataset, ConfigHarmonizer, build_classes, config_spec, harmonize_table
+from .build import ConfigDataset, ConfigHarmonizer, build_classes, config_spec
 from .config import ConfigError, read_config, validate_config
+from .harmonize import harmonize_table
 
 
 def load_config(path: str | os.PathLike) -> tuple[type[ConfigHarmonizer], type[ConfigDataset]]:

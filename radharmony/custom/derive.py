@@ -1,6 +1,6 @@
 """Safe derivations of ids and paths from a table's cells: a closed set of operators.
 
-A value spec (validated by :mod:`radharmony.custom.config`) takes its text from one source --
+A value spec (validated by :mod:`radharmony.custom.checker`) takes its text from one source --
 
 * ``column``: a cell as written;
 * ``template``: ``"{PatientID}/{Study}/{File}.png"`` -- each ``{NAME}`` is replaced by that

@@ -213,7 +213,7 @@ def draft_config(key: str, table: pd.DataFrame, *, table_path: str, fmt: str | N
 
 def sample_table(path: str | Path, *, rows: int = 2000) -> tuple[pd.DataFrame, str]:
     """The first ``rows`` rows of a CSV/TSV/JSON/JSONL export and its format."""
-    from .build import read_rows
+    from .reading import read_rows
     from .config import validate_config
 
     path = Path(path)

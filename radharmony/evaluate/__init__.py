@@ -15,8 +15,9 @@ imported when a function needs them.
 
 from .embeddings import Embeddings, embed, encoder_fingerprint, table_fingerprint
 from .plots import plot_label_efficiency, plot_roc
-from .probes import ProbeResult, knn_probe, linear_probe, targets
+from .probes import ProbeResult, knn_probe, linear_probe
 from .reports import CHEXPERT_14, ReportScores, report_metrics
+from .sides import targets
 
 __all__ = ["CHEXPERT_14", "Embeddings", "ProbeResult", "ReportScores", "embed",
            "encoder_fingerprint", "knn_probe", "linear_probe", "plot_label_efficiency",

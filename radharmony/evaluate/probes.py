@@ -27,86 +27,13 @@ import pandas as pd
 from ..errors import RadHarmonyError
 from ..data.splits import assign_folds
 from .embeddings import Embeddings
-from .metrics import METRICS, PatientBootstrap, choose_threshold, interval, weighted_panel
+from .metrics import PatientBootstrap
+from .scoring import _level
+from .sides import _side, targets
+
+__all__ = ["ProbeResult", "knn_probe", "linear_probe", "targets"]
 
 EXTRA = "pip install radharmony[eval]"
-COLUMNS = ("label", "metric", "value", "ci_low", "ci_high", "n_pos", "n_neg", "n_patients",
-           "reason")
-
-
-def targets(dataset) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """``(labels (N, L) float32 0/1, usable mask (N, L) bool, label names)`` of ``dataset``,
-    in its row order, read from its table without decoding images.
-
-    A dataset that defines ``targets()`` is asked first; it returns either such a tuple or a
-    DataFrame with one column per label holding 1 / 0 / -1 / NaN (a dataset merged from
-    several sources does this, masking the labels a source does not have). Otherwise the
-    columns ``dataset.spec.label_cols`` of ``dataset.harmonized_df`` are read. Usable
-    means exactly 0 or 1; -1 (uncertain) and NaN (not mentioned) are masked.
-    """
-    own = getattr(dataset, "targets", None)
-    if callable(own):
-        got = own()
-        if isinstance(got, tuple):
-            labels, mask, names = got
-            labels, mask = np.asarray(labels, np.float32), np.asarray(mask, bool)
-            return np.where(mask, labels, 0).astype(np.float32), mask, list(names)
-        table = pd.DataFrame(got)
-    else:
-        spec = getattr(dataset, "spec", None)
-        cols = list(getattr(spec, "label_cols", ()) or ())
-        if not cols:
-            raise RadHarmonyError(f"{type(dataset).__name__} has no labels to probe",
-                                  expected="a dataset whose spec lists label_cols, or a "
-                                  "targets() method", found="no label columns",
-                                  fix="probe a labelled dataset (e.g. NIH, CheXpert)")
-        table = dataset.harmonized_df[cols]
-    values = table.to_numpy(np.float64, na_value=np.nan)
-    mask = (values == 0) | (values == 1)
-    return np.where(mask, values, 0).astype(np.float32), mask, [str(c) for c in table.columns]
-
-
-def _groups(dataset) -> np.ndarray:
-    col = getattr(getattr(dataset, "spec", None), "group_col", "patient_id")
-    return dataset.harmonized_df[col].astype(str).to_numpy()
-
-
-@dataclass
-class _Side:
-    ids: np.ndarray
-    groups: np.ndarray
-    x: np.ndarray
-    y: np.ndarray
-    mask: np.ndarray
-    names: list
-
-
-def _side(embeddings, dataset, normalize: bool) -> _Side:
-    if not hasattr(dataset, "harmonized_df"):
-        raise RadHarmonyError("Probes need a radharmony dataset", expected="an object with "
-                              "harmonized_df (and spec.label_cols or targets())",
-                              found=type(dataset).__name__, fix="pass the dataset you embedded")
-    if isinstance(embeddings, (list, tuple)):
-        embeddings = Embeddings.concat(embeddings)
-    ids = dataset.harmonized_df["sample_id"].astype(str).to_numpy()
-    x = embeddings.lookup(ids).astype(np.float64)
-    if normalize:
-        x /= np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
-    y, mask, names = targets(dataset)
-    return _Side(ids, _groups(dataset), x, y, mask, names)
-
-
-def _subsample(groups: np.ndarray, rows: np.ndarray, n: int | None, seed: int) -> np.ndarray:
-    """``rows`` restricted to the first ``n`` of its patients in a seeded order (nested in n)."""
-    if n is None:
-        return rows
-    uniq = np.unique(groups[rows])
-    if n > len(uniq):
-        raise RadHarmonyError(f"n_train={n} exceeds the training patients",
-                              expected=f"at most {len(uniq)} patients",
-                              found=f"n_train={n}", fix="pass smaller n_train values")
-    keep = np.random.default_rng([seed, 0x7EA1]).permutation(uniq)[:n]
-    return rows[np.isin(groups[rows], keep)]
 
 
 # -- probes: fit on (x, y), score the test rows and the training rows ------------------------------
@@ -231,109 +158,6 @@ def _run(fit, embeddings, dataset, *, folds, seed, n_bootstrap, test, n_train, t
                                  "n_bootstrap": n_bootstrap, "threshold": threshold,
                                  "train_patients": float(np.mean(
                                      [len(np.unique(train.groups[tr])) for tr, _, _ in splits]))})
-
-
-def _level(fit, train: _Side, ev: _Side, splits, n_train, seed, threshold, boot, ci):
-    n_ev, n_lab = len(ev.ids), len(train.names)
-    score = np.full((n_ev, n_lab), np.nan)
-    thr = np.full((n_ev, n_lab), np.nan)
-    fold = np.full(n_ev, -1)
-    reasons: list[str | None] = [None] * n_lab
-    for tr_rows, te_rows, k in splits:
-        fold[te_rows] = k
-        tr_rows = _subsample(train.groups, tr_rows, n_train, seed)
-        where = "" if k < 0 else f"fold {k}: "
-        for j in range(n_lab):
-            if reasons[j] is not None:
-                continue
-            tr = tr_rows[train.mask[tr_rows, j]]
-            te = te_rows[ev.mask[te_rows, j]]
-            y_tr = train.y[tr, j]
-            pos, neg = int(y_tr.sum()), int(len(y_tr) - y_tr.sum())
-            if pos < 2 or neg < 2:
-                reasons[j] = f"{where}training side has {pos} positive(s) and {neg} " \
-                             "negative(s); at least 2 of each are needed"
-                continue
-            s_te, s_tr = fit(train.x[tr], y_tr, ev.x[te])
-            score[te, j] = s_te
-            thr[te, j] = choose_threshold(y_tr, s_tr, threshold)
-    rows, pred_parts = [], []
-    panels, valid = [], []
-    for j, name in enumerate(train.names):
-        use = np.flatnonzero(ev.mask[:, j])
-        y = ev.y[use, j]
-        pos, neg = int(y.sum()), int(len(y) - y.sum())
-        npat = len(np.unique(ev.groups[use]))
-        if reasons[j] is None and (pos < 2 or neg < 2):
-            reasons[j] = f"test side has {pos} positive(s) and {neg} negative(s); at least " \
-                         "2 of each are needed"
-        if reasons[j] is not None:
-            for m in METRICS + ("threshold",):
-                rows.append((name, m, np.nan, np.nan, np.nan, pos, neg, npat, reasons[j]))
-            panels.append(None)
-            continue
-        s, t = score[use, j], thr[use, j]
-        p = (s >= t).astype(np.float64)
-        point = weighted_panel(y, s, p, np.ones((1, len(use))))[0]
-        samples = np.full((boot.n_bootstrap, len(METRICS)), np.nan)
-        panels.append((use, y, s, p, point, samples))
-        pred_parts.append(pd.DataFrame({"label": name, "sample_id": ev.ids[use],
-                                        "group": ev.groups[use], "fold": fold[use],
-                                        "target": y.astype(np.int8), "score": s,
-                                        "pred": p.astype(np.int8), "threshold": t}))
-        valid.append(j)
-    # one pass over the resamples for every label: the same patients for all of them
-    for sl, w in boot.chunks():
-        for panel in panels:
-            if panel is not None:
-                use, y, s, p, _, samples = panel
-                samples[sl] = weighted_panel(y, s, p, w[:, use])
-    for j, name in enumerate(train.names):
-        panel = panels[j]
-        if panel is None:
-            continue
-        use, y, s, p, point, samples = panel
-        lo, hi = interval(samples, ci)
-        pos, neg = int(y.sum()), int(len(y) - y.sum())
-        npat = len(np.unique(ev.groups[use]))
-        for i, m in enumerate(METRICS):
-            rows.append((name, m, point[i], lo[i], hi[i], pos, neg, npat, None))
-        rows.append((name, "threshold", float(np.nanmean(thr[use, j])), np.nan, np.nan, pos,
-                     neg, npat, None))
-    table = pd.DataFrame(rows, columns=list(COLUMNS))
-    order = {n: i for i, n in enumerate(train.names)}
-    table = table.sort_values("label", key=lambda c: c.map(order), kind="stable")
-    macro = []
-    ok = [panels[j] for j in valid]
-    for i, m in enumerate(METRICS):
-        if ok:
-            points = np.array([pl[4][i] for pl in ok])
-            samples = np.stack([pl[5][:, i] for pl in ok], axis=1)
-            with np.errstate(invalid="ignore"), _quiet():
-                boot_mean = np.nanmean(samples, axis=1) if boot.n_bootstrap else samples[:, 0]
-            lo, hi = interval(boot_mean[:, None], ci)
-            value = float(np.nanmean(points)) if np.isfinite(points).any() else np.nan
-            macro.append(("macro", m, value, lo[0], hi[0], np.nan, np.nan,
-                          len(np.unique(ev.groups)), f"mean over {len(ok)} of {n_lab} labels"))
-        else:
-            macro.append(("macro", m, np.nan, np.nan, np.nan, np.nan, np.nan,
-                          len(np.unique(ev.groups)), "no label could be measured"))
-    table = pd.concat([table, pd.DataFrame(macro, columns=list(COLUMNS))], ignore_index=True)
-    pred = pd.concat(pred_parts, ignore_index=True) if pred_parts else pd.DataFrame(
-        columns=["label", "sample_id", "group", "fold", "target", "score", "pred", "threshold"])
-    return table, pred
-
-
-class _quiet:
-    def __enter__(self):
-        import warnings
-
-        self._w = warnings.catch_warnings()
-        self._w.__enter__()
-        warnings.simplefilter("ignore", RuntimeWarning)
-
-    def __exit__(self, *exc):
-        return self._w.__exit__(*exc)
 
 
 def linear_probe(embeddings: Embeddings, dataset, *, folds: int = 5, seed: int = 0,

@@ -10,8 +10,9 @@ See ``docs/export.md``.
 """
 
 from .codec import ExportError, decode_sample
+from .manifest import read_manifest
 from .shards import Segment, ShardedWebDataset, ShardPlan, local_urls, rank_shards
-from .writer import read_manifest, to_webdataset
+from .writer import to_webdataset
 
 __all__ = ["ExportError", "Segment", "ShardPlan", "ShardedWebDataset", "decode_sample",
            "local_urls", "rank_shards", "read_manifest", "to_webdataset"]

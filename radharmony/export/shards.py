@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from .codec import ExportError, decode_sample
-from .writer import read_manifest, shard_keys
+from .manifest import read_manifest, shard_keys
 
 
 @dataclass(frozen=True)
