@@ -40,7 +40,7 @@ test-min:
 	$(MIN_VENV)/bin/python -m pip install -q torch==2.13.0
 	$(MIN_VENV)/bin/python -m pip install -q -r $(MIN_VENV)/floors.txt
 	$(MIN_VENV)/bin/python -m pip install -q --no-deps -e .
-	$(MIN_VENV)/bin/python -m pytest -q -p no:cacheprovider --ignore=tests/test_viewer.py
+	$(MIN_VENV)/bin/python -m pytest -q -p no:cacheprovider --ignore=tests/tools/test_viewer.py
 
 bench: install
 	$(BIN)/python -m benchmarks.run

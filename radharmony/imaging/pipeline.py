@@ -130,7 +130,7 @@ def area_resize(arr: np.ndarray, box: Letterbox) -> np.ndarray:
     resize at exactly 0.5, which averages each 2 x 2 block (a box filter, several times
     faster than a fractional area resize of the full image); the last, < 2x step is an area
     resize. The result differs from a one-step area resize by block-phase rounding only
-    (see tests/test_speedpaths.py).
+    (see tests/imaging/test_speedpaths.py).
     """
     while arr.shape[0] >= 2 * box.new_h and arr.shape[1] >= 2 * box.new_w:
         arr = cv2.resize(arr, None, fx=0.5, fy=0.5, interpolation=cv2.INTER_LINEAR)

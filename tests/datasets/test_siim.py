@@ -21,7 +21,7 @@ from radharmony.annotations.masks import merge_masks, rle_decode, rle_encode
 from radharmony.table.schema import validate
 from txv_data import txv_file
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+SHARED = Path(__file__).resolve().parents[3] / "shared"
 
 
 def test_relative_column_major_code_by_hand():

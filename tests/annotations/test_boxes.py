@@ -316,7 +316,7 @@ def test_normalize_boxes():
     assert out == [rec("a", "1", 0.1, 0.1, 0.3, 0.2)]
 
 
-REAL = Path(__file__).resolve().parents[2] / "shared" / "real" / "rexgradient" / \
+REAL = Path(__file__).resolve().parents[3] / "shared" / "real" / "rexgradient" / \
     "test_metadata_excerpt.json"
 
 

@@ -28,7 +28,7 @@ from radharmony.spec import DatasetSpec
 from radharmony.viewer import make_server, report_sections
 from radharmony.viewer.app import ViewerApp, clean_spans
 
-ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 LABELS = ("Nodule", "Effusion", "Cardiomegaly")
 VIEWS = ("PA", "AP", "LATERAL", None)
 REPORT = ("INDICATION:\nCough for two weeks.\n\nFINDINGS:\nA small nodule in the right upper "

@@ -439,7 +439,7 @@ def test_docs_examples_run(monkeypatch, tmp_path):
     import re
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[1] / "docs" / "evaluate.md").read_text()
+    text = (Path(__file__).resolve().parents[2] / "docs" / "evaluate.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
     assert len(blocks) == 4
     monkeypatch.chdir(tmp_path)

@@ -344,7 +344,7 @@ def test_readme_trains_a_linear_head_on_a_merged_replica(nih_root, tmp_path, mon
 
     from radharmony.fake.chexpert import write_chexpert
 
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     section = text[text.index("## One label space"):]
     section = section[:section.index("\n## ", 3)]
     (code,) = re.findall(r"```python\n(.*?)```", section, flags=re.S)

@@ -21,7 +21,7 @@ from radharmony.table.harmonizer import BaseHarmonizer
 from radharmony.datasets.rexgradient import ReXGradientValidDataset, ReXGradientValidHarmonizer
 from radharmony.fake import make_fake
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 COMMANDS = ["list", "info", "harmonize", "validate", "cache", "view", "demo"]
 
 

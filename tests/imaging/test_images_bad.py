@@ -195,7 +195,7 @@ def test_colour_jpeg_warns(tmp_path, monkeypatch):
 
 
 def test_real_samples_still_read():
-    real = Path(__file__).resolve().parents[2] / "shared" / "real" / "cxr"
+    real = Path(__file__).resolve().parents[3] / "shared" / "real" / "cxr"
     if not real.is_dir():
         pytest.skip("shared real samples absent")
     for f in sorted(real.iterdir()):

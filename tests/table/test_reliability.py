@@ -31,7 +31,7 @@ from radharmony.spec import REQUIRED_COLUMNS
 from radharmony.table.schema import check_relative_path
 from radharmony.table.guard import locate_entry
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+SHARED = Path(__file__).resolve().parents[3] / "shared"
 PACKAGE = Path(radharmony.__file__).parent
 
 

@@ -23,7 +23,7 @@ from radharmony.table.read_json import load_json
 from radharmony.table.schema import validate
 from radharmony.imaging.pipeline import DefaultTransform, _scale, area_resize, percentiles
 
-REAL = Path(__file__).resolve().parents[2] / "shared" / "real"
+REAL = Path(__file__).resolve().parents[3] / "shared" / "real"
 
 
 # -- image pipeline ----------------------------------------------------------------------------

@@ -494,7 +494,7 @@ def test_docs_example_is_the_tested_config():
     import re
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[1] / "docs" / "custom_datasets.md").read_text()
+    text = (Path(__file__).resolve().parents[2] / "docs" / "custom_datasets.md").read_text()
     block = re.search(r"```yaml\n(.*?)```", text, flags=re.S).group(1)
     assert validate_config(yaml.safe_load(block)) == validate_config(CONFIG)
 
