@@ -7,11 +7,9 @@
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import warnings
 from pathlib import Path
-from typing import Any
 
 from .output import EXIT_OK, EXIT_PROBLEMS, FIRST_N, UsageError, emit, note, progress, text_table
 from ..errors import RadHarmonyError, RegistryError, UnsupportedOutputWarning
@@ -183,84 +181,15 @@ def cmd_harmonize(args: argparse.Namespace) -> int:
 
 
 # -- validate -------------------------------------------------------------------------------------
-def check_image_file(root: str, rel: str, *, decode: bool) -> tuple[str, str] | None:
-    """``(kind, detail)`` of the first problem with one image, or None (the shared
-    :func:`radharmony.data.checks.check_image`: ``unsafe_path``, ``missing``, ``not_a_file``,
-    ``empty``, ``undecodable``; without ``decode`` the header checks only)."""
-    from ..data.checks import check_image
-
-    if not isinstance(rel, str) or not rel:
-        return "unsafe_path", f"image_path {rel!r} is not a path"
-    return check_image(root, rel, decode=decode)
-
-
-def _check_files(root: str, paths: list[str], *, decode: bool, workers: int, quiet: bool):
-    check = functools.partial(check_image_file, root, decode=decode)
-    desc = "decoding images" if decode else "checking files"
-    if workers <= 1:
-        yield from progress(map(check, paths), total=len(paths), desc=desc, quiet=quiet)
-        return
-    from concurrent.futures import ProcessPoolExecutor
-
-    chunk = max(1, min(256, len(paths) // workers // 4))
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        yield from progress(pool.map(check, paths, chunksize=chunk), total=len(paths),
-                             desc=desc, quiet=quiet)
-
-
 def run_validation(key: str, *, root, csv_path=None, images: bool = False, workers: int = 0,
                    quiet: bool = False) -> dict:
-    """Validate one split: metadata, schema, path safety, missing (and undecodable) files.
-
-    Returns a JSON-ready report ``{"key", "ok", "rows", "checked", "problems": {kind:
-    count}, "first": {kind: [{"image_path", "detail"}]}}``. Metadata faults are reported
-    through the shared guard (:func:`radharmony.table.guard.read_error`) and every file through
-    :func:`radharmony.data.checks.check_image`; unlike ``dataset.validate()`` it keeps going
-    past a schema fault so that every unsafe path is listed.
-    """
-    from ..errors import PathSafetyError
-    from ..table.schema import validate
-    from ..table.guard import read_error
-
-    report: dict[str, Any] = {"key": key, "root": str(root), "images_decoded": images,
-                              "rows": 0, "checked": 0, "problems": {}, "first": {}}
-
-    def add(kind: str, path: str | None, detail: str) -> None:
-        report["problems"][kind] = report["problems"].get(kind, 0) + 1
-        first = report["first"].setdefault(kind, [])
-        if len(first) < FIRST_N:
-            first.append({"image_path": path, "detail": detail})
+    """Validate one split (:func:`radharmony.data.checks.validate_split`): metadata, schema,
+    path safety, missing (and, with ``images``, undecodable) files; JSON-ready."""
+    from ..data.checks import validate_split
 
     h = get_harmonizer_class(key)(csv_path=csv_path, base_image_dir=root)
-    try:
-        meta = h.resolve_metadata_path()
-        report["metadata"] = str(meta)
-        try:
-            raw = h.read(h.inputs(meta))
-        except RadHarmonyError:
-            raise
-        except Exception as exc:  # the shared guard's message: file, line, expected, found
-            raise read_error(exc, meta, description=h.metadata_description) from None
-        df = h.harmonize_raw(raw, source=str(meta))
-    except RadHarmonyError as exc:
-        add("metadata", None, str(exc))
-        report["ok"] = False
-        return report
-    report["rows"] = len(df)
-    try:
-        validate(df, h.spec, source=str(meta))
-    except PathSafetyError:
-        pass  # every unsafe path is listed by the per-file check below
-    except RadHarmonyError as exc:
-        add("schema", None, str(exc))
-    paths = [p if isinstance(p, str) else "" for p in df["image_path"]]
-    for rel, problem in zip(paths, _check_files(str(root), paths, decode=images,
-                                                workers=workers, quiet=quiet)):
-        report["checked"] += 1
-        if problem is not None:
-            add(problem[0], rel, problem[1])
-    report["ok"] = not report["problems"]
-    return report
+    return validate_split(h, decode=images, num_workers=workers, progress=not quiet,
+                          first_n=FIRST_N)
 
 
 def _validate_text(reports: list[dict]) -> str:

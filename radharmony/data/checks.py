@@ -205,5 +205,59 @@ def validate_dataset(dataset, *, decode: bool = True, num_workers: int = 0,
                           progress=progress, min_side=size)
 
 
+def validate_split(harmonizer, *, decode: bool = False, num_workers: int = 0,
+                   progress: bool = True, first_n: int = 10) -> dict:
+    """Validate one split from its metadata up: read and harmonize (every fault a metadata
+    problem naming file and entry), the schema (kept going past a fault, so that every unsafe
+    path is listed), then every image (:func:`validate_table`).
+
+    Returns a JSON-ready report ``{"key", "root", "metadata", "ok", "rows", "checked",
+    "problems": {kind: count}, "first": {kind: [{"image_path", "detail"}]}}``.
+    """
+    from ..table.guard import read_error
+    from ..table.schema import validate
+
+    root = harmonizer.base_image_dir
+    report: dict = {"key": harmonizer.spec.key, "root": str(root), "images_decoded": decode,
+                    "rows": 0, "checked": 0, "problems": {}, "first": {}}
+
+    def add(kind: str, path: str | None, detail: str) -> None:
+        report["problems"][kind] = report["problems"].get(kind, 0) + 1
+        first = report["first"].setdefault(kind, [])
+        if len(first) < first_n:
+            first.append({"image_path": path, "detail": detail})
+
+    try:
+        meta = harmonizer.resolve_metadata_path()
+        report["metadata"] = str(meta)
+        try:
+            raw = harmonizer.read(harmonizer.inputs(meta))
+        except RadHarmonyError:
+            raise
+        except Exception as exc:  # the shared guard's message: file, line, expected, found
+            raise read_error(exc, meta, description=harmonizer.metadata_description) from None
+        df = harmonizer.harmonize_raw(raw, source=str(meta))
+    except RadHarmonyError as exc:
+        add("metadata", None, str(exc))
+        report["ok"] = False
+        return report
+    report["rows"] = len(df)
+    try:
+        validate(df, harmonizer.spec, source=str(meta))
+    except PathSafetyError:
+        pass  # every unsafe path is listed by the per-file check below
+    except RadHarmonyError as exc:
+        add("schema", None, str(exc))
+    paths = pd.DataFrame({"image_path": [p if isinstance(p, str) else "" for p in
+                                         df["image_path"]]})
+    files = validate_table(paths, root, name=harmonizer.spec.key, decode=decode,
+                           num_workers=num_workers, progress=progress)
+    report["checked"] = files.checked
+    for row in files.problems.itertuples():
+        add(row.problem, row.image_path or None, row.message)
+    report["ok"] = not report["problems"]
+    return report
+
+
 __all__ = ["PROBLEMS", "ValidationReport", "check_image", "drop_missing", "validate_dataset",
-           "validate_table"]
+           "validate_split", "validate_table"]

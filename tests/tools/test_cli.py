@@ -189,7 +189,7 @@ def test_validate_clean_replica(capsys, rex):
     assert code == 0, reports
     assert [r["ok"] for r in reports] == [True, True, True]
     assert all(r["checked"] == r["rows"] > 0 for r in reports)
-    assert "decoding images" in err  # progress on stderr, stdout stays pure JSON
+    assert "validating rexgradient" in err  # progress on stderr, stdout stays pure JSON
 
 
 @pytest.mark.parametrize("workers", [0, 2])
