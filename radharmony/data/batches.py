@@ -92,12 +92,16 @@ def lock_path(cache) -> Path:
 
 
 # -- reading ---------------------------------------------------------------------------------
+def _packs_mtime(cache) -> int | None:
+    try:
+        return os.stat(cache.images / "packs").st_mtime_ns
+    except OSError:
+        return None
+
+
 def _packs_changed(files, cache) -> None:
     """Mark rows believed loose for a new lookup when the packs folder changed."""
-    try:
-        mtime = os.stat(cache.images / "packs").st_mtime_ns
-    except OSError:
-        mtime = None
+    mtime = _packs_mtime(cache)
     if mtime != files.packs_mtime:
         files.packs_mtime = mtime
         files.pack[files.pack == LOOSE] = UNKNOWN
@@ -134,8 +138,9 @@ def identify(ds, index: int) -> tuple[str, str]:
 def load_one(ds, index: int, path: str, key: str) -> tuple[np.ndarray, Letterbox]:
     """Sample ``index``'s quantized image through the cache (decoded and stored on a miss)."""
     cache = ds.image_cache
+    before = _packs_mtime(cache)
     hit = cache.load(key)
-    if hit is None:
+    if hit is None and _packs_mtime(cache) != before:
         cache.packs(rescan=True)  # a pack may have just replaced the loose entry
         hit = cache.load(key)
     if hit is not None:
