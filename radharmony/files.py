@@ -52,14 +52,14 @@ def file_identity(path: str | os.PathLike, st: os.stat_result | None = None) -> 
 
 def atomic_write(path: Path, write: Callable) -> None:
     """Call ``write(fh)`` on a temporary file beside ``path`` and rename it into place."""
-    for attempt in (0, 1):  # a concurrent pack() may remove an emptied folder in between
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
+    for attempt in (0, 1, 2):  # the folder is made when missing (a concurrent pack() may
+        try:                   # remove an emptied folder in between)
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=TMP_PREFIX, suffix=path.suffix)
             break
         except FileNotFoundError:
-            if attempt:
+            if attempt == 2:
                 raise
+            path.parent.mkdir(parents=True, exist_ok=True)
     try:
         with os.fdopen(fd, "wb") as fh:
             write(fh)

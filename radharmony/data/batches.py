@@ -25,8 +25,10 @@ epoch.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import socket
+import threading
 import time
 from pathlib import Path
 
@@ -90,12 +92,16 @@ def lock_path(cache) -> Path:
 
 
 # -- reading ---------------------------------------------------------------------------------
+def _packs_mtime(cache) -> int | None:
+    try:
+        return os.stat(cache.images / "packs").st_mtime_ns
+    except OSError:
+        return None
+
+
 def _packs_changed(files, cache) -> None:
     """Mark rows believed loose for a new lookup when the packs folder changed."""
-    try:
-        mtime = os.stat(cache.images / "packs").st_mtime_ns
-    except OSError:
-        mtime = None
+    mtime = _packs_mtime(cache)
     if mtime != files.packs_mtime:
         files.packs_mtime = mtime
         files.pack[files.pack == LOOSE] = UNKNOWN
@@ -132,8 +138,9 @@ def identify(ds, index: int) -> tuple[str, str]:
 def load_one(ds, index: int, path: str, key: str) -> tuple[np.ndarray, Letterbox]:
     """Sample ``index``'s quantized image through the cache (decoded and stored on a miss)."""
     cache = ds.image_cache
+    before = _packs_mtime(cache)
     hit = cache.load(key)
-    if hit is None:
+    if hit is None and _packs_mtime(cache) != before:
         cache.packs(rescan=True)  # a pack may have just replaced the loose entry
         hit = cache.load(key)
     if hit is not None:
@@ -146,13 +153,17 @@ def load_one(ds, index: int, path: str, key: str) -> tuple[np.ndarray, Letterbox
     return arr, box
 
 
-def read_quantized(ds, indices) -> tuple[np.ndarray, list[Letterbox]]:
-    """Samples ``indices``'s quantized images ``(B, size, size)`` and their Letterboxes."""
+def read_quantized(ds, indices, *, out: np.ndarray | None = None
+                   ) -> tuple[np.ndarray, list[Letterbox]]:
+    """Samples ``indices``'s quantized images ``(B, size, size)`` and their Letterboxes
+    (written into ``out`` when it has that shape and dtype)."""
     indices = np.asarray(indices, dtype=np.int64)
     files, cache = ds._file_table(), ds.image_cache
     rows = ds._file_rows[indices]
     size = ds.pipeline.size
-    buf = np.empty((len(indices), size, size), STORAGE[ds.pipeline.bits])
+    shape, dtype = (len(indices), size, size), STORAGE[ds.pipeline.bits]
+    buf = out if out is not None and out.shape == shape and out.dtype == dtype else \
+        np.empty(shape, dtype)
     boxes: list = [None] * len(indices)
     paths: list = [None] * len(indices)
     for j, i in enumerate(indices):
@@ -200,20 +211,65 @@ def read_quantized(ds, indices) -> tuple[np.ndarray, list[Letterbox]]:
     return buf, boxes
 
 
+#: per thread, the quantized gather buffer of the previous batch (reused by the next)
+_scratch = threading.local()
+
+#: storages of this worker process's recent batch tensors, and whether its batches are handed
+#: to the main process as they are (see :func:`to_batch_tensor`)
+_recent: list = []
+_straight = [False]
+
+
+def _use_count(storage) -> int:
+    """How many tensors and handles hold ``storage`` (a large number when torch cannot say)."""
+    count = getattr(torch._C, "_storage_Use_Count", None)
+    return count(storage._cdata) if count is not None else 1 << 30
+
+
+def _worker_buffer(shape: tuple, dtype: torch.dtype) -> torch.Tensor:
+    """An uninitialized batch tensor for a DataLoader worker.
+
+    Fresh memory pages cost far more than the conversion written into them (a batch of 64
+    bfloat16 images is 1,568 pages), so: while the batches are copied out by the collate
+    function (the default collate stacks the samples into shared memory of its own), the
+    previous batch's ordinary memory is reused once nothing holds it any more; once a batch
+    was handed to the main process as it was (``collate_fn=radharmony.collate``: pickling
+    moved it to shared memory), each batch is written straight into a new shared-memory
+    block, which the main process maps without a copy. A block that went to the main process
+    is never written again.
+    """
+    nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+    if any(s.is_shared() for s in _recent):
+        _straight[0], _recent[:] = True, []
+    if _straight[0]:
+        storage = torch.UntypedStorage._new_shared(nbytes)
+    else:
+        storage = next((s for s in _recent if s.nbytes() == nbytes and _use_count(s) == 1),
+                       None) or torch.UntypedStorage(nbytes)
+        _recent[:] = [storage] + [s for s in _recent if s is not storage][:1]
+    return torch.empty(0, dtype=dtype).set_(storage).view(shape)
+
+
 def to_batch_tensor(ds, quantized: np.ndarray) -> torch.Tensor:
-    """``(B, 1, H, W)`` in ``ds.dtype``; inside a DataLoader worker, in shared memory."""
+    """``(B, 1, H, W)`` in ``ds.dtype`` (inside a DataLoader worker, see :func:`_worker_buffer`)."""
     if torch.utils.data.get_worker_info() is None:
         return ds.pipeline.to_tensor(quantized, ds.dtype)
-    out = torch.empty((len(quantized), 1, *quantized.shape[1:]), dtype=ds.dtype)
-    return ds.pipeline.to_tensor(quantized, ds.dtype, out=out.share_memory_())
+    out = _worker_buffer((len(quantized), 1, *quantized.shape[1:]), ds.dtype)
+    return ds.pipeline.to_tensor(quantized, ds.dtype, out=out)
 
 
 def read_samples(ds, indices) -> list[dict]:
     """The samples of ``indices``, whose ``img`` are views into one batch tensor
     (:func:`radharmony.collate` returns that tensor as the batch without copying)."""
     indices = [int(i) for i in indices]
-    quantized, boxes = read_quantized(ds, indices)
+    quantized, boxes = read_quantized(ds, indices, out=getattr(_scratch, "buf", None))
     batch = to_batch_tensor(ds, quantized)
+    start, end = batch.untyped_storage().data_ptr(), quantized.ctypes.data
+    if start <= end < start + batch.untyped_storage().nbytes() or \
+            end <= start < end + quantized.nbytes:
+        _scratch.buf = None  # the batch is a view of it: not to be written again
+    else:
+        _scratch.buf = quantized  # fresh pages are costly: the next batch reuses these
     out = []
     for j, (i, img) in enumerate(zip(indices, batch.unbind(0))):
         img._radharmony_batch = (batch, j)
