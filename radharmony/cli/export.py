@@ -14,23 +14,10 @@ from pathlib import Path
 
 from ..registry import families
 from .commands import build_dataset, resolve_keys
-from .output import EXIT_OK, EXIT_PROBLEMS, UsageError
+from .output import EXIT_OK, EXIT_PROBLEMS, UsageError, positive as _positive
+from .output import workers as _workers
 
 FORMATS = ("webdataset",)
-
-
-def _positive(text: str) -> int:
-    n = int(text)
-    if n < 1:
-        raise argparse.ArgumentTypeError("must be a positive count")
-    return n
-
-
-def _workers(text: str) -> int:
-    n = int(text)
-    if n < 0:
-        raise argparse.ArgumentTypeError("must be 0 (in-process) or a positive count")
-    return n
 
 
 def engine_args(p: argparse.ArgumentParser) -> None:

@@ -10,17 +10,11 @@ from pathlib import Path
 from . import commands as c
 from . import evaluate, export, label_reports, new
 from . import merge as merge_cmd
+from .output import workers as _workers
 from .output import EXIT_PROBLEMS, EXIT_USAGE, UsageError, note
 from ..custom import register_config
 from ..errors import RadHarmonyError, RegistryError
 from ..version import __version__
-
-
-def _workers(text: str) -> int:
-    n = int(text)
-    if n < 0:
-        raise argparse.ArgumentTypeError("must be 0 (in-process) or a positive count")
-    return n
 
 
 def _size(text: str) -> int:

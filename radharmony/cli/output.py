@@ -60,3 +60,21 @@ def text_table(rows: list[list], header: list[str]) -> str:
     cells = [header] + [["" if c is None else str(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells)
+
+
+# -- argument types shared by the commands ------------------------------------------------------
+def workers(text: str) -> int:
+    """``--workers N``: 0 (in this process) or a positive count."""
+    n = int(text)
+    if n < 0:
+        raise argparse.ArgumentTypeError("must be 0 (in-process) or a positive count")
+    return n
+
+
+def positive(text: str) -> int:
+    """A positive count (``--shard-size``, ``--n-splits``)."""
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError("must be a positive count")
+    return n
+
