@@ -56,10 +56,19 @@ def one(text, col, **kw):
     ("Findings suggestive of pulmonary edema.", "Edema", -1.0),
     ("Question of a small pneumothorax.", "Pneumothorax", -1.0),
     ("Possible small effusion.", "Pleural Effusion", -1.0),
+    ("Hilar prominence which could be due to a nodule.", "Lung Lesion", -1.0),
+    ("The opacity might be atelectasis.", "Atelectasis", -1.0),
     # the examination, not the finding
     ("Evaluation for pneumothorax is limited by rotation.", "Pneumothorax", None),
     ("Low lung volumes limit evaluation for an effusion.", "Pleural Effusion", None),
     ("CT can be performed to identify a small nodule.", "Lung Lesion", None),
+    ("Bony overlap could obscure a small pulmonary nodule.", "Lung Lesion", None),
+    ("Consider oblique images to exclude a true nodule.", "Lung Lesion", None),
+    ("Prior films would be helpful to identify the location of the nodule.", "Lung Lesion",
+     None),
+    # a participle and comma close a negation's scope
+    ("No effusion seen, dense nodule in the left lung.", "Lung Lesion", 1.0),
+    ("No effusion seen, dense nodule in the left lung.", "Pleural Effusion", 0.0),
     ("Evaluation for pneumothorax is limited; small effusion.", "Pleural Effusion", 1.0),
     # exclusions
     ("Small pericardial effusion.", "Pleural Effusion", None),
