@@ -487,8 +487,8 @@ def main(argv: list[str] | None = None) -> int:
                                  ("radharmony", "(a) radharmony first epoch", ""),
                                  ("monai", "(c) MONAI PersistentDataset first epoch", ""),
                                  ("txrv", "(d) TorchXRayVision steps (skimage)", ""),
-                                 ("radharmony", "(b) radharmony plain DataLoader(train_ds, "
-                                  "batch_size=64) cached epoch", "plain_"),
+                                 ("radharmony", "(b) radharmony plain DataLoader, batch_size=64, "
+                                  "cached epoch", "plain_"),
                                  ("radharmony", "(b) same with collate_fn=radharmony.collate",
                                   "plain_collate_"),
                                  ("radharmony", "(b) radharmony CachedLoader cached epoch",
