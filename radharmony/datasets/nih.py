@@ -137,9 +137,7 @@ def image_folders(root: Path | None) -> dict:
 
 def listed_files(inputs: Inputs) -> dict[str, str] | None:
     """File name -> relative path of every listed PNG (None for the flat layout)."""
-    if inputs.folders["images"][0] is None:
-        return None
-    return {rel.rsplit("/", 1)[-1]: rel for rel in inputs.listing("images")}
+    return inputs.by_name("images")
 
 
 def nih_table(e: pd.DataFrame, *, source: str, files: dict | None = None) -> pd.DataFrame:

@@ -143,8 +143,7 @@ class PadChestHarmonizer(BaseHarmonizer):
         table = read_csv_table(inputs.metadata, COLUMNS, description=self.metadata_description)
         if inputs.folders["images"][0] is None:
             return table
-        return {"table": table, "files": {rel.rsplit("/", 1)[-1]: rel
-                                          for rel in inputs.listing("images")}}
+        return {"table": table, "files": inputs.by_name("images")}
 
     @classmethod
     def harmonize_raw(cls, raw: pd.DataFrame | dict, *, source: str = "metadata"

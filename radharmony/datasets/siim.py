@@ -19,12 +19,12 @@ a per-image uuid, so ``patient_id`` is the image id (no grouping of a patient's 
 from __future__ import annotations
 
 import json
-import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from ..table.locate import listed_paths
 from ..table.harmonizer import BaseHarmonizer, Inputs
 from ..data.dataset import BaseRadiologicalDataset
 from ..annotations.masks import merge_masks, rle_decode
@@ -66,11 +66,7 @@ class SIIMPneumothoraxHarmonizer(BaseHarmonizer):
     def read(self, inputs: Inputs) -> dict:
         table = read_table(inputs.metadata, description=self.metadata_description,
                            columns=COLUMNS, dtype=str, keep_default_na=False)
-        files = None
-        if inputs.folders["images"][0] is not None:
-            files = {rel.rsplit("/", 1)[-1][:-4]: rel for rel in inputs.listing("images")
-                     if rel.endswith(".dcm")}
-        return {"rle": table, "files": files}
+        return {"rle": table, "files": inputs.by_name("images", suffix=".dcm")}
 
     @classmethod
     def harmonize_raw(cls, raw: dict, *, source: str = "metadata") -> pd.DataFrame:
@@ -80,15 +76,8 @@ class SIIMPneumothoraxHarmonizer(BaseHarmonizer):
         codes = table[RLE_COL].astype(str).str.strip()
         masked = codes.ne(NO_MASK) & codes.ne("")
         rle = lists_by(ids, table["ImageId"].str.strip()[masked], codes[masked].to_numpy(object))
-        files = raw.get("files")
-        paths = ids + ".dcm"
-        if files is not None:
-            found = pd.Series(files, dtype=object).reindex(ids)
-            if found.isna().any():
-                warnings.warn(f"{source}: {int(found.isna().sum())} of {len(ids)} images have "
-                              f"no .dcm file under the image folder; their image_path is "
-                              f"'<ImageId>.dcm'", stacklevel=2)
-            paths = found.where(found.notna(), paths)
+        paths = listed_paths(ids, raw.get("files"), ids + ".dcm", source=source,
+                             fallback_text="'<ImageId>.dcm'", what=".dcm file")
         return pd.DataFrame({"patient_id": ids, "study_id": ids,
                              "image_path": np.asarray(paths, dtype=object),
                              "view_position": None, "report": None,

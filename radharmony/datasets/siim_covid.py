@@ -35,7 +35,7 @@ from ..annotations.boxes import box_record
 from ..errors import MetadataError
 from ..cells import parse_literal
 from ..spec import DatasetSpec
-from ..table.locate import find_optional
+from ..table.locate import find_optional, listed_paths
 from ..table.read_csv import read_table, require_columns
 
 # -- declarative spec ----------------------------------------------------------------------------
@@ -118,9 +118,7 @@ class SIIMCovidHarmonizer(BaseHarmonizer):
         if (p := inputs.file("studies")) is not None:
             raw["studies"] = read_table(p, description="train_study_level.csv",
                                         columns=STUDY_COLUMNS, dtype={"id": str})
-        if inputs.folders["images"][0] is not None:
-            raw["files"] = {rel.rsplit("/", 1)[-1][:-4]: rel for rel in inputs.listing("images")
-                            if rel.endswith(".dcm")}
+        raw["files"] = inputs.by_name("images", suffix=".dcm")
         return raw
 
     @classmethod
@@ -129,15 +127,10 @@ class SIIMCovidHarmonizer(BaseHarmonizer):
         require_columns(table, IMAGE_COLUMNS, source=source, description="the image table")
         image = table["id"].str.strip().str.replace(r"_image$", "", regex=True)
         study = table["StudyInstanceUID"].str.strip()
-        paths = "train/" + study + "/" + image + ".dcm"
-        files = raw.get("files")
-        if files is not None:
-            found = pd.Series(files, dtype=object).reindex(image)
-            if found.isna().any():
-                warnings.warn(f"{source}: {int(found.isna().sum())} of {len(image)} images have "
-                              f"no .dcm file under the image folder; their image_path is "
-                              f"'train/<study>/<image>.dcm' (series unknown)", stacklevel=2)
-            paths = pd.Series(np.where(found.notna(), found.to_numpy(object), paths), dtype=object)
+        paths = listed_paths(image, raw.get("files"), "train/" + study + "/" + image + ".dcm",
+                             source=source,
+                             fallback_text="'train/<study>/<image>.dcm' (series unknown)",
+                             what=".dcm file")
         df = pd.DataFrame({"patient_id": study.to_numpy(object), "study_id": study.to_numpy(object),
                            "image_path": np.asarray(paths, dtype=object), "view_position": None,
                            "report": None})

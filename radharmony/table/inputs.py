@@ -41,6 +41,22 @@ class Inputs:
         """Sorted relative POSIX paths of the files in folder ``role`` (walked once)."""
         return [rel for rel, _ in self._walk(role)]
 
+    def by_name(self, role: str, *, suffix: str | None = None) -> dict[str, str] | None:
+        """File name -> relative path of each file listed in folder ``role`` (None when the
+        folder is absent). With ``suffix`` only those files count, keyed by the name without
+        it (``1.2.3.dcm`` -> ``1.2.3``). A name found twice keeps its last path in sorted
+        order."""
+        if self.folders[role][0] is None:
+            return None
+        out = {}
+        for rel in self.listing(role):
+            name = rel.rsplit("/", 1)[-1]
+            if suffix is None:
+                out[name] = rel
+            elif name.endswith(suffix):
+                out[name[:-len(suffix)]] = rel
+        return out
+
     def _walk(self, role: str) -> list[tuple[str, list]]:
         if role not in self._walks:
             root, suffixes = self.folders[role]

@@ -50,6 +50,27 @@ def discover(base_image_dir, names: Iterable[str], *, description: str, argument
             f"{', '.join(names)})")
 
 
+def listed_paths(ids, files: dict | None, fallback, *, source: str, fallback_text: str,
+                 what: str = "file"):
+    """Each id's path from ``files`` (a listed folder, :meth:`Inputs.by_name`), else its
+    ``fallback`` path, warning with the count of ids that had no ``what`` (``fallback_text``
+    says what their path then is). Without a listing every id keeps its fallback."""
+    import warnings
+
+    import numpy as np
+    import pandas as pd
+
+    fallback = np.asarray(fallback, dtype=object)
+    if files is None:
+        return fallback
+    found = pd.Series(files, dtype=object).reindex(pd.Index(ids)).to_numpy(object)
+    missing = pd.isna(found)
+    if missing.any():
+        warnings.warn(f"{source}: {int(missing.sum())} of {len(found)} images have no {what} under "
+                      f"the image folder; their image_path is {fallback_text}", stacklevel=3)
+    return np.where(missing, fallback, found)
+
+
 def find_optional(names: Iterable[str], *near: str | Path | None) -> Path | None:
     """The first existing file called one of ``names`` in or near the folders ``near`` (the
     folder itself, its ``metadata/`` sub-folders and up to three ancestors), else None."""
