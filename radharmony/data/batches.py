@@ -4,8 +4,7 @@ One reader serves ``dataset.__getitems__`` (so ``DataLoader(ds, batch_size=B)`` 
 at once) and :class:`~radharmony.data.loader.CachedLoader`: the rows of a batch that sit in a
 pack are copied out of the memory-mapped pack with one ``numpy.take`` per pack and checked with
 one vectorized checksum; the batch is converted to the output dtype in one pass (inside a
-DataLoader worker, straight into shared memory, so handing it to the main process copies
-nothing); the rest are read one by one from loose entries or decoded.
+DataLoader worker, into a reused shared-memory slot: :mod:`radharmony.data.handoff`); the rest are read one by one from loose entries or decoded.
 
 **The automatic pack.** Each process counts the rows it served from loose entries. When the
 count reaches its share of the dataset (``len / (DataLoader workers x distributed ranks)``,
@@ -25,7 +24,6 @@ epoch.
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import socket
 import threading
@@ -39,6 +37,7 @@ from ..errors import ImageReadError, PathSafetyError
 from ..imaging.geometry import Letterbox
 from ..imaging.packs import warn_bad_record
 from ..imaging.pipeline import STORAGE
+from . import handoff
 from .filetable import LOOSE, UNKNOWN
 
 #: a pack lock older than this is taken over even when its holder cannot be checked
@@ -156,14 +155,14 @@ def load_one(ds, index: int, path: str, key: str) -> tuple[np.ndarray, Letterbox
 def read_quantized(ds, indices, *, out: np.ndarray | None = None
                    ) -> tuple[np.ndarray, list[Letterbox]]:
     """Samples ``indices``'s quantized images ``(B, size, size)`` and their Letterboxes
-    (written into ``out`` when it has that shape and dtype)."""
+    (written into the first rows of ``out`` when it has room, that image shape and dtype)."""
     indices = np.asarray(indices, dtype=np.int64)
     files, cache = ds._file_table(), ds.image_cache
     rows = ds._file_rows[indices]
     size = ds.pipeline.size
     shape, dtype = (len(indices), size, size), STORAGE[ds.pipeline.bits]
-    buf = out if out is not None and out.shape == shape and out.dtype == dtype else \
-        np.empty(shape, dtype)
+    buf = out[:len(indices)] if out is not None and out.shape[1:] == shape[1:] and \
+        len(out) >= len(indices) and out.dtype == dtype else np.empty(shape, dtype)
     boxes: list = [None] * len(indices)
     paths: list = [None] * len(indices)
     for j, i in enumerate(indices):
@@ -214,67 +213,30 @@ def read_quantized(ds, indices, *, out: np.ndarray | None = None
 #: per thread, the quantized gather buffer of the previous batch (reused by the next)
 _scratch = threading.local()
 
-#: storages of this worker process's recent batch tensors, and whether its batches are handed
-#: to the main process as they are (see :func:`to_batch_tensor`)
-_recent: list = []
-_straight = [False]
-
-
-def _use_count(storage) -> int:
-    """How many tensors and handles hold ``storage`` (a large number when torch cannot say)."""
-    count = getattr(torch._C, "_storage_Use_Count", None)
-    return count(storage._cdata) if count is not None else 1 << 30
-
-
-def _worker_buffer(shape: tuple, dtype: torch.dtype) -> torch.Tensor:
-    """An uninitialized batch tensor for a DataLoader worker.
-
-    Fresh memory pages cost far more than the conversion written into them (a batch of 64
-    bfloat16 images is 1,568 pages), so: while the batches are copied out by the collate
-    function (the default collate stacks the samples into shared memory of its own), the
-    previous batch's ordinary memory is reused once nothing holds it any more; once a batch
-    was handed to the main process as it was (``collate_fn=radharmony.collate``: pickling
-    moved it to shared memory), each batch is written straight into a new shared-memory
-    block, which the main process maps without a copy. A block that went to the main process
-    is never written again.
-    """
-    nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
-    if any(s.is_shared() for s in _recent):
-        _straight[0], _recent[:] = True, []
-    if _straight[0]:
-        storage = torch.UntypedStorage._new_shared(nbytes)
-    else:
-        storage = next((s for s in _recent if s.nbytes() == nbytes and _use_count(s) == 1),
-                       None) or torch.UntypedStorage(nbytes)
-        _recent[:] = [storage] + [s for s in _recent if s is not storage][:1]
-    return torch.empty(0, dtype=dtype).set_(storage).view(shape)
-
-
 def to_batch_tensor(ds, quantized: np.ndarray) -> torch.Tensor:
-    """``(B, 1, H, W)`` in ``ds.dtype`` (inside a DataLoader worker, see :func:`_worker_buffer`)."""
+    """``(B, 1, H, W)`` in ``ds.dtype`` (inside a DataLoader worker, in one of its
+    shared-memory slots: see :mod:`radharmony.data.handoff`)."""
     if torch.utils.data.get_worker_info() is None:
         return ds.pipeline.to_tensor(quantized, ds.dtype)
-    out = _worker_buffer((len(quantized), 1, *quantized.shape[1:]), ds.dtype)
-    return ds.pipeline.to_tensor(quantized, ds.dtype, out=out)
+    out = handoff.worker_batch((len(quantized), 1, *quantized.shape[1:]), ds.dtype)
+    return ds.pipeline.to_tensor(quantized, ds.dtype, out=out)  # (a new tensor for None)
 
 
 def read_samples(ds, indices) -> list[dict]:
-    """The samples of ``indices``, whose ``img`` are views into one batch tensor
-    (:func:`radharmony.collate` returns that tensor as the batch without copying)."""
+    """The samples of ``indices``, whose ``img`` are the rows of one batch tensor (the default
+    collate and :func:`radharmony.collate` return that tensor as the batch without copying)."""
     indices = [int(i) for i in indices]
-    quantized, boxes = read_quantized(ds, indices, out=getattr(_scratch, "buf", None))
+    scratch = getattr(_scratch, "buf", None)
+    quantized, boxes = read_quantized(ds, indices, out=scratch)
     batch = to_batch_tensor(ds, quantized)
     start, end = batch.untyped_storage().data_ptr(), quantized.ctypes.data
     if start <= end < start + batch.untyped_storage().nbytes() or \
             end <= start < end + quantized.nbytes:
         _scratch.buf = None  # the batch is a view of it: not to be written again
-    else:
-        _scratch.buf = quantized  # fresh pages are costly: the next batch reuses these
-    out = []
-    for j, (i, img) in enumerate(zip(indices, batch.unbind(0))):
-        img._radharmony_batch = (batch, j)
-        out.append(ds.finish(ds.assemble(i, img, boxes[j])))
-    return out
+    elif scratch is None or not np.shares_memory(quantized, scratch):
+        _scratch.buf = quantized  # fresh pages are costly: the next batches reuse these
+    return [ds.finish(ds.assemble(i, img, box))
+            for i, img, box in zip(indices, handoff.rows(batch), boxes)]
 
 
 # -- the automatic pack -------------------------------------------------------------------------

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from .handoff import batch_of
+
 #: Keys kept as per-sample lists even when every sample's tensor happens to share a shape, so
 #: a batch has the same structure whatever the box counts.
 PER_SAMPLE_KEYS = frozenset({"bbox"})
@@ -30,13 +32,9 @@ def collate(batch: list[dict]) -> dict:
 
 def _batched(values: list[torch.Tensor]) -> torch.Tensor:
     """``torch.stack(values)``, or, when the values are the rows of one batch tensor in order
-    (a dataset's batched read marks them so), that tensor itself: no copy."""
-    mark = getattr(values[0], "_radharmony_batch", None)
-    if mark is not None and len(mark[0]) == len(values) and all(
-            getattr(v, "_radharmony_batch", (None, -1))[1] == j and v._radharmony_batch[0]
-            is mark[0] for j, v in enumerate(values)):
-        return mark[0]
-    return torch.stack(values)
+    (a dataset's batched read makes them so), that tensor itself: no copy."""
+    whole = batch_of(values)
+    return whole if whole is not None else torch.stack(values)
 
 
 def pad_boxes(boxes: list[torch.Tensor], *, fill: float = 0.0

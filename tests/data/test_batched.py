@@ -253,29 +253,6 @@ def test_two_ranks_share_one_pack(rex_images, tmp_path, reference):
     assert all(torch.equal(seen[s], reference[i]) for i, s in enumerate(ids))
 
 
-def test_worker_batch_memory_is_reused_only_when_nothing_holds_it(monkeypatch):
-    monkeypatch.setattr(batches, "_recent", [])
-    monkeypatch.setattr(batches, "_straight", [False])
-    shape = (4, 1, 8, 8)
-    a = batches._worker_buffer(shape, torch.bfloat16)
-    a.fill_(1)
-    held = a[2]  # a sample still holds a row of it
-    ptr_a = a.data_ptr()
-    del a
-    b = batches._worker_buffer(shape, torch.bfloat16)
-    assert b.data_ptr() != ptr_a and torch.all(held == 1)
-    del held, b  # the default collate copied both out and dropped them
-    c = batches._worker_buffer(shape, torch.bfloat16)
-    assert c.data_ptr() in {ptr_a} | {s.data_ptr() for s in batches._recent}
-    assert not c.is_shared()
-    c.share_memory_()  # what pickling it to the main process does
-    d = batches._worker_buffer(shape, torch.bfloat16)
-    e = batches._worker_buffer(shape, torch.bfloat16)
-    assert d.is_shared() and e.is_shared() and d.data_ptr() != e.data_ptr()
-    del d
-    assert batches._worker_buffer(shape, torch.bfloat16).is_shared()  # never written again
-
-
 def test_worker_batches_stay_intact_while_held(rex_images, tmp_path, reference):
     ds = _ds(rex_images, tmp_path)
     for collate in (None, radharmony.collate):

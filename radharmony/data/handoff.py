@@ -1,0 +1,246 @@
+"""Batch tensors that leave a DataLoader worker without costing fresh memory pages.
+
+A batched read (``dataset.__getitems__``) converts the whole batch into one tensor and hands
+out its rows as the samples' ``img``. Two things make that batch cheap to deliver:
+
+- **No stack.** The rows are :class:`BatchRow` tensors (plain tensors in every operation), and
+  the default collate is told, through its documented ``default_collate_fn_map``, that rows
+  which are exactly one batch tensor in order collate to that tensor; anything else is stacked
+  as usual. :func:`radharmony.collate` does the same through :func:`batch_of`.
+- **No fresh pages across processes.** A page of memory touched for the first time costs more
+  than converting the pixels written into it (a batch of 64 bfloat16 images is 1,568 pages),
+  and PyTorch's default hand-over from a worker writes every batch into a new shared-memory
+  block. Inside a worker the batch is written instead into one of a few shared-memory *slots*
+  that the worker keeps. Pickled to the main process, a slot arrives through
+  :func:`receive`, which copies the batch into ordinary memory of the main process and marks the
+  slot free in its last byte; the worker writes a slot again only once it is marked free and
+  nothing of the worker holds it. The main process keeps the slots it has seen mapped (a few per
+  live worker), so a batch costs one copy and no page faults on either side. The batch a user
+  holds is the main process's own copy: keeping batches, or views of them, is always safe.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import mmap
+import os
+import secrets
+import threading
+import weakref
+from multiprocessing.reduction import DupFd
+
+import numpy as np
+import torch
+
+from ..errors import RadHarmonyError
+
+try:  # the documented extension point of torch's default collate
+    from torch.utils.data._utils.collate import collate_tensor_fn, default_collate_fn_map
+except ImportError:  # pragma: no cover - a torch without it stacks the rows as usual
+    collate_tensor_fn = default_collate_fn_map = None
+
+#: bytes after a slot's batch; the first holds the slot's state
+TAIL = 64
+FREE, BUSY, RETIRED = 0, 1, 2
+#: slots a worker keeps (more than the batches a DataLoader lets it have in flight)
+RING = 8
+
+
+class BatchRow(torch.Tensor):
+    """One sample's ``img`` from a batched read: row ``j`` of a batch tensor. It behaves as a
+    plain tensor in every operation (their results are plain tensors)."""
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+
+def rows(batch: torch.Tensor) -> list[torch.Tensor]:
+    """``batch``'s rows as :class:`BatchRow` tensors that know where they came from."""
+    out = []
+    for j, row in enumerate(batch.unbind(0)):
+        row = row.as_subclass(BatchRow)
+        row._radharmony_batch = (batch, j)
+        out.append(row)
+    return out
+
+
+def batch_of(values) -> torch.Tensor | None:
+    """The batch tensor whose rows ``values`` are, all of them in order; else None."""
+    mark = getattr(values[0], "_radharmony_batch", None)
+    if mark is None or len(mark[0]) != len(values):
+        return None
+    base = mark[0]
+    for j, v in enumerate(values):
+        m = getattr(v, "_radharmony_batch", None)
+        if m is None or m[0] is not base or m[1] != j:
+            return None
+    return outgoing(base)
+
+
+def _collate_rows(batch, *, collate_fn_map=None):
+    whole = batch_of(batch)
+    if whole is not None:
+        return whole
+    return collate_tensor_fn([v.as_subclass(torch.Tensor) for v in batch],
+                             collate_fn_map=collate_fn_map)
+
+
+if default_collate_fn_map is not None:
+    default_collate_fn_map[BatchRow] = _collate_rows
+
+
+# -- the worker side -----------------------------------------------------------------------------
+def _use_count(storage) -> int:
+    """How many tensors and handles hold ``storage`` (a large number when torch cannot say)."""
+    count = getattr(torch._C, "_storage_Use_Count", None)
+    return count(storage._cdata) if count is not None else 1 << 30
+
+
+#: a slot's tail: byte 0 its state, byte 1 set once the main process has it mapped
+STATE, MAPPED = 0, 1
+_tokens = itertools.count()
+
+
+class _Slot:
+    """An anonymous shared-memory file (``memfd``) for one batch, plus :data:`TAIL` bytes."""
+
+    def __init__(self, nbytes: int):
+        self.nbytes = nbytes
+        self.fd = os.memfd_create("radharmony-batch", os.MFD_CLOEXEC)
+        weakref.finalize(self, os.close, self.fd)
+        os.ftruncate(self.fd, nbytes + TAIL)
+        mm = mmap.mmap(self.fd, nbytes + TAIL)
+        self.storage = torch.frombuffer(mm, dtype=torch.uint8).untyped_storage()
+        self.tail = np.frombuffer(mm, np.uint8, count=TAIL, offset=nbytes)
+        self.token = (os.getpid(), secrets.randbits(63), next(_tokens))
+        self.sent = False
+
+    def reusable(self) -> bool:
+        return _use_count(self.storage) == 1 and (not self.sent or self.tail[STATE] == FREE)
+
+
+#: this worker process's slots
+_ring: list[_Slot] = []
+
+
+def worker_batch(shape: tuple, dtype: torch.dtype) -> torch.Tensor | None:
+    """An uninitialized batch tensor in one of this worker's slots (see the module doc), or
+    None where anonymous shared memory is not available (the batch then goes the usual way)."""
+    if not hasattr(os, "memfd_create"):  # pragma: no cover - Linux has it
+        return None
+    nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+    slot = next((s for s in _ring if s.nbytes == nbytes and s.reusable()), None)
+    if slot is None:
+        slot = _Slot(nbytes)
+        if len(_ring) >= RING:  # make room: retire a slot nothing waits for
+            idle = next((s for s in _ring if s.reusable()), None)
+            if idle is not None:
+                idle.tail[STATE] = RETIRED
+                _ring.remove(idle)
+        slot.once = len(_ring) >= RING  # all busy: this one is used once
+        if not slot.once:
+            _ring.append(slot)
+    slot.tail[STATE] = BUSY
+    slot.sent = False
+    out = torch.empty(0, dtype=dtype).set_(slot.storage, 0, shape)
+    out._radharmony_slot = slot
+    return out
+
+
+class _Outgoing(torch.Tensor):
+    """A batch tensor in a slot; pickled, it is delivered through :func:`receive`."""
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    def __reduce_ex__(self, protocol):
+        slot = getattr(self, "_radharmony_slot", None)
+        if slot is None or slot.sent:  # pickled before: the slot may be reused, send a copy
+            return self.as_subclass(torch.Tensor).clone().__reduce_ex__(protocol)
+        slot.sent = True
+        fd = None if slot.tail[MAPPED] else DupFd(slot.fd)
+        return receive, (slot.token, slot.nbytes, self.dtype, tuple(self.shape), slot.once, fd)
+
+
+def outgoing(batch: torch.Tensor) -> torch.Tensor:
+    """``batch`` as collated output: itself, or (a worker's slot) its deliverable form."""
+    slot = getattr(batch, "_radharmony_slot", None)
+    if slot is None:
+        return batch
+    out = batch.as_subclass(_Outgoing)
+    out._radharmony_slot = slot
+    return out
+
+
+# -- the main-process side -------------------------------------------------------------------
+#: the slots of workers this process received batches from: token -> (uint8 tensor, tail)
+_mapped: dict = {}
+_lock = threading.Lock()
+#: per size, the main process's batch buffers, reused once nothing holds them
+_own: dict = {}
+#: buffers kept per size
+OWN = 4
+
+
+def _own_buffer(nbytes: int) -> torch.Tensor:
+    """A uint8 buffer of ``nbytes`` in ordinary memory whose pages are already mapped when one
+    is free again: nothing holds it, and it was never moved to shared memory (by pickling it
+    to another process), which would make it another process's too."""
+    pool = _own.setdefault(nbytes, [])
+    pool[:] = [s for s in pool if not s.is_shared()]
+    storage = next((s for s in pool if _use_count(s) == 1), None)
+    if storage is None:
+        storage = torch.UntypedStorage(nbytes)
+        pool.insert(0, storage)
+        del pool[OWN:]
+    return torch.empty(0, dtype=torch.uint8).set_(storage)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # pragma: no cover - exists, not ours to signal
+        return True
+    return True
+
+
+def _map(token: tuple, size: int, fd) -> tuple:
+    """Map a worker's slot (``fd``: its handle, sent until the slot is known mapped here)."""
+    for key in [k for k, (_, tail) in _mapped.items()
+                if tail[STATE] == RETIRED or k[0] != token[0] and not _alive(k[0])]:
+        del _mapped[key]  # retired by its worker, or its worker is gone
+    handle = fd.detach()
+    try:
+        mm = mmap.mmap(handle, size)
+    finally:
+        os.close(handle)
+    return torch.frombuffer(mm, dtype=torch.uint8), np.frombuffer(mm, np.uint8, offset=size - TAIL)
+
+
+def receive(token: tuple, nbytes: int, dtype: torch.dtype, shape: tuple, once: bool, fd
+            ) -> torch.Tensor:
+    """A worker's batch, copied out of its slot into this process's memory; the slot is then
+    marked free for the worker to write again."""
+    with _lock:
+        if fd is not None:  # first batch of this slot here
+            _mapped[token] = _map(token, nbytes + TAIL, fd)
+        try:
+            block, tail = _mapped[token]
+        except KeyError:
+            raise RadHarmonyError(
+                "A DataLoader worker's batch arrived for a shared-memory slot this process "
+                "never mapped", expected="the slot's first batch (which carries its handle) "
+                "received in this process", found=f"slot {token}",
+                fix="receive the DataLoader's batches in the process that created it") from None
+        flat = _own_buffer(nbytes)
+        flat.copy_(block[:nbytes])
+        if once:
+            del _mapped[token]
+        else:
+            tail[MAPPED] = 1
+            tail[STATE] = FREE
+    return flat.view(dtype).view(shape)
+
+
+__all__ = ["BatchRow", "batch_of", "outgoing", "receive", "rows", "worker_batch"]

@@ -1,0 +1,145 @@
+"""Batch tensors from batched reads: the default collate returns the batch tensor itself, and a
+DataLoader worker hands batches over through reused shared-memory slots whose batches the
+main process copies out, so held batches never change."""
+
+from __future__ import annotations
+
+import pickle
+from multiprocessing.reduction import ForkingPickler
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, default_collate
+
+import radharmony
+from radharmony.data import handoff
+from radharmony.datasets.rexgradient import ReXGradientTrainDataset
+from radharmony.errors import RadHarmonyError
+
+
+@pytest.fixture
+def fresh(monkeypatch):
+    """Empty worker ring and main-process maps for an in-process test."""
+    monkeypatch.setattr(handoff, "_ring", [])
+    monkeypatch.setattr(handoff, "_mapped", {})
+    monkeypatch.setattr(handoff, "_own", {})
+
+
+def _send(tensor):
+    """A worker's pickling of a collated batch and the main process's unpickling of it."""
+    return pickle.loads(ForkingPickler.dumps(handoff.outgoing(tensor)))
+
+
+def _batch(value: float, shape=(4, 1, 8, 8)) -> torch.Tensor:
+    out = handoff.worker_batch(shape, torch.bfloat16)
+    out.fill_(value)
+    return out
+
+
+def test_default_collate_returns_the_batch_tensor_itself(rex_images, tmp_path):
+    ds = ReXGradientTrainDataset(rex_images, cache_dir=tmp_path, dtype=torch.float32)
+    samples = ds.__getitems__([2, 0, 5])
+    assert all(isinstance(s["img"], handoff.BatchRow) for s in samples)
+    batch = default_collate(samples)
+    assert type(batch["img"]) is torch.Tensor and batch["img"].shape == (3, 1, 224, 224)
+    assert batch["img"].data_ptr() == samples[0]["img"].data_ptr()  # no stack
+    assert torch.equal(batch["img"], torch.stack([ds[i]["img"] for i in (2, 0, 5)]))
+    # anything but the whole batch in order is stacked as usual
+    for rows in (samples[::-1], samples[:2]):
+        out = default_collate(rows)["img"]
+        assert out.data_ptr() != samples[0]["img"].data_ptr()
+        assert torch.equal(out, torch.stack([s["img"] for s in rows]))
+    assert type(samples[0]["img"] + 1) is torch.Tensor  # rows behave as plain tensors
+
+
+def test_a_slot_is_written_again_only_after_the_main_process_copied_it(fresh):
+    first = _batch(1.0)
+    ptr = first.data_ptr()
+    sent = handoff.outgoing(first)
+    del first
+    assert _batch(2.0).data_ptr() != ptr  # not yet received: a second slot
+    got = pickle.loads(ForkingPickler.dumps(sent))
+    del sent
+    assert torch.all(got == 1.0) and not got.is_shared()  # the main process's own copy
+    again = _batch(3.0)
+    assert again.data_ptr() == ptr  # received and copied: the slot is used again
+    assert torch.all(got == 1.0)  # and the batch already delivered is untouched
+    assert len(handoff._ring) == 2 and len(handoff._mapped) == 1
+
+
+def test_a_slot_still_held_in_the_worker_is_not_reused(fresh):
+    first = _batch(1.0)
+    row = first[1]  # a worker-side view outlives the batch
+    ptr = first.data_ptr()
+    got = _send(first)
+    del first
+    assert _batch(2.0).data_ptr() != ptr and torch.all(row == 1.0) and torch.all(got == 1.0)
+    del row
+    assert _batch(3.0).data_ptr() == ptr
+
+
+def test_the_handle_travels_until_the_slot_is_mapped_and_then_never(fresh):
+    first = _batch(1.0)
+    slot = first._radharmony_slot
+    data = bytes(ForkingPickler.dumps(handoff.outgoing(first)))
+    assert b"DupFd" in data
+    pickle.loads(data)
+    del first
+    second = _batch(2.0)
+    assert second._radharmony_slot is slot
+    data = bytes(ForkingPickler.dumps(handoff.outgoing(second)))
+    assert b"DupFd" not in data
+    assert torch.all(pickle.loads(data) == 2.0)
+    handoff._mapped.clear()  # a process that never saw the slot's first batch
+    with pytest.raises(RadHarmonyError, match="never mapped"):
+        handoff.receive(slot.token, slot.nbytes, torch.bfloat16, (4, 1, 8, 8), False, None)
+
+
+def test_pickled_twice_the_second_sends_a_copy(fresh):
+    out = handoff.outgoing(_batch(1.0))
+    a, b = (pickle.loads(ForkingPickler.dumps(out)) for _ in range(2))
+    assert torch.equal(a, b) and torch.all(a == 1.0)
+
+
+def test_main_process_buffers_are_reused_only_when_free_and_private(fresh):
+    a = _send(_batch(1.0))
+    ptr = a.data_ptr()
+    b = _send(_batch(2.0))
+    assert b.data_ptr() != ptr and torch.all(a == 1.0)  # a is held: not reused
+    del a
+    c = _send(_batch(3.0))
+    assert c.data_ptr() == ptr and torch.all(b == 2.0)
+    c.share_memory_()  # pickled on to another process: that one's memory too
+    ptr = c.data_ptr()
+    del c
+    assert handoff._own_buffer(4 * 64 * 2).data_ptr() != ptr
+
+
+def test_a_full_ring_retires_an_idle_slot_or_uses_a_slot_once(fresh, monkeypatch):
+    monkeypatch.setattr(handoff, "RING", 2)
+    held = [_batch(1.0), _batch(2.0)]  # both busy (unsent)
+    once = _batch(3.0)
+    assert once._radharmony_slot.once and len(handoff._ring) == 2
+    got = _send(once)
+    assert torch.all(got == 3.0) and once._radharmony_slot.token not in handoff._mapped
+    idle = held.pop()
+    slot = idle._radharmony_slot
+    del idle  # never sent and nothing holds it: reusable, so retired for another size
+    small = _batch(4.0, shape=(2, 1, 8, 8))
+    assert slot.tail[handoff.STATE] == handoff.RETIRED and small._radharmony_slot in \
+        handoff._ring and slot not in handoff._ring
+
+
+def test_workers_reuse_a_few_slots_and_held_batches_stay_intact(rex_images, tmp_path, fresh):
+    ds = ReXGradientTrainDataset(rex_images, cache_dir=tmp_path, dtype=torch.float32)
+    ref = torch.stack([ds[i]["img"] for i in range(len(ds))])
+    for collate in (None, radharmony.collate):
+        kw = {"collate_fn": collate} if collate else {}
+        loader = DataLoader(ds, batch_size=2, num_workers=2, persistent_workers=True, **kw)
+        for _ in range(3):
+            held = list(loader)
+            assert torch.equal(torch.cat([b["img"] for b in held]), ref)
+            assert all(not b["img"].is_shared() for b in held)  # the main process's copies
+        # every batch after the first few came through a slot mapped before
+        assert 0 < len(handoff._mapped) <= 2 * handoff.RING
+        del loader
