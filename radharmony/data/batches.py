@@ -214,11 +214,13 @@ def read_quantized(ds, indices, *, out: np.ndarray | None = None
 _scratch = threading.local()
 
 def to_batch_tensor(ds, quantized: np.ndarray) -> torch.Tensor:
-    """``(B, 1, H, W)`` in ``ds.dtype`` (inside a DataLoader worker, in one of its
-    shared-memory slots: see :mod:`radharmony.data.handoff`)."""
+    """``(B, 1, H, W)`` in ``ds.dtype``, in one of this process's reused buffers (inside a
+    DataLoader worker, one of its shared-memory slots: see :mod:`radharmony.data.handoff`)."""
+    shape = (len(quantized), 1, *quantized.shape[1:])
     if torch.utils.data.get_worker_info() is None:
-        return ds.pipeline.to_tensor(quantized, ds.dtype)
-    out = handoff.worker_batch((len(quantized), 1, *quantized.shape[1:]), ds.dtype)
+        out = handoff.own_batch(shape, ds.dtype)
+    else:
+        out = handoff.worker_batch(shape, ds.dtype)
     return ds.pipeline.to_tensor(quantized, ds.dtype, out=out)  # (a new tensor for None)
 
 

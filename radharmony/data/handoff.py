@@ -181,7 +181,7 @@ _own: dict = {}
 OWN = 4
 
 
-def _own_buffer(nbytes: int) -> torch.Tensor:
+def own_buffer(nbytes: int) -> torch.Tensor:
     """A uint8 buffer of ``nbytes`` in ordinary memory whose pages are already mapped when one
     is free again: nothing holds it, and it was never moved to shared memory (by pickling it
     to another process), which would make it another process's too."""
@@ -193,6 +193,13 @@ def _own_buffer(nbytes: int) -> torch.Tensor:
         pool.insert(0, storage)
         del pool[OWN:]
     return torch.empty(0, dtype=torch.uint8).set_(storage)
+
+
+def own_batch(shape: tuple, dtype: torch.dtype) -> torch.Tensor:
+    """An uninitialized batch tensor in one of this process's reused buffers (see
+    :func:`own_buffer`): a training loop holds the previous batch while the next is read."""
+    nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+    return own_buffer(nbytes).view(dtype).view(shape)
 
 
 def _alive(pid: int) -> bool:
@@ -233,7 +240,7 @@ def receive(token: tuple, nbytes: int, dtype: torch.dtype, shape: tuple, once: b
                 "never mapped", expected="the slot's first batch (which carries its handle) "
                 "received in this process", found=f"slot {token}",
                 fix="receive the DataLoader's batches in the process that created it") from None
-        flat = _own_buffer(nbytes)
+        flat = own_buffer(nbytes)
         flat.copy_(block[:nbytes])
         if once:
             del _mapped[token]
@@ -243,4 +250,5 @@ def receive(token: tuple, nbytes: int, dtype: torch.dtype, shape: tuple, once: b
     return flat.view(dtype).view(shape)
 
 
-__all__ = ["BatchRow", "batch_of", "outgoing", "receive", "rows", "worker_batch"]
+__all__ = ["BatchRow", "batch_of", "outgoing", "own_batch", "own_buffer", "receive", "rows",
+           "worker_batch"]

@@ -112,7 +112,7 @@ def test_main_process_buffers_are_reused_only_when_free_and_private(fresh):
     c.share_memory_()  # pickled on to another process: that one's memory too
     ptr = c.data_ptr()
     del c
-    assert handoff._own_buffer(4 * 64 * 2).data_ptr() != ptr
+    assert handoff.own_buffer(4 * 64 * 2).data_ptr() != ptr
 
 
 def test_a_full_ring_retires_an_idle_slot_or_uses_a_slot_once(fresh, monkeypatch):
