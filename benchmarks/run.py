@@ -629,10 +629,12 @@ METHOD = """## What each row runs
 - **(a) radharmony first epoch**: `DataLoader(ReXGradientTrainDataset(..., cache_dir=empty),
   batch_size=64, collate_fn=radharmony.collate)`: decode, area resize of the long side to 224,
   0.5-99.5 percentile window, uint8 quantization, pad, write the cache entry, bfloat16 tensor.
-- **(b) radharmony cached epoch**: `radharmony.CachedLoader(ds, batch_size=64,
-  shuffle=True, num_workers=w)`, reading each batch from the memory-mapped pack with one
-  gather; its `num_workers` are read-ahead threads (processes would copy every batch
-  through shared memory).
+- **(b) radharmony cached epoch**: the plain `DataLoader(ds, batch_size=64, shuffle=True,
+  num_workers=w)` (default collate, and again with `collate_fn=radharmony.collate`): each batch
+  is one gather from the memory-mapped pack (`__getitems__`), and worker batches reach the
+  main process through reused shared-memory slots (`radharmony.data.handoff`);
+  `radharmony.CachedLoader(ds, batch_size=64, shuffle=True, num_workers=w)` reads the same
+  batches with read-ahead threads.
 - **(c) MONAI**: `PersistentDataset` with `LoadImaged -> EnsureChannelFirstd ->
   ScaleIntensityRangePercentilesd(0.5, 99.5, -1, 1, clip) -> Resized(224, size_mode="longest",
   mode="area") -> SpatialPadd(224, value=-1) -> CastToTyped(bfloat16)`, shuffled; the

@@ -38,9 +38,9 @@ class CachedLoader:
             depends only on ``seed`` and the epoch (:meth:`set_epoch`, which each full pass
             advances by one).
         num_workers: threads reading batches ahead of the consumer (gather, checksum and
-            conversion release the GIL; worker processes would add a copy of every batch
-            through shared memory, which costs more than the read itself). Decoding during
-            the first caching uses this many processes.
+            conversion release the GIL, and a thread's batch needs no copy into the main
+            process, which a DataLoader worker's does). Decoding during the first caching uses
+            this many processes.
         prefetch_factor: batches read ahead per thread (default 2).
         pin_memory: pin ``img`` in page-locked memory (when CUDA is available).
         progress: show progress bars while caching.
