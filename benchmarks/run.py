@@ -629,8 +629,8 @@ METHOD = """## What each row runs
 - **(a) radharmony first epoch**: `DataLoader(ReXGradientTrainDataset(..., cache_dir=empty),
   batch_size=64, collate_fn=radharmony.collate)`: decode, area resize of the long side to 224,
   0.5-99.5 percentile window, uint8 quantization, pad, write the cache entry, bfloat16 tensor.
-- **(b) radharmony cached epoch**: the plain `DataLoader(ds, batch_size=64, shuffle=True,
-  num_workers=w)` (default collate, and again with `collate_fn=radharmony.collate`): each batch
+- **(b) radharmony cached epoch**: the plain `DataLoader` with `batch_size=64, shuffle=True,
+  num_workers=w` (default collate, and again with `collate_fn=radharmony.collate`): each batch
   is one gather from the memory-mapped pack (`__getitems__`), and worker batches reach the
   main process through reused shared-memory slots (`radharmony.data.handoff`);
   `radharmony.CachedLoader(ds, batch_size=64, shuffle=True, num_workers=w)` reads the same
