@@ -126,7 +126,7 @@ _ring: list[_Slot] = []
 def worker_batch(shape: tuple, dtype: torch.dtype) -> torch.Tensor | None:
     """An uninitialized batch tensor in one of this worker's slots (see the module doc), or
     None where anonymous shared memory is not available (the batch then goes the usual way)."""
-    if not hasattr(os, "memfd_create"):  # pragma: no cover - Linux has it
+    if not hasattr(os, "memfd_create"):  # not Linux
         return None
     nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
     slot = next((s for s in _ring if s.nbytes == nbytes and s.reusable()), None)

@@ -143,3 +143,22 @@ def test_workers_reuse_a_few_slots_and_held_batches_stay_intact(rex_images, tmp_
         # every batch after the first few came through a slot mapped before
         assert 0 < len(handoff._mapped) <= 2 * handoff.RING
         del loader
+
+
+def test_spawned_workers_hand_over_through_slots_too(rex_images, tmp_path, fresh):
+    ds = ReXGradientTrainDataset(rex_images, cache_dir=tmp_path, dtype=torch.float32)
+    ref = torch.stack([ds[i]["img"] for i in range(len(ds))])
+    loader = DataLoader(ds, batch_size=2, num_workers=1, multiprocessing_context="spawn")
+    assert torch.equal(torch.cat([b["img"] for b in loader]), ref)
+    assert handoff._mapped  # the batches came through slots
+
+
+def test_without_anonymous_shared_memory_batches_go_the_usual_way(rex_images, tmp_path,
+                                                                  monkeypatch, fresh):
+    monkeypatch.delattr(handoff.os, "memfd_create")
+    assert handoff.worker_batch((2, 1, 8, 8), torch.bfloat16) is None
+    ds = ReXGradientTrainDataset(rex_images, cache_dir=tmp_path, dtype=torch.float32)
+    ref = torch.stack([ds[i]["img"] for i in range(len(ds))])
+    loader = DataLoader(ds, batch_size=2, num_workers=1)
+    assert torch.equal(torch.cat([b["img"] for b in loader]), ref)
+    assert not handoff._mapped
