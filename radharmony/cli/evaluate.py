@@ -65,6 +65,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     q.add_argument("--out", type=Path, metavar="FILE.csv", help="write the metrics table")
     q.add_argument("--json", action="store_true", help="machine-readable output")
     q.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    q.add_argument("--config", action="append", type=Path, metavar="FILE", default=[],
+                   help="register the dataset a YAML/JSON config describes (repeatable), so "
+                   "KEY or --test-key can name your own dataset")
 
     r = sub.add_parser("reports", help="BLEU, ROUGE-L and clinical F1 of generated reports",
                        description="Score generated reports (HYP) against references (REF).")

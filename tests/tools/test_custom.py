@@ -577,3 +577,13 @@ def test_register_config(export):
     path.write_text(json.dumps(dict(CONFIG, key="nih_cxr14")))
     with pytest.raises(RegistryError, match="built-in"):
         register_config(path)
+
+
+def test_cli_evaluate_probe_takes_a_config(export, capsys):
+    root, path = export
+    code = main(["evaluate", "probe", "st_elsewhere_cxr", "--config", str(path), "--root",
+                 str(root / "images"), "--encoder", "test_evaluate:SmallCNN", "--knn", "1",
+                 "--folds", "2", "--bootstrap", "0", "--json", "-q"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert {r["label"] for r in json.loads(out.out)} >= {"Pneumonia"}
