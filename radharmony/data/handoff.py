@@ -121,6 +121,7 @@ class _Slot:
 
 #: this worker process's slots
 _ring: list[_Slot] = []
+_ring_lock = threading.Lock()
 
 
 def worker_batch(shape: tuple, dtype: torch.dtype) -> torch.Tensor | None:
@@ -129,6 +130,11 @@ def worker_batch(shape: tuple, dtype: torch.dtype) -> torch.Tensor | None:
     if not hasattr(os, "memfd_create"):  # not Linux
         return None
     nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+    with _ring_lock:
+        return _take_slot(shape, dtype, nbytes)
+
+
+def _take_slot(shape: tuple, dtype: torch.dtype, nbytes: int) -> torch.Tensor:
     slot = next((s for s in _ring if s.nbytes == nbytes and s.reusable()), None)
     if slot is None:
         slot = _Slot(nbytes)
@@ -179,20 +185,22 @@ _lock = threading.Lock()
 _own: dict = {}
 #: buffers kept per size
 OWN = 4
+_own_lock = threading.Lock()
 
 
 def own_buffer(nbytes: int) -> torch.Tensor:
     """A uint8 buffer of ``nbytes`` in ordinary memory whose pages are already mapped when one
     is free again: nothing holds it, and it was never moved to shared memory (by pickling it
     to another process), which would make it another process's too."""
-    pool = _own.setdefault(nbytes, [])
-    pool[:] = [s for s in pool if not s.is_shared()]
-    storage = next((s for s in pool if _use_count(s) == 1), None)
-    if storage is None:
-        storage = torch.UntypedStorage(nbytes)
-        pool.insert(0, storage)
-        del pool[OWN:]
-    return torch.empty(0, dtype=torch.uint8).set_(storage)
+    with _own_lock:  # threads (CachedLoader's, a pin-memory thread) share the pool
+        pool = _own.setdefault(nbytes, [])
+        pool[:] = [s for s in pool if not s.is_shared()]
+        storage = next((s for s in pool if _use_count(s) == 1), None)
+        if storage is None:
+            storage = torch.UntypedStorage(nbytes)
+            pool.insert(0, storage)
+            del pool[OWN:]
+        return torch.empty(0, dtype=torch.uint8).set_(storage)  # held before the lock ends
 
 
 def own_batch(shape: tuple, dtype: torch.dtype) -> torch.Tensor:
@@ -248,6 +256,16 @@ def receive(token: tuple, nbytes: int, dtype: torch.dtype, shape: tuple, once: b
             tail[MAPPED] = 1
             tail[STATE] = FREE
     return flat.view(dtype).view(shape)
+
+
+def _after_fork() -> None:
+    """A forked child starts with unheld locks (a thread of the parent may have held one)."""
+    global _lock, _own_lock, _ring_lock
+    _lock, _own_lock, _ring_lock = threading.Lock(), threading.Lock(), threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
 
 
 __all__ = ["BatchRow", "batch_of", "outgoing", "own_batch", "own_buffer", "receive", "rows",

@@ -162,3 +162,32 @@ def test_without_anonymous_shared_memory_batches_go_the_usual_way(rex_images, tm
     loader = DataLoader(ds, batch_size=2, num_workers=1)
     assert torch.equal(torch.cat([b["img"] for b in loader]), ref)
     assert not handoff._mapped
+
+
+def test_threads_never_get_one_buffer_twice(fresh):
+    import sys
+    import threading
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    clashes, held = [], {}
+
+    def read(t):
+        mine = []
+        for _ in range(1500):
+            mine = [handoff.own_batch((2, 1, 4, 4), torch.bfloat16)] + mine[:1]
+            mine[0].fill_(t)
+            if not torch.all(mine[0] == t):
+                clashes.append(t)
+        held[t] = mine
+
+    try:
+        threads = [threading.Thread(target=read, args=(t,)) for t in range(8)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    finally:
+        sys.setswitchinterval(interval)
+    ptrs = [b.data_ptr() for mine in held.values() for b in mine]
+    assert not clashes and len(set(ptrs)) == len(ptrs)
