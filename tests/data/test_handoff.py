@@ -191,3 +191,14 @@ def test_threads_never_get_one_buffer_twice(fresh):
         sys.setswitchinterval(interval)
     ptrs = [b.data_ptr() for mine in held.values() for b in mine]
     assert not clashes and len(set(ptrs)) == len(ptrs)
+
+
+def test_cached_loader_threads_keep_held_batches_intact(rex_images, tmp_path, fresh):
+    from radharmony.data.loader import CachedLoader
+
+    ds = ReXGradientTrainDataset(rex_images, cache_dir=tmp_path, dtype=torch.float32)
+    ref = torch.stack([ds[i]["img"] for i in range(len(ds))])
+    loader = CachedLoader(ds, batch_size=2, num_workers=3, progress=False)
+    for _ in range(3):
+        held = list(loader)
+        assert torch.equal(torch.cat([b["img"] for b in held]), ref)
