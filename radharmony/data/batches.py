@@ -2,9 +2,10 @@
 
 One reader serves ``dataset.__getitems__`` (so ``DataLoader(ds, batch_size=B)`` reads a batch
 at once) and :class:`~radharmony.data.loader.CachedLoader`: the rows of a batch that sit in a
-pack are copied out of the memory-mapped pack with one ``numpy.take`` per pack and checked with
-one vectorized checksum; the batch is converted to the output dtype in one pass (inside a
-DataLoader worker, into a reused shared-memory slot: :mod:`radharmony.data.handoff`); the rest are read one by one from loose entries or decoded.
+pack are copied out of the memory-mapped pack with one ``numpy.take`` per pack (records not yet
+checked by this process are checked then); the batch is converted to the output dtype in one
+pass, into a reused buffer (inside a DataLoader worker, a shared-memory slot:
+:mod:`radharmony.data.handoff`); the rest are read one by one from loose entries or decoded.
 
 **The automatic pack.** Each process counts the rows it served from loose entries. When the
 count reaches its share of the dataset (``len / (DataLoader workers x distributed ranks)``,

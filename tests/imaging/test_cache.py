@@ -222,6 +222,26 @@ def test_corrupted_pack_record_is_bypassed_by_a_rebuilt_entry(replica, tmp_path)
     assert torch.equal(batch["img"], torch.stack([plain[i]["img"] for i in range(len(plain))]))
 
 
+def test_pack_records_are_checked_once_per_reader(replica, tmp_path, monkeypatch):
+    ds = _ds(replica, tmp_path)
+    ds.pre_cache(progress=False)
+    (pack_file,) = _packs(tmp_path)
+    pack = cache_mod.Pack(pack_file)
+    checked = []
+    from radharmony.imaging import packs as packs_mod
+
+    real = packs_mod.record_checksums
+    monkeypatch.setattr(packs_mod, "record_checksums",
+                        lambda keys, *a: checked.append(len(keys)) or real(keys, *a))
+    rows = np.array([0, 2, 1])
+    assert pack.read(rows)[1].all() and checked == [3]
+    assert pack.read(np.array([2, 0, 3]))[1].all() and checked == [3, 1]  # only row 3 is new
+    with open(pack_file, "r+b") as fh:  # damaged in place after it was checked here
+        fh.seek(pack.data_offset + 5000)
+        fh.write(b"\x07" * 16)
+    assert not cache_mod.Pack(pack_file).read(np.array([0]))[1].any()  # a new reader sees it
+
+
 def test_truncated_pack_is_removed_and_rebuilt(replica, tmp_path):
     ds = _ds(replica, tmp_path)
     ds.pre_cache(progress=False)
