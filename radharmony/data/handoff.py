@@ -1,22 +1,27 @@
-"""Batch tensors that leave a DataLoader worker without costing fresh memory pages.
+"""Batch tensors that leave a batched read, and a DataLoader worker, without fresh memory pages.
 
 A batched read (``dataset.__getitems__``) converts the whole batch into one tensor and hands
-out its rows as the samples' ``img``. Two things make that batch cheap to deliver:
+out its rows as the samples' ``img``. Three things make that batch cheap to deliver:
 
 - **No stack.** The rows are :class:`BatchRow` tensors (plain tensors in every operation), and
   the default collate is told, through its documented ``default_collate_fn_map``, that rows
   which are exactly one batch tensor in order collate to that tensor; anything else is stacked
   as usual. :func:`radharmony.collate` does the same through :func:`batch_of`.
-- **No fresh pages across processes.** A page of memory touched for the first time costs more
-  than converting the pixels written into it (a batch of 64 bfloat16 images is 1,568 pages),
-  and PyTorch's default hand-over from a worker writes every batch into a new shared-memory
-  block. Inside a worker the batch is written instead into one of a few shared-memory *slots*
-  that the worker keeps. Pickled to the main process, a slot arrives through
-  :func:`receive`, which copies the batch into ordinary memory of the main process and marks the
-  slot free in its last byte; the worker writes a slot again only once it is marked free and
-  nothing of the worker holds it. The main process keeps the slots it has seen mapped (a few per
-  live worker), so a batch costs one copy and no page faults on either side. The batch a user
-  holds is the main process's own copy: keeping batches, or views of them, is always safe.
+- **Reused buffers.** A page of memory touched for the first time costs more than converting
+  the pixels written into it (a batch of 64 bfloat16 images is 1,568 pages). In the main process
+  a batch is written into one of a few buffers (:func:`own_batch`), reused once nothing holds
+  it; a training loop holds the previous batch while the next is read.
+- **Slots across processes.** PyTorch's own hand-over from a worker writes every batch into a
+  new shared-memory block and passes its handle over a socket. Inside a worker the batch is
+  written instead into one of a few ``memfd`` *slots* that the worker keeps (:func:`worker_batch`).
+  Pickled to the main process, it arrives through :func:`receive`: the slot is mapped once
+  (its handle travels only until the slot says it is mapped), the batch is copied into one of
+  the main process's buffers and the slot is marked free in a byte after the batch; the worker
+  writes a slot again only once it is marked free and nothing in the worker holds it.
+
+The batch a user holds is always the main process's own memory: keeping batches, or views of
+them, or sending them on to another process is safe (a buffer that was moved to shared memory
+is never reused).
 """
 
 from __future__ import annotations
