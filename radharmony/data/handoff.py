@@ -131,12 +131,16 @@ _ring_lock = threading.Lock()
 
 def worker_batch(shape: tuple, dtype: torch.dtype) -> torch.Tensor | None:
     """An uninitialized batch tensor in one of this worker's slots (see the module doc), or
-    None where anonymous shared memory is not available (the batch then goes the usual way)."""
+    None where anonymous shared memory is not available or not granted (the batch then goes
+    PyTorch's usual way)."""
     if not hasattr(os, "memfd_create"):  # not Linux
         return None
     nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
     with _ring_lock:
-        return _take_slot(shape, dtype, nbytes)
+        try:
+            return _take_slot(shape, dtype, nbytes)
+        except OSError:  # no memory file to be had (a limit on open files or memory)
+            return None
 
 
 def _take_slot(shape: tuple, dtype: torch.dtype, nbytes: int) -> torch.Tensor:

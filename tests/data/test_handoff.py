@@ -153,6 +153,14 @@ def test_spawned_workers_hand_over_through_slots_too(rex_images, tmp_path, fresh
     assert handoff._mapped  # the batches came through slots
 
 
+def test_a_refused_memory_file_sends_the_batch_the_usual_way(monkeypatch, fresh):
+    def refuse(*args):
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(handoff.os, "memfd_create", refuse)
+    assert handoff.worker_batch((2, 1, 8, 8), torch.bfloat16) is None and not handoff._ring
+
+
 def test_without_anonymous_shared_memory_batches_go_the_usual_way(rex_images, tmp_path,
                                                                   monkeypatch, fresh):
     monkeypatch.delattr(handoff.os, "memfd_create")
