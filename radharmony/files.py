@@ -18,6 +18,18 @@ TMP_PREFIX = ".tmp-"
 STALE_TMP_SECONDS = 3600
 
 
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host still runs (True when it exists but is not ours to
+    signal): a lock's holder, a worker whose memory is still mapped."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
 def sweep_stale_tmp(folders, *, older_than: float = STALE_TMP_SECONDS) -> int:
     """Remove ``TMP_PREFIX`` files older than ``older_than`` seconds directly inside each of
     ``folders`` (a killed writer's leftovers; a live writer's file is younger). Returns how

@@ -35,6 +35,7 @@ import numpy as np
 import torch
 
 from ..errors import ImageReadError, PathSafetyError
+from ..files import process_alive
 from ..imaging.geometry import Letterbox
 from ..imaging.packs import warn_bad_record
 from ..imaging.pipeline import STORAGE
@@ -52,13 +53,8 @@ def _stale(path: Path, max_age: float) -> bool:
         age = time.time() - path.stat().st_mtime
     except (OSError, ValueError):
         return False  # being written or just removed: not ours to judge
-    if host == socket.gethostname():
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            return True
-        except (PermissionError, ValueError):
-            pass
+    if host == socket.gethostname() and pid.isdigit() and not process_alive(int(pid)):
+        return True
     return age > max_age
 
 

@@ -39,6 +39,7 @@ import numpy as np
 import torch
 
 from ..errors import RadHarmonyError
+from ..files import process_alive
 
 try:  # the documented extension point of torch's default collate
     from torch.utils.data._utils.collate import collate_tensor_fn, default_collate_fn_map
@@ -57,6 +58,10 @@ class BatchRow(torch.Tensor):
     plain tensor in every operation (their results are plain tensors)."""
 
     __torch_function__ = torch._C._disabled_torch_function_impl
+
+
+def _nbytes(shape: tuple, dtype: torch.dtype) -> int:
+    return math.prod(shape) * torch.empty((), dtype=dtype).element_size()
 
 
 def rows(batch: torch.Tensor) -> list[torch.Tensor]:
@@ -135,7 +140,7 @@ def worker_batch(shape: tuple, dtype: torch.dtype) -> torch.Tensor | None:
     PyTorch's usual way)."""
     if not hasattr(os, "memfd_create"):  # not Linux
         return None
-    nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+    nbytes = _nbytes(shape, dtype)
     with _ring_lock:
         try:
             return _take_slot(shape, dtype, nbytes)
@@ -215,24 +220,14 @@ def own_buffer(nbytes: int) -> torch.Tensor:
 def own_batch(shape: tuple, dtype: torch.dtype) -> torch.Tensor:
     """An uninitialized batch tensor in one of this process's reused buffers (see
     :func:`own_buffer`): a training loop holds the previous batch while the next is read."""
-    nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+    nbytes = _nbytes(shape, dtype)
     return own_buffer(nbytes).view(dtype).view(shape)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # pragma: no cover - exists, not ours to signal
-        return True
-    return True
 
 
 def _map(token: tuple, size: int, fd) -> tuple:
     """Map a worker's slot (``fd``: its handle, sent until the slot is known mapped here)."""
     for key in [k for k, (_, tail) in _mapped.items()
-                if tail[STATE] == RETIRED or k[0] != token[0] and not _alive(k[0])]:
+                if tail[STATE] == RETIRED or k[0] != token[0] and not process_alive(k[0])]:
         del _mapped[key]  # retired by its worker, or its worker is gone
     handle = fd.detach()
     try:
