@@ -149,31 +149,53 @@ def load_one(ds, index: int, path: str, key: str) -> tuple[np.ndarray, Letterbox
     return arr, box
 
 
-def read_quantized(ds, indices, *, out: np.ndarray | None = None
-                   ) -> tuple[np.ndarray, list[Letterbox]]:
-    """Samples ``indices``'s quantized images ``(B, size, size)`` and their Letterboxes
-    (written into the first rows of ``out`` when it has room, that image shape and dtype)."""
-    indices = np.asarray(indices, dtype=np.int64)
-    files, cache = ds._file_table(), ds.image_cache
-    rows = ds._file_rows[indices]
-    size = ds.pipeline.size
-    shape, dtype = (len(indices), size, size), STORAGE[ds.pipeline.bits]
-    buf = out[:len(indices)] if out is not None and out.shape[1:] == shape[1:] and \
-        len(out) >= len(indices) and out.dtype == dtype else np.empty(shape, dtype)
-    boxes: list = [None] * len(indices)
-    paths: list = [None] * len(indices)
-    for j, i in enumerate(indices):
+def _identify_batch(ds, indices: np.ndarray) -> list[str]:
+    """The resolved file of each of ``indices`` (one ``lstat`` each, keys derived again only
+    where a file changed); an absent or unsafe file raises the standard error naming it."""
+    cache, files = ds.image_cache, ds._file_table()
+
+    def key_of(path, st):
+        return cache.key(path, resolved=True, st=st)
+
+    try:
+        return files.identify_many(ds._file_rows[indices], key_of)
+    except (OSError, ImageReadError, PathSafetyError):
+        pass
+    for i in indices:  # find the sample at fault
         try:
-            paths[j] = identify(ds, int(i))[0]
+            identify(ds, int(i))
         except (OSError, ImageReadError, PathSafetyError):
             ds[int(i)]  # raises the standard error naming the sample
             raise  # pragma: no cover - the file came back in between
+    return files.identify_many(ds._file_rows[indices], key_of)  # pragma: no cover
+
+
+def _find(ds, indices: np.ndarray) -> tuple[np.ndarray, list[str], np.ndarray]:
+    """``(table rows, resolved files, pack index or LOOSE per row)`` of a batch."""
+    files, cache = ds._file_table(), ds.image_cache
+    rows = ds._file_rows[indices]
+    paths = _identify_batch(ds, indices)
     if (files.pack[rows] == LOOSE).any():
         _packs_changed(files, cache)
     unknown = rows[files.pack[rows] == UNKNOWN]
     if len(unknown):
         _locate(files, cache, np.unique(unknown))
-    where = files.pack[rows]
+    return rows, paths, files.pack[rows]
+
+
+def _boxes(ds, pack, records) -> list:
+    return [Letterbox(**pack.info_dict(int(r))) for r in records] if ds.outputs \
+        else [None] * len(records)
+
+
+def _gather(ds, indices, found, out: np.ndarray | None) -> tuple[np.ndarray, list]:
+    files, cache = ds._file_table(), ds.image_cache
+    rows, paths, where = found
+    size = ds.pipeline.size
+    shape, dtype = (len(indices), size, size), STORAGE[ds.pipeline.bits]
+    buf = out[:len(indices)] if out is not None and out.shape[1:] == shape[1:] and \
+        len(out) >= len(indices) and out.dtype == dtype else np.empty(shape, dtype)
+    boxes: list = [None] * len(indices)
     loose = list(np.flatnonzero(where < 0))
     for p in np.unique(where[where >= 0]):
         sel = np.flatnonzero(where == p)
@@ -191,9 +213,8 @@ def read_quantized(ds, indices, *, out: np.ndarray | None = None
             warn_bad_record(pack, int(files.row[rows[j]]))
             files.pack[rows[j]] = LOOSE
             loose.append(j)
-        if ds.outputs:
-            for j, r in zip(sel, records):
-                boxes[j] = Letterbox(**pack.info_dict(int(r)))
+        for j, box in zip(sel, _boxes(ds, pack, records)):
+            boxes[j] = box
         files.confirmed[rows[sel[ok]]] = True
     for j in sorted(loose):
         i = int(indices[j])
@@ -207,35 +228,72 @@ def read_quantized(ds, indices, *, out: np.ndarray | None = None
     return buf, boxes
 
 
+def read_quantized(ds, indices, *, out: np.ndarray | None = None
+                   ) -> tuple[np.ndarray, list[Letterbox]]:
+    """Samples ``indices``'s quantized images ``(B, size, size)`` and their Letterboxes
+    (written into the first rows of ``out`` when it has room, that image shape and dtype)."""
+    indices = np.asarray(indices, dtype=np.int64)
+    return _gather(ds, indices, _find(ds, indices), out)
+
+
+def _one_pack(ds, found):
+    """``(pack, records)`` when every row of the batch sits intact in one pack."""
+    rows, _, where = found
+    if where[0] < 0 or not (where == where[0]).all():
+        return None
+    files = ds._file_table()
+    pack = _pack(ds.image_cache, files.pack_names[where[0]])
+    if pack is None:
+        return None
+    records = files.row[rows]
+    if not pack.check(records).all():
+        return None  # the gather warns and rebuilds the damaged records
+    files.confirmed[rows] = True
+    return pack, records
+
+
 #: per thread, the quantized gather buffer of the previous batch (reused by the next)
 _scratch = threading.local()
 
-def to_batch_tensor(ds, quantized: np.ndarray) -> torch.Tensor:
-    """``(B, 1, H, W)`` in ``ds.dtype``, in one of this process's reused buffers (inside a
-    DataLoader worker, one of its shared-memory slots: see :mod:`radharmony.data.handoff`)."""
-    shape = (len(quantized), 1, *quantized.shape[1:])
+def _batch_out(ds, shape: tuple) -> torch.Tensor | None:
+    """This process's next reused batch buffer (inside a DataLoader worker, one of its
+    shared-memory slots: see :mod:`radharmony.data.handoff`); None: a new tensor."""
     if torch.utils.data.get_worker_info() is None:
-        out = handoff.own_batch(shape, ds.dtype)
-    else:
-        out = handoff.worker_batch(shape, ds.dtype)
+        return handoff.own_batch(shape, ds.dtype)
+    return handoff.worker_batch(shape, ds.dtype)
+
+
+def to_batch_tensor(ds, quantized: np.ndarray) -> torch.Tensor:
+    """``(B, 1, H, W)`` in ``ds.dtype``, in one of this process's reused buffers."""
+    out = _batch_out(ds, (len(quantized), 1, *quantized.shape[1:]))
     return ds.pipeline.to_tensor(quantized, ds.dtype, out=out)  # (a new tensor for None)
 
 
 def read_samples(ds, indices) -> list[dict]:
     """The samples of ``indices``, whose ``img`` are the rows of one batch tensor (the default
-    collate and :func:`radharmony.collate` return that tensor as the batch without copying)."""
-    indices = [int(i) for i in indices]
-    scratch = getattr(_scratch, "buf", None)
-    quantized, boxes = read_quantized(ds, indices, out=scratch)
-    batch = to_batch_tensor(ds, quantized)
-    start, end = batch.untyped_storage().data_ptr(), quantized.ctypes.data
-    if start <= end < start + batch.untyped_storage().nbytes() or \
-            end <= start < end + quantized.nbytes:
-        _scratch.buf = None  # the batch is a view of it: not to be written again
-    elif scratch is None or not np.shares_memory(quantized, scratch):
-        _scratch.buf = quantized  # fresh pages are costly: the next batches reuse these
+    collate and :func:`radharmony.collate` return that tensor as the batch without copying).
+    A batch held in one pack is converted straight out of the memory map."""
+    indices = np.asarray(indices, dtype=np.int64)
+    found = _find(ds, indices)
+    direct = _one_pack(ds, found)
+    if direct is not None:
+        pack, records = direct
+        size = ds.pipeline.size
+        batch = ds.pipeline.to_tensor(pack.data, ds.dtype, rows=records,
+                                      out=_batch_out(ds, (len(records), 1, size, size)))
+        boxes = _boxes(ds, pack, records)
+    else:
+        scratch = getattr(_scratch, "buf", None)
+        quantized, boxes = _gather(ds, indices, found, scratch)
+        batch = to_batch_tensor(ds, quantized)
+        start, end = batch.untyped_storage().data_ptr(), quantized.ctypes.data
+        if start <= end < start + batch.untyped_storage().nbytes() or \
+                end <= start < end + quantized.nbytes:
+            _scratch.buf = None  # the batch is a view of it: not to be written again
+        elif scratch is None or not np.shares_memory(quantized, scratch):
+            _scratch.buf = quantized  # fresh pages are costly: the next batches reuse these
     return [ds.finish(ds.assemble(i, img, box))
-            for i, img, box in zip(indices, handoff.rows(batch), boxes)]
+            for i, img, box in zip(indices.tolist(), handoff.rows(batch), boxes)]
 
 
 # -- the automatic pack -------------------------------------------------------------------------

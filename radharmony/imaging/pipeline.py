@@ -17,14 +17,13 @@ the disk and page-cache footprint of 16 bits, and cached reads that run at memor
 
 from __future__ import annotations
 
-import functools
 from dataclasses import asdict, dataclass
 
 import cv2
 import numpy as np
-import torch
 
 from ..errors import RadHarmonyError
+from .convert import to_tensor
 from .geometry import Letterbox
 from .read import read_image
 
@@ -79,48 +78,8 @@ class DefaultTransform:
         np.clip(scaled, 0, self.levels, out=scaled)
         return np.rint(scaled, out=scaled).astype(dtype)
 
-    @staticmethod
-    def to_tensor(q: np.ndarray, dtype: torch.dtype, *, out: torch.Tensor | None = None
-                  ) -> torch.Tensor:
-        """Quantized ``(..., H, W)`` uint8/uint16 -> ``(..., 1, H, W)`` in [-1, 1] as ``dtype``.
-
-        Element-wise (``q * 2 / levels - 1`` in float32, then cast), so a batch converted at
-        once equals its samples converted one by one. uint8 goes through a 256-entry table
-        holding exactly those values (one ``cv2.LUT`` pass, ~2x faster). ``out``: a contiguous
-        ``(..., 1, H, W)`` tensor of ``dtype`` to write into (e.g. in shared memory).
-        """
-        lut = _lut(dtype) if q.dtype == np.uint8 else None
-        if lut is not None and q.size:
-            src = np.ascontiguousarray(q).reshape(-1, q.shape[-1])
-            if out is not None and out.is_contiguous() and out.dtype == dtype:
-                dst = out.view(_VIEW[out.element_size()]).numpy().reshape(src.shape)
-                if cv2.LUT(src, lut, dst=dst) is not dst:  # OpenCV allocated its own
-                    dst[...] = cv2.LUT(src, lut)
-                return out
-            res = cv2.LUT(src, lut)
-            res = torch.from_numpy(res.reshape(q.shape)).view(dtype).unsqueeze(-3)
-        else:
-            res = _scale(torch.from_numpy(q.astype(np.float32)), float(np.iinfo(q.dtype).max)) \
-                .unsqueeze(-3).to(dtype)
-        return res if out is None else out.copy_(res)
-
-
-def _scale(t: torch.Tensor, levels: float) -> torch.Tensor:
-    return t.mul_(2.0 / levels).sub_(1.0)
-
-
-@functools.lru_cache(maxsize=None)
-def _lut(dtype: torch.dtype) -> np.ndarray | None:
-    """The 256 uint8 levels as ``dtype``, viewed as a numpy type ``cv2.LUT`` accepts."""
-    if not dtype.is_floating_point:
-        return None
-    values = _scale(torch.arange(256, dtype=torch.float32), 255.0).to(dtype)
-    view = _VIEW.get(values.element_size())
-    return None if view is None else values.view(view).numpy()
-
-
-#: numpy-compatible views of 2-, 4- and 8-byte tensors for ``cv2.LUT``
-_VIEW = {2: torch.int16, 4: torch.float32, 8: torch.float64}
+    #: quantized -> ``(..., 1, H, W)`` in [-1, 1] (:func:`radharmony.imaging.convert.to_tensor`)
+    to_tensor = staticmethod(to_tensor)
 
 
 def area_resize(arr: np.ndarray, box: Letterbox) -> np.ndarray:

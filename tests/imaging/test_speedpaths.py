@@ -21,7 +21,8 @@ from radharmony.imaging.geometry import Letterbox
 from radharmony.imaging.read import read_image
 from radharmony.table.read_json import load_json
 from radharmony.table.schema import validate
-from radharmony.imaging.pipeline import DefaultTransform, _scale, area_resize, percentiles
+from radharmony.imaging.convert import _scale
+from radharmony.imaging.pipeline import DefaultTransform, area_resize, percentiles
 
 REAL = Path(__file__).resolve().parents[3] / "shared" / "real"
 
@@ -59,6 +60,17 @@ def test_to_tensor_table_equals_arithmetic_and_batches_equal_items(dtype):
     q16 = (q.astype(np.uint16) * 257)
     ref32 = _scale(torch.from_numpy(q.astype(np.float32)), 255.0).unsqueeze(-3)
     assert torch.allclose(DefaultTransform.to_tensor(q16, torch.float32), ref32, atol=1e-6)
+    # rows= converts straight out of a read-only stack (a pack's map), in the order asked
+    stack, rows = np.concatenate([q, q[::-1]]), np.array([4, 0, 2, 4])
+    stack.setflags(write=False)
+    out = torch.full((4, 1, 16, 16), 7, dtype=dtype)
+    assert DefaultTransform.to_tensor(stack, dtype, rows=rows, out=out) is out
+    assert torch.equal(out, DefaultTransform.to_tensor(stack[rows], dtype))
+    assert torch.equal(DefaultTransform.to_tensor(stack, dtype, rows=rows),
+                       DefaultTransform.to_tensor(stack[rows], dtype))
+    q16s = np.concatenate([q16, q16[::-1]])
+    assert torch.equal(DefaultTransform.to_tensor(q16s, torch.float32, rows=rows),
+                       DefaultTransform.to_tensor(q16s[rows], torch.float32))
 
 
 def test_flat_image_is_minus_one_and_padding_is_minus_one(tmp_path):
