@@ -15,13 +15,14 @@ out its rows as the samples' ``img``. Three things make that batch cheap to deli
   new shared-memory block and passes its handle over a socket. Inside a worker the batch is
   written instead into one of a few ``memfd`` *slots* that the worker keeps (:func:`worker_batch`).
   Pickled to the main process, it arrives through :func:`receive`: the slot is mapped once
-  (its handle travels only until the slot says it is mapped), the batch is copied into one of
-  the main process's buffers and the slot is marked free in a byte after the batch; the worker
-  writes a slot again only once it is marked free and nothing in the worker holds it.
+  (its handle travels only until the slot says it is mapped) and the batch is handed out where
+  it lies, as a tensor over the slot. Once nothing in the main process holds that tensor (nor
+  a view or slice of it), a finalizer marks the slot free in a byte after the batch; the
+  worker writes a slot again only once it is marked free and nothing in the worker holds it.
 
-The batch a user holds is always the main process's own memory: keeping batches, or views of
-them, or sending them on to another process is safe (a buffer that was moved to shared memory
-is never reused).
+A batch a user holds is never written under it: keeping batches, or views of them, is safe,
+and so is sending them on to another process (PyTorch first moves a tensor to new shared
+memory, which lets go of the slot; a main-process buffer moved so is never reused).
 """
 
 from __future__ import annotations
@@ -192,7 +193,7 @@ def outgoing(batch: torch.Tensor) -> torch.Tensor:
 
 
 # -- the main-process side -------------------------------------------------------------------
-#: the slots of workers this process received batches from: token -> (uint8 tensor, tail)
+#: the slots of workers this process received batches from: token -> (mmap, tail)
 _mapped: dict = {}
 _lock = threading.Lock()
 #: per size, the main process's batch buffers, reused once nothing holds them
@@ -234,32 +235,37 @@ def _map(token: tuple, size: int, fd) -> tuple:
         mm = mmap.mmap(handle, size)
     finally:
         os.close(handle)
-    return torch.frombuffer(mm, dtype=torch.uint8), np.frombuffer(mm, np.uint8, offset=size - TAIL)
+    return mm, np.frombuffer(mm, np.uint8, offset=size - TAIL)
+
+
+def _release(tail: np.ndarray) -> None:
+    tail[STATE] = FREE
 
 
 def receive(token: tuple, nbytes: int, dtype: torch.dtype, shape: tuple, once: bool, fd
             ) -> torch.Tensor:
-    """A worker's batch, copied out of its slot into this process's memory; the slot is then
-    marked free for the worker to write again."""
+    """A worker's batch, handed out where it lies: a tensor over the worker's slot, which is
+    marked free for the worker to write again once nothing in this process holds it any more
+    (the batch, a view or a slice of it). Pickling it to another process, or
+    ``share_memory_()``, moves it to new shared memory first, which frees the slot as well."""
     with _lock:
         if fd is not None:  # first batch of this slot here
             _mapped[token] = _map(token, nbytes + TAIL, fd)
         try:
-            block, tail = _mapped[token]
+            mm, tail = _mapped[token]
         except KeyError:
             raise RadHarmonyError(
                 "A DataLoader worker's batch arrived for a shared-memory slot this process "
                 "never mapped", expected="the slot's first batch (which carries its handle) "
                 "received in this process", found=f"slot {token}",
                 fix="receive the DataLoader's batches in the process that created it") from None
-        flat = own_buffer(nbytes)
-        flat.copy_(block[:nbytes])
+        held = np.frombuffer(mm, np.uint8, count=nbytes)  # one per batch: its lifetime is the batch's
         if once:
-            del _mapped[token]
+            del _mapped[token]  # the worker never writes this slot again
         else:
             tail[MAPPED] = 1
-            tail[STATE] = FREE
-    return flat.view(dtype).view(shape)
+            weakref.finalize(held, _release, tail)
+    return torch.from_numpy(held).view(dtype).view(shape)
 
 
 def _after_fork() -> None:

@@ -1,6 +1,6 @@
 """Batch tensors from batched reads: the default collate returns the batch tensor itself, and a
-DataLoader worker hands batches over through reused shared-memory slots whose batches the
-main process copies out, so held batches never change."""
+DataLoader worker hands batches over through reused shared-memory slots, written again only
+once nothing holds their batch, so held batches never change."""
 
 from __future__ import annotations
 
@@ -52,18 +52,28 @@ def test_default_collate_returns_the_batch_tensor_itself(rex_images, tmp_path):
     assert type(samples[0]["img"] + 1) is torch.Tensor  # rows behave as plain tensors
 
 
-def test_a_slot_is_written_again_only_after_the_main_process_copied_it(fresh):
+def _slot_bytes(slot) -> torch.Tensor:
+    return torch.empty(0, dtype=torch.uint8).set_(slot.storage)[:slot.nbytes]
+
+
+def test_a_slot_is_written_again_only_once_the_main_process_let_go_of_its_batch(fresh):
     first = _batch(1.0)
-    ptr = first.data_ptr()
+    slot, ptr = first._radharmony_slot, first.data_ptr()
     sent = handoff.outgoing(first)
     del first
     assert _batch(2.0).data_ptr() != ptr  # not yet received: a second slot
     got = pickle.loads(ForkingPickler.dumps(sent))
     del sent
-    assert torch.all(got == 1.0) and not got.is_shared()  # the main process's own copy
-    again = _batch(3.0)
-    assert again.data_ptr() == ptr  # received and copied: the slot is used again
-    assert torch.all(got == 1.0)  # and the batch already delivered is untouched
+    assert torch.all(got == 1.0) and not handoff._own  # handed out where it lies: no copy
+    _slot_bytes(slot)[:2] = torch.tensor([0, 0x40], dtype=torch.uint8)  # bfloat16 2.0
+    assert got.flatten()[0] == 2.0 and torch.all(got.flatten()[1:] == 1.0)
+    view = got[1:]  # a view outlives the batch
+    del got
+    assert _batch(3.0).data_ptr() != ptr  # still held in the main process: not written
+    assert torch.all(view == 1.0)
+    del view
+    again = _batch(4.0)
+    assert again.data_ptr() == ptr  # let go of: the slot is used again
     assert len(handoff._ring) == 2 and len(handoff._mapped) == 1
 
 
@@ -72,10 +82,21 @@ def test_a_slot_still_held_in_the_worker_is_not_reused(fresh):
     row = first[1]  # a worker-side view outlives the batch
     ptr = first.data_ptr()
     got = _send(first)
-    del first
-    assert _batch(2.0).data_ptr() != ptr and torch.all(row == 1.0) and torch.all(got == 1.0)
+    del first, got
+    assert _batch(2.0).data_ptr() != ptr and torch.all(row == 1.0)
     del row
     assert _batch(3.0).data_ptr() == ptr
+
+
+def test_a_batch_sent_on_to_another_process_moves_and_frees_its_slot(fresh):
+    first = _batch(1.0)
+    ptr = first.data_ptr()
+    got = _send(first)
+    del first
+    got.share_memory_()  # what pickling it to another process does first
+    assert got.is_shared() and torch.all(got == 1.0)
+    assert _batch(2.0).data_ptr() == ptr  # the slot is free although the batch lives on
+    assert torch.all(got == 1.0)  # and writing the slot again does not touch it
 
 
 def test_the_handle_travels_until_the_slot_is_mapped_and_then_never(fresh):
@@ -102,12 +123,13 @@ def test_pickled_twice_the_second_sends_a_copy(fresh):
 
 
 def test_main_process_buffers_are_reused_only_when_free_and_private(fresh):
-    a = _send(_batch(1.0))
+    shape = (4, 1, 8, 8)
+    a = handoff.own_batch(shape, torch.bfloat16).fill_(1.0)
     ptr = a.data_ptr()
-    b = _send(_batch(2.0))
+    b = handoff.own_batch(shape, torch.bfloat16).fill_(2.0)
     assert b.data_ptr() != ptr and torch.all(a == 1.0)  # a is held: not reused
     del a
-    c = _send(_batch(3.0))
+    c = handoff.own_batch(shape, torch.bfloat16).fill_(3.0)
     assert c.data_ptr() == ptr and torch.all(b == 2.0)
     c.share_memory_()  # pickled on to another process: that one's memory too
     ptr = c.data_ptr()
