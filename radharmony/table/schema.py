@@ -267,18 +267,19 @@ def sample_ids(df: pd.DataFrame, spec: DatasetSpec) -> np.ndarray:
     that would make two ids equal -- ``I.png``, ``I.PNG``, ``I.jpg`` -- in which case those
     rows keep their whole path; the result depends only on the set of paths)."""
     prefix, strip_ext = spec.key + ":", spec.id_col == "image_path"
-    out = []
-    for v in df[spec.id_col].tolist():
-        v = v if type(v) is str else str(v)
-        if strip_ext:
-            i = v.rfind(".")
+    values = [v if type(v) is str else str(v) for v in df[spec.id_col].tolist()]
+    if not strip_ext:
+        return np.array([prefix + v for v in values], dtype=object)
+    out, stripped = [], False
+    for v in values:
+        i = v.rfind(".", max(0, len(v) - 6))  # an extension's dot: within the last 6 characters
+        if i >= 0:
             ext = v[i + 1:]
-            if i >= 0 and 2 <= len(ext) <= 5 and ext.isascii() and ext.isalnum():
-                v = v[:i]
+            if len(ext) >= 2 and ext.isascii() and ext.isalnum():
+                v, stripped = v[:i], True
         out.append(prefix + v)
-    if strip_ext and len(set(out)) < len(out):
-        out = _unique_ids(out, [prefix + (v if type(v) is str else str(v))
-                                for v in df[spec.id_col].tolist()])
+    if stripped and len(set(out)) < len(out):  # nothing stripped: ids are the paths
+        out = _unique_ids(out, [prefix + v for v in values])
     return np.array(out, dtype=object)
 
 
