@@ -36,13 +36,13 @@ from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
-import torch
 
 from .errors import RadHarmonyError, UnsupportedOutputWarning, check_choice
 from .spec import DatasetSpec
 from .vocabulary import derive_findings, derive_report
 from .vocabulary.table import check_findings
 from .data.dataset import BaseRadiologicalDataset
+from .data.sampling import cls_targets
 
 log = logging.getLogger("radharmony.merge")
 
@@ -65,21 +65,6 @@ REPORT_COLUMNS = ("dataset", "rows", "label_columns", "values", "mapped", "one_w
 
 class MergeError(RadHarmonyError, ValueError):
     """Datasets that cannot be merged as given."""
-
-
-def _cls_targets(labels: np.ndarray, uncertain: str) -> tuple[np.ndarray, np.ndarray]:
-    """``(cls, cls_mask)`` float32 of a row (or rows) of findings: unknown is 0 and masked;
-    -1 follows ``uncertain`` (:data:`UNCERTAIN`)."""
-    known = ~np.isnan(labels)
-    cls = np.where(known, labels, np.float32(0.0)).astype(np.float32)
-    mask = known.astype(np.float32)
-    value, counted = UNCERTAIN[uncertain]
-    unsure = labels == -1.0
-    if unsure.any():
-        cls[unsure] = value
-        if not counted:
-            mask[unsure] = 0.0
-    return cls, mask
 
 
 class MergedDataset(BaseRadiologicalDataset):
@@ -115,17 +100,15 @@ class MergedDataset(BaseRadiologicalDataset):
         self.source_of = self.harmonized_df["source"].to_numpy(dtype=object)
 
     def add_outputs(self, index: int, sample: dict, letterbox) -> None:
-        super().add_outputs(index, sample, letterbox)
+        super().add_outputs(index, sample, letterbox)  # cls under self.uncertain
         sample["source"] = self.source_of[index]
-        cls, mask = _cls_targets(self.rows.labels[index], self.uncertain)
-        sample["cls"], sample["cls_mask"] = torch.from_numpy(cls), torch.from_numpy(mask)
 
     def targets(self) -> tuple[np.ndarray, np.ndarray, list[str]]:
         """``(labels (N, F) float32, mask (N, F) bool, finding ids)``: what
         :func:`radharmony.evaluate.targets` probes score; usable cells are the 0/1 targets
         of ``cls`` where ``cls_mask`` is 1 (``uncertain="keep"`` masks -1 like ``"ignore"``)."""
         policy = "ignore" if self.uncertain == "keep" else self.uncertain
-        labels, mask = _cls_targets(self.rows.labels, policy)
+        labels, mask = (t.numpy() for t in cls_targets(self.rows.labels, policy))
         return labels, mask.astype(bool), list(self.findings)
 
     def by_source(self) -> dict[str, "MergedDataset"]:

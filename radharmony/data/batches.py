@@ -184,7 +184,7 @@ def _find(ds, indices: np.ndarray) -> tuple[np.ndarray, list[str], np.ndarray]:
 
 
 def _boxes(ds, pack, records) -> list:
-    return [Letterbox(**pack.info_dict(int(r))) for r in records] if ds.outputs \
+    return [Letterbox(**d) for d in pack.info_dicts(records)] if ds.outputs \
         else [None] * len(records)
 
 
@@ -270,8 +270,9 @@ def to_batch_tensor(ds, quantized: np.ndarray) -> torch.Tensor:
 
 
 def read_samples(ds, indices) -> list[dict]:
-    """The samples of ``indices``, whose ``img`` are the rows of one batch tensor (the default
-    collate and :func:`radharmony.collate` return that tensor as the batch without copying).
+    """The samples of ``indices``, whose ``img`` (and ``cls``, ``cls_mask``: see
+    ``ds.batch_outputs``) are the rows of one batch tensor (the default collate and
+    :func:`radharmony.collate` return that tensor as the batch without copying).
     A batch held in one pack is converted straight out of the memory map."""
     indices = np.asarray(indices, dtype=np.int64)
     found = _find(ds, indices)
@@ -292,8 +293,9 @@ def read_samples(ds, indices) -> list[dict]:
             _scratch.buf = None  # the batch is a view of it: not to be written again
         elif scratch is None or not np.shares_memory(quantized, scratch):
             _scratch.buf = quantized  # fresh pages are costly: the next batches reuse these
-    return [ds.finish(ds.assemble(i, img, box))
-            for i, img, box in zip(indices.tolist(), handoff.rows(batch), boxes)]
+    given = {k: handoff.rows(v) for k, v in ds.batch_outputs(indices).items()}
+    return [ds.finish(ds.assemble(i, img, box, {k: v[j] for k, v in given.items()}))
+            for j, (i, img, box) in enumerate(zip(indices.tolist(), handoff.rows(batch), boxes))]
 
 
 # -- the automatic pack -------------------------------------------------------------------------

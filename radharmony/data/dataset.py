@@ -439,11 +439,20 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
             return sample
         return sampling.after_transform(self.sample_transform(sample), self.dtype)
 
-    def assemble(self, index: int, img, letterbox: Letterbox | None) -> dict:
+    def assemble(self, index: int, img, letterbox: Letterbox | None,
+                 given: dict | None = None) -> dict:
         """The sample of row ``index`` around an image tensor (outputs added through
-        :meth:`add_outputs`); batched readers call :func:`radharmony.data.sampling.assemble_batch`,
-        which gives the same samples."""
-        return sampling.assemble(self, index, img, letterbox)
+        :meth:`add_outputs`; ``given``: outputs a batched read computed already, from
+        :meth:`batch_outputs`)."""
+        return sampling.assemble(self, index, img, letterbox, given)
+
+    def batch_outputs(self, indices: np.ndarray) -> dict[str, torch.Tensor]:
+        """Outputs a batched read computes for rows ``indices`` at once: one tensor per key,
+        whose rows become the samples' values (and collate back to that tensor, no stack);
+        :meth:`add_outputs` leaves a key it finds in the sample as it is. The default gives
+        ``cls`` and ``cls_mask``; override both methods together, so a batch equals its
+        samples read one by one."""
+        return sampling.batch_outputs(self, indices)
 
     def add_outputs(self, index: int, sample: dict, letterbox: Letterbox | None) -> None:
         """Add the requested outputs for row ``index`` (override to add dataset-specific ones;

@@ -17,15 +17,15 @@ import torch
 from ..annotations.boxes import boxes_to_array
 from ..annotations.labels import UNCERTAIN_POLICIES
 from ..annotations.masks import mask_output
-from .collate import collate
 
 
 def standard_outputs(ds, index: int, sample: dict, letterbox) -> None:
-    """Add the outputs every dataset offers, as ``ds.outputs`` requests them."""
+    """Add the outputs every dataset offers, as ``ds.outputs`` requests them (``cls`` and
+    ``cls_mask`` already in ``sample`` came from :func:`batch_outputs`)."""
     rows = ds.rows
     if "report" in ds.outputs:
         sample["report"] = rows.reports[index]
-    if "cls" in ds.outputs and rows.labels is not None:
+    if "cls" in ds.outputs and rows.labels is not None and "cls" not in sample:
         sample["cls"], sample["cls_mask"] = cls_targets(
             rows.labels[index], getattr(ds, "uncertain", "keep"))
     if "bbox" in ds.outputs:
@@ -35,7 +35,8 @@ def standard_outputs(ds, index: int, sample: dict, letterbox) -> None:
 
 
 def cls_targets(labels: np.ndarray, uncertain: str = "keep") -> tuple[torch.Tensor, torch.Tensor]:
-    """``(cls, cls_mask)`` from one row of table labels (1, 0, -1 uncertain, NaN unknown).
+    """``(cls, cls_mask)`` from one row of table labels (1, 0, -1 uncertain, NaN unknown), or
+    from rows of them (``(B, F)``: element-wise, so a batch equals its rows one by one).
 
     ``cls_mask`` is 1 where ``cls`` is a usable 0/1 target and 0 where it is not: unknown
     (NaN: not mentioned, not labelled) always, uncertain (-1) under ``"keep"`` (``cls`` holds
@@ -78,27 +79,24 @@ def box_outputs(ds, index: int, sample: dict, letterbox) -> None:
     sample["bbox_annotators"] = annotators
 
 
-def assemble(ds, index: int, img, letterbox) -> dict:
-    """The sample of row ``index`` around an image tensor ``img``."""
+def batch_outputs(ds, indices: np.ndarray) -> dict:
+    """The outputs of rows ``indices`` computed for the whole batch at once, one tensor per
+    key whose rows go to the samples (see :meth:`~radharmony.data.dataset.
+    BaseRadiologicalDataset.batch_outputs`): ``cls`` and ``cls_mask`` when requested."""
+    if "cls" not in ds.outputs or ds.rows.labels is None:
+        return {}
+    cls, mask = cls_targets(ds.rows.labels[indices], getattr(ds, "uncertain", "keep"))
+    return {"cls": cls, "cls_mask": mask}
+
+
+def assemble(ds, index: int, img, letterbox, given: dict | None = None) -> dict:
+    """The sample of row ``index`` around an image tensor ``img`` (``given``: outputs already
+    computed for it, which :meth:`add_outputs` keeps)."""
     sample = {"sample_id": ds.rows.ids[index], "img": img}
+    if given:
+        sample.update(given)
     ds.add_outputs(index, sample, letterbox)
     return sample
-
-
-def assemble_batch(ds, indices, quantized: np.ndarray, letterboxes) -> dict:
-    """The collated batch of rows ``indices`` from their quantized images ``(B, H, W)`` (one
-    tensor conversion for the whole batch) and Letterboxes; equals collating
-    :func:`assemble` sample by sample."""
-    batch = {"sample_id": [ds.rows.ids[i] for i in indices],
-             "img": ds.pipeline.to_tensor(quantized, ds.dtype)}
-    if ds.outputs:
-        extras = []
-        for i, box in zip(indices, letterboxes):
-            sample: dict = {}
-            ds.add_outputs(int(i), sample, box)
-            extras.append(sample)
-        batch.update(collate(extras))
-    return batch
 
 
 def as_tensor(img, dtype: torch.dtype) -> torch.Tensor:

@@ -174,6 +174,11 @@ class Pack:
     def info_dict(self, row: int) -> dict:
         return dict(zip(self.info_fields, (int(v) for v in self.info[row])))
 
+    def info_dicts(self, rows: np.ndarray) -> list[dict]:
+        """:meth:`info_dict` of each of ``rows``, at once."""
+        fields = self.info_fields
+        return [dict(zip(fields, values)) for values in self.info[rows].tolist()]
+
 
 def warn_bad_record(pack: Pack, row: int) -> None:
     warnings.warn(f"Cache pack {pack.path} record {row} failed its checksum; that image is "

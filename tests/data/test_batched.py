@@ -63,6 +63,28 @@ def test_getitems_equals_getitem_and_collate_copies_nothing(rex_images, tmp_path
         ds.__getitems__([0, len(ds)])
 
 
+@pytest.mark.parametrize("merged", [False, True])
+def test_batched_cls_equals_per_sample_and_collates_without_a_stack(rex_images, tmp_path,
+                                                                   merged):
+    ds = _ds(rex_images, tmp_path, labels="report", output_cls=True)
+    df = ds.harmonized_df.copy()
+    df.loc[[0, 2], ds.spec.label_cols[0]] = -1.0  # an uncertain label too
+    ds = _ds(rex_images, tmp_path, labels="report", output_cls=True, harmonized_df=df)
+    if merged:  # the merged dataset's own uncertain policy
+        ds = radharmony.merge([ds], uncertain="ones")
+    rows = np.asarray(ds.rows.labels)
+    assert (rows == 1).any() and (rows == -1).any() and np.isnan(rows).any()  # every case
+    idx = list(range(len(ds)))[::-1]
+    samples = ds.__getitems__(idx)
+    for s, i in zip(samples, idx):
+        one = ds[i]
+        assert torch.equal(s["cls"], one["cls"]) and torch.equal(s["cls_mask"], one["cls_mask"])
+        assert s["cls"].dtype == one["cls"].dtype == torch.float32
+    for batch in (torch.utils.data.default_collate(samples), radharmony.collate(samples)):
+        assert batch["cls"].data_ptr() == samples[0]["cls"].data_ptr()  # no stack
+        assert torch.equal(batch["cls_mask"], torch.stack([ds[i]["cls_mask"] for i in idx]))
+
+
 def test_plain_dataloader_packs_after_one_epoch_then_reads_the_pack(rex_images, tmp_path,
                                                                     reference):
     ds = _ds(rex_images, tmp_path)
