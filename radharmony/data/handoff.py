@@ -20,6 +20,9 @@ out its rows as the samples' ``img``. Three things make that batch cheap to deli
   a view or slice of it), a finalizer marks the slot free in a byte after the batch; the
   worker writes a slot again only once it is marked free and nothing in the worker holds it.
 
+A worker's small batch tensors (``cls``, ``cls_mask``: up to :data:`BY_VALUE_BYTES`) travel
+inside the pickle itself rather than in a new shared-memory file each.
+
 A batch a user holds is never written under it: keeping batches, or views of them, is safe,
 and so is sending them on to another process (PyTorch first moves a tensor to new shared
 memory, which lets go of the slot; a main-process buffer moved so is never reused).
@@ -182,10 +185,38 @@ class _Outgoing(torch.Tensor):
         return receive, (slot.token, slot.nbytes, self.dtype, tuple(self.shape), slot.once, fd)
 
 
+#: a worker's batch tensors up to this size (``cls``, ``cls_mask``) travel inside the pickle
+BY_VALUE_BYTES = 1 << 16
+
+
+class _ByValue(torch.Tensor):
+    """A small batch tensor of a worker, pickled as its bytes: PyTorch's own reducer would
+    move it to a new shared-memory file and pass that file's handle over a socket, which
+    costs far more than the few kilobytes themselves."""
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    def __reduce_ex__(self, protocol):
+        t = self.as_subclass(torch.Tensor).detach().contiguous()
+        return _from_bytes, (t.view(-1).view(torch.uint8).numpy().tobytes(), t.dtype,
+                             tuple(t.shape))
+
+
+def _from_bytes(data: bytes, dtype: torch.dtype, shape: tuple) -> torch.Tensor:
+    flat = torch.frombuffer(bytearray(data), dtype=torch.uint8) if data else \
+        torch.empty(0, dtype=torch.uint8)
+    return flat.view(dtype).view(shape)
+
+
 def outgoing(batch: torch.Tensor) -> torch.Tensor:
-    """``batch`` as collated output: itself, or (a worker's slot) its deliverable form."""
+    """``batch`` as collated output: itself, or in a worker its deliverable form (a slot's
+    batch, or a small tensor pickled by value)."""
     slot = getattr(batch, "_radharmony_slot", None)
     if slot is None:
+        if torch.utils.data.get_worker_info() is not None and batch.layout == torch.strided \
+                and not batch.requires_grad and \
+                batch.numel() * batch.element_size() <= BY_VALUE_BYTES:
+            return batch.as_subclass(_ByValue)
         return batch
     out = batch.as_subclass(_Outgoing)
     out._radharmony_slot = slot
@@ -278,5 +309,5 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork)
 
 
-__all__ = ["BatchRow", "batch_of", "outgoing", "own_batch", "own_buffer", "receive", "rows",
-           "worker_batch"]
+__all__ = ["BY_VALUE_BYTES", "BatchRow", "batch_of", "outgoing", "own_batch", "own_buffer",
+           "receive", "rows", "worker_batch"]

@@ -83,6 +83,12 @@ def test_batched_cls_equals_per_sample_and_collates_without_a_stack(rex_images, 
     for batch in (torch.utils.data.default_collate(samples), radharmony.collate(samples)):
         assert batch["cls"].data_ptr() == samples[0]["cls"].data_ptr()  # no stack
         assert torch.equal(batch["cls_mask"], torch.stack([ds[i]["cls_mask"] for i in idx]))
+    if not merged:  # from a worker (the small tensors travel inside the pickle)
+        loader = DataLoader(ds, batch_size=3, num_workers=1)
+        for b, batch in enumerate(loader):
+            rows = range(3 * b, min(3 * b + 3, len(ds)))
+            assert torch.equal(batch["cls"], torch.stack([ds[i]["cls"] for i in rows]))
+            assert torch.equal(batch["cls_mask"], torch.stack([ds[i]["cls_mask"] for i in rows]))
 
 
 def test_plain_dataloader_packs_after_one_epoch_then_reads_the_pack(rex_images, tmp_path,

@@ -122,6 +122,20 @@ def test_pickled_twice_the_second_sends_a_copy(fresh):
     assert torch.equal(a, b) and torch.all(a == 1.0)
 
 
+def test_a_workers_small_batch_tensors_travel_inside_the_pickle(monkeypatch):
+    cls = torch.arange(64 * 14, dtype=torch.float32).view(64, 14)
+    assert type(handoff.outgoing(cls)) is torch.Tensor  # the main process: as it is
+    monkeypatch.setattr(torch.utils.data, "get_worker_info", lambda: object())
+    data = bytes(ForkingPickler.dumps(handoff.outgoing(cls)))
+    assert b"rebuild_storage" not in data and b"DupFd" not in data  # no shared-memory file
+    got = pickle.loads(data)
+    assert type(got) is torch.Tensor and torch.equal(got, cls) and got.is_contiguous()
+    big = torch.zeros(handoff.BY_VALUE_BYTES // 4 + 1)
+    assert type(handoff.outgoing(big)) is torch.Tensor  # larger ones go PyTorch's way
+    empty = pickle.loads(ForkingPickler.dumps(handoff.outgoing(torch.zeros(0, 3))))
+    assert empty.shape == (0, 3)
+
+
 def test_main_process_buffers_are_reused_only_when_free_and_private(fresh):
     shape = (4, 1, 8, 8)
     a = handoff.own_batch(shape, torch.bfloat16).fill_(1.0)
