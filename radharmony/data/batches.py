@@ -131,11 +131,19 @@ def identify(ds, index: int) -> tuple[str, str]:
                                      lambda path, st: cache.key(path, resolved=True, st=st))
 
 
-def load_one(ds, index: int, path: str, key: str) -> tuple[np.ndarray, Letterbox]:
-    """Sample ``index``'s quantized image through the cache (decoded and stored on a miss)."""
+def load_one(ds, index: int, path: str, key: str, *, packed: bool = True
+             ) -> tuple[np.ndarray, Letterbox]:
+    """Sample ``index``'s quantized image through the cache (decoded and stored on a miss).
+    ``packed=False``: the batch's pack lookup, as of the packs folder's current state, found
+    no record for it, so only its loose entry is looked for."""
     cache = ds.image_cache
-    before = _packs_mtime(cache)
-    hit = cache.load(key)
+    files = ds._file_table()
+    if packed:
+        before = _packs_mtime(cache)
+        hit = cache.load(key)
+    else:
+        before = files.packs_mtime
+        hit = cache.load_entry(key)
     if hit is None and _packs_mtime(cache) != before:
         cache.packs(rescan=True)  # a pack may have just replaced the loose entry
         hit = cache.load(key)
@@ -144,7 +152,6 @@ def load_one(ds, index: int, path: str, key: str) -> tuple[np.ndarray, Letterbox
     else:
         arr, box = ds.pipeline.encode(path)
         cache.store(key, arr, box.as_dict())
-    files = ds._file_table()
     files.confirmed[ds._file_rows[index]] = True
     return arr, box
 
@@ -175,7 +182,7 @@ def _find(ds, indices: np.ndarray) -> tuple[np.ndarray, list[str], np.ndarray]:
     files, cache = ds._file_table(), ds.image_cache
     rows = ds._file_rows[indices]
     paths = _identify_batch(ds, indices)
-    if (files.pack[rows] == LOOSE).any():
+    if (files.pack[rows] < 0).any():  # loose marks hold as of files.packs_mtime
         _packs_changed(files, cache)
     unknown = rows[files.pack[rows] == UNKNOWN]
     if len(unknown):
@@ -197,6 +204,7 @@ def _gather(ds, indices, found, out: np.ndarray | None) -> tuple[np.ndarray, lis
         len(out) >= len(indices) and out.dtype == dtype else np.empty(shape, dtype)
     boxes: list = [None] * len(indices)
     loose = list(np.flatnonzero(where < 0))
+    unpacked = set(loose)  # no pack record as of the lookup just made
     for p in np.unique(where[where >= 0]):
         sel = np.flatnonzero(where == p)
         pack = _pack(cache, files.pack_names[p])
@@ -219,7 +227,8 @@ def _gather(ds, indices, found, out: np.ndarray | None) -> tuple[np.ndarray, lis
     for j in sorted(loose):
         i = int(indices[j])
         try:
-            buf[j], boxes[j] = load_one(ds, i, paths[j], files.key[rows[j]])
+            buf[j], boxes[j] = load_one(ds, i, paths[j], files.key[rows[j]],
+                                        packed=j not in unpacked)
         except (ImageReadError, PathSafetyError):
             ds[i]  # raises the standard error naming the sample
             raise  # pragma: no cover

@@ -128,7 +128,8 @@ class ImageCache:
         return self.images / key[:2] / f"{key}.rhc"
 
     # -- loose entries ------------------------------------------------------------------------
-    def _load_entry(self, key: str) -> tuple[np.ndarray, dict] | None:
+    def load_entry(self, key: str) -> tuple[np.ndarray, dict] | None:
+        """The loose entry for ``key`` (no pack lookup), or None when absent or damaged."""
         f = self.entry_file(key)
         try:
             blob = f.read_bytes()
@@ -233,7 +234,7 @@ class ImageCache:
     def load(self, key: str) -> tuple[np.ndarray, dict] | None:
         """The entry for ``key`` (a sound pack record first, then a loose entry), or None when
         absent or damaged (the caller rebuilds and stores it as a loose entry)."""
-        return self._load_packed(key) or self._load_entry(key)
+        return self._load_packed(key) or self.load_entry(key)
 
     def has(self, key: str) -> bool:
         return self.entry_file(key).exists()

@@ -91,6 +91,32 @@ def test_batched_cls_equals_per_sample_and_collates_without_a_stack(rex_images, 
             assert torch.equal(batch["cls_mask"], torch.stack([ds[i]["cls_mask"] for i in rows]))
 
 
+def test_a_pack_made_between_the_lookup_and_the_loose_read_is_read(rex_images, tmp_path,
+                                                                   reference, monkeypatch):
+    writer, reader = _ds(rex_images, tmp_path), _ds(rex_images, tmp_path)
+    for i in range(len(writer)):
+        writer[i]  # loose entries only (a per-sample read never packs)
+    assert _loose(tmp_path) and not _packs(tmp_path)
+    find = batches._find
+
+    def find_then_pack(ds, indices):  # another process packs right after this one looked
+        found = find(ds, indices)
+        if not _packs(tmp_path):
+            assert batches.try_pack(writer) == 0
+        return found
+
+    monkeypatch.setattr(batches, "_find", find_then_pack)
+    decoded = []
+    encode = reader.pipeline.encode
+    monkeypatch.setattr(type(reader.pipeline), "encode",
+                        lambda self, path: decoded.append(path) or encode(path))
+    idx = list(range(len(reader)))
+    imgs = torch.stack([s["img"] for s in reader.__getitems__(idx)])
+    assert torch.equal(imgs, reference[idx])
+    assert _packs(tmp_path) and not _loose(tmp_path)  # read from the pack: no entry rebuilt
+    assert decoded == []
+
+
 def test_plain_dataloader_packs_after_one_epoch_then_reads_the_pack(rex_images, tmp_path,
                                                                     reference):
     ds = _ds(rex_images, tmp_path)
