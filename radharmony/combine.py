@@ -95,8 +95,8 @@ class MergedDataset(BaseRadiologicalDataset):
                          transform=transform, cache_dir=like.cache_dir, dtype=like.dtype,
                          harmonized_df=table, spec=spec, image_roots=image_roots)
 
-    def _set_table(self, df: pd.DataFrame) -> None:
-        super()._set_table(df)
+    def _set_table(self, df: pd.DataFrame, *, derived: bool = False) -> None:
+        super()._set_table(df, derived=derived)
         self.source_of = self.harmonized_df["source"].to_numpy(dtype=object)
 
     def add_outputs(self, index: int, sample: dict, letterbox) -> None:

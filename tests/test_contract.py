@@ -105,6 +105,13 @@ def test_splits_group_by_patient_and_are_deterministic(case):
     assert not set(train.harmonized_df[group]) & set(val.harmonized_df[group])
     train2, val2 = ds.get_datasets(n_splits=n, seed=3)
     assert list(val2.harmonized_df["sample_id"]) == list(val.harmonized_df["sample_id"])
+    tr3, va3 = ds.get_folds(n, seed=3)[0]  # get_datasets(n) is fold 0, built alone
+    assert list(va3.harmonized_df["sample_id"]) == list(val.harmonized_df["sample_id"])
+    assert list(tr3.harmonized_df["sample_id"]) == list(train.harmonized_df["sample_id"])
+    parent = ds.harmonized_df.set_index("sample_id")
+    for side in (train, val):  # a split's rows, derived columns included, are the parent's
+        df = side.harmonized_df.set_index("sample_id")
+        pd.testing.assert_frame_equal(df, parent.loc[df.index], check_names=False)
     folds = ds.get_folds(n)
     seen = np.concatenate([v.harmonized_df["sample_id"].to_numpy() for _, v in folds])
     assert sorted(seen) == sorted(ds.harmonized_df["sample_id"])

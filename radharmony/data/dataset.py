@@ -204,7 +204,15 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
                                   fix=f"use {cls.__name__ if cls else 'the matching one'}")
         return h
 
-    def _set_table(self, df: pd.DataFrame) -> None:
+    def _set_table(self, df: pd.DataFrame, *, derived: bool = False) -> None:
+        """Make ``df`` the table behind the samples. ``derived``: ``df`` is rows of this
+        dataset's own table, whose derived columns (``sample_id``, ``view``, ``age_years``,
+        ``sex``) are kept as they are, so a split or filter keeps its samples' ids."""
+        if derived:
+            df = df.reset_index(drop=True)
+            self.rows = TableRows.of(df, self.spec, self.image_roots)
+            self._table = FrozenFrame(df)
+            return
         # a table saved from a dataset carries the derived columns: recompute them (a table
         # whose spec has id_col="sample_id", e.g. a merged one, keeps its sources' sample ids)
         keep = {"sample_id"} if self.spec.id_col == "sample_id" else set()
@@ -241,7 +249,7 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
         files, file_rows = self._file_table(), self._file_rows
         new = copy.copy(self)
         new.__dict__.pop("_autopack", None)
-        new._set_table(self.harmonized_df.iloc[rows])
+        new._set_table(self.harmonized_df.iloc[rows], derived=True)
         new._files, new._file_rows = files, file_rows[rows]  # splits share what reads learn
         return new
 
@@ -290,8 +298,8 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
         """
         if n_splits is None:
             return self._with_transform(self._subset(np.arange(len(self))), train_transform)
-        return self.get_folds(n_splits, seed=seed, train_transform=train_transform,
-                              val_transform=val_transform)[0]
+        folds = assign_folds(self.harmonized_df[self.spec.group_col], n_splits, seed=seed)
+        return self._fold(folds, 0, train_transform, val_transform)  # fold 0 of get_folds
 
     def get_folds(self, n_splits: int = 5, *, seed: int = 0,
                   train_transform: Callable | None = None,
@@ -300,9 +308,11 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
         image exactly once. ``train_transform`` / ``val_transform`` as for
         :meth:`get_datasets`."""
         folds = assign_folds(self.harmonized_df[self.spec.group_col], n_splits, seed=seed)
-        return [(self._with_transform(self._subset(np.flatnonzero(folds != k)), train_transform),
-                 self._with_transform(self._subset(np.flatnonzero(folds == k)), val_transform))
-                for k in range(n_splits)]
+        return [self._fold(folds, k, train_transform, val_transform) for k in range(n_splits)]
+
+    def _fold(self, folds: np.ndarray, k: int, train_transform, val_transform) -> tuple:
+        return (self._with_transform(self._subset(np.flatnonzero(folds != k)), train_transform),
+                self._with_transform(self._subset(np.flatnonzero(folds == k)), val_transform))
 
     # -- the reference library's vocabulary --------------------------------------------------
     def get_harmonized_df(self) -> pd.DataFrame:

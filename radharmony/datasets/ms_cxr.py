@@ -188,8 +188,8 @@ class MSCXRTDataset(BaseRadiologicalDataset):
 
     harmonizer_class = MSCXRTHarmonizer
 
-    def _set_table(self, df: pd.DataFrame) -> None:
-        super()._set_table(df)
+    def _set_table(self, df: pd.DataFrame, *, derived: bool = False) -> None:
+        super()._set_table(df, derived=derived)
         self._prior_paths = self.harmonized_df["prior_image_path"].to_numpy(dtype=object)
 
     def add_outputs(self, index: int, sample: dict, box) -> None:

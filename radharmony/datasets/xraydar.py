@@ -242,8 +242,8 @@ class XRaydarMultimodalDataset(ReportLabelsDataset, BaseRadiologicalDataset):
         self.outputs = self.outputs | self._supported_outputs(
             report_spans=output_report_spans, report_labels=output_report_labels)
 
-    def _set_table(self, df: pd.DataFrame) -> None:
-        super()._set_table(df)
+    def _set_table(self, df: pd.DataFrame, *, derived: bool = False) -> None:
+        super()._set_table(df, derived=derived)
         self._char_spans = [_as_list(v) for v in df["report_char_spans"]]
         index = {c: i for i, c in enumerate(REPORT_CATEGORIES)}
         self._report_cls = np.zeros((len(df), len(REPORT_CATEGORIES)), np.float32)

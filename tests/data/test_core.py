@@ -292,3 +292,25 @@ def test_collate_keeps_variable_fields_as_lists():
         out = collate(batch)
     assert out["img"].shape == (2, 1, 4, 4)
     assert out["report"] == [None, "x"] and [b.shape[0] for b in out["bbox"]] == [0, 2]
+
+
+def test_splits_keep_the_sample_ids_of_the_whole_dataset():
+    """Ids are made on the whole table: I.png and I.PNG keep their extensions there, and a
+    split holding only one of them keeps that id rather than making a shorter one."""
+    from radharmony.data.dataset import BaseRadiologicalDataset
+    from radharmony.registry import get_harmonizer_class
+
+    spec = get_harmonizer_class("chexpert").spec
+    rows = [{"patient_id": f"p{i}", "image_path": name} for i, name in
+            enumerate(["I.png", "I.PNG", "a.jpg", "b.jpg", "c.jpg", "d.jpg"])]
+    df = pd.DataFrame(rows).assign(study_id=lambda d: d["patient_id"], view_position=None,
+                                   report=None)
+    for c in (*spec.label_cols, *spec.extra_cols):
+        df[c] = None if c in spec.extra_cols else 0.0
+    ds = BaseRadiologicalDataset("/data/chexpert", harmonized_df=df, spec=spec, cache_dir=None)
+    ids = dict(zip(ds.harmonized_df["image_path"], ds.harmonized_df["sample_id"]))
+    assert ids["I.png"] == "chexpert:I.png" and ids["a.jpg"] == "chexpert:a"
+    for train, val in ds.get_folds(6):  # one patient per val side: I.png without I.PNG
+        for side in (train, val):
+            got = dict(zip(side.harmonized_df["image_path"], side.harmonized_df["sample_id"]))
+            assert got == {p: ids[p] for p in got}
