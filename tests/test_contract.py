@@ -108,6 +108,8 @@ def test_splits_group_by_patient_and_are_deterministic(case):
     tr3, va3 = ds.get_folds(n, seed=3)[0]  # get_datasets(n) is fold 0, built alone
     assert list(va3.harmonized_df["sample_id"]) == list(val.harmonized_df["sample_id"])
     assert list(tr3.harmonized_df["sample_id"]) == list(train.harmonized_df["sample_id"])
+    for side in (ds, train, val):  # text as object, like the table's other text columns
+        assert side.harmonized_df["sample_id"].dtype == object
     parent = ds.harmonized_df.set_index("sample_id")
     for side in (train, val):  # a split's rows, derived columns included, are the parent's
         df = side.harmonized_df.set_index("sample_id")

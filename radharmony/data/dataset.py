@@ -218,7 +218,8 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
         keep = {"sample_id"} if self.spec.id_col == "sample_id" else set()
         df = df.drop(columns=[c for c in DERIVED_COLUMNS if c in df.columns and c not in keep]
                      ).reset_index(drop=True)
-        df.insert(0, "sample_id", df.pop("sample_id") if keep else sample_ids(df, self.spec))
+        df.insert(0, "sample_id", df.pop("sample_id") if keep else  # text as object, like
+                  pd.Series(sample_ids(df, self.spec), index=df.index, dtype=object))  # the rest
         df["view"] = pd.Series(canonical_views(df["view_position"], self.spec.view_map),
                                index=df.index, dtype=object)
         age, sex = table_demographics(df, self.spec)
