@@ -1,11 +1,13 @@
 """Batched reads from the image cache, and the pack that is built without being asked for.
 
 One reader serves ``dataset.__getitems__`` (so ``DataLoader(ds, batch_size=B)`` reads a batch
-at once) and :class:`~radharmony.data.loader.CachedLoader`: the rows of a batch that sit in a
-pack are copied out of the memory-mapped pack with one ``numpy.take`` per pack (records not yet
-checked by this process are checked then); the batch is converted to the output dtype in one
-pass, into a reused buffer (inside a DataLoader worker, a shared-memory slot:
-:mod:`radharmony.data.handoff`); the rest are read one by one from loose entries or decoded.
+at once) and :class:`~radharmony.data.loader.CachedLoader`. A batch whose rows all sit in one
+pack is converted to the output dtype straight out of the memory map, image by image, into a
+reused buffer (inside a DataLoader worker, a shared-memory slot: :mod:`radharmony.data.handoff`);
+records not yet checked by this process are checked first. Any other batch is gathered --
+pack rows with one ``numpy.take`` per pack, the rest one by one from loose entries or decoded
+-- and then converted in one pass. Outputs of the table rows (``cls``, ``cls_mask``) are
+computed for the whole batch (``ds.batch_outputs``).
 
 **The automatic pack.** Each process counts the rows it served from loose entries. When the
 count reaches its share of the dataset (``len / (DataLoader workers x distributed ranks)``,
