@@ -534,13 +534,12 @@ def main(argv: list[str] | None = None) -> int:
                          "ratio": rate / ref if ref else None, "seconds": r[key + "seconds"],
                          "disk": r["disk_bytes"] / r["images"] if key == "cached_" and "disk_bytes" in r
                          else None, "rss": r["rss"], "worker_rss": r["worker_rss"]})
-    labels = {"harmonize": "(f) radharmony harmonization, 140,000 studies",
-              "loop": "(f) per-entry Python loop, 140,000 studies",
-              "rebuild": "(f) same dataset built again (table cache)"}
-    labels["split"] = "(f) its get_datasets(5): a patient-grouped train/val split"
-    for name, label in labels.items():
-        r = res.get(("rebuild" if name == "split" else name, None))
-        key = "split_" if name == "split" else ""
+    for name, key, label in (
+            ("harmonize", "", "(f) radharmony harmonization, 140,000 studies"),
+            ("loop", "", "(f) per-entry Python loop, 140,000 studies"),
+            ("rebuild", "", "(f) same dataset built again (table cache)"),
+            ("rebuild", "split_", "(f) its get_datasets(5): a patient-grouped train/val split")):
+        r = res.get((name, None))
         if r is not None and key + "samples" in r:
             rows.append({"name": label, "workers": None,
                          "rate": r[key + "samples"] / r[key + "seconds"], "ratio": None,

@@ -42,14 +42,15 @@ from .spec import DatasetSpec
 from .vocabulary import derive_findings, derive_report
 from .vocabulary.table import check_findings
 from .data.dataset import BaseRadiologicalDataset
+from .annotations.labels import UNCERTAIN_POLICIES
 from .data.sampling import cls_targets
 
 log = logging.getLogger("radharmony.merge")
 
 MERGED_KEY = "merged"
 #: ``uncertain=``: what -1 becomes in ``cls`` and whether ``cls_mask`` counts it
-UNCERTAIN = {"keep": (-1.0, False), "ignore": (0.0, False), "zeros": (0.0, True),
-             "ones": (1.0, True)}
+UNCERTAIN = {k: (UNCERTAIN_POLICIES[k], k not in ("keep", "ignore"))
+             for k in ("keep", "ignore", "zeros", "ones")}  # (what sampling.cls_targets does)
 #: datasets whose patient ids are NIH ChestX-ray14's (the first one present names the group)
 NIH_KEYS = ("nih_cxr14", "nih_cxr14_google")
 #: a source column naming each row's NIH original (file stem ``<patient>_<follow-up>``)

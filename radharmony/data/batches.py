@@ -126,11 +126,15 @@ def _pack(cache, name: str):
     return pack
 
 
+def _key_of(ds):
+    """The :class:`~radharmony.data.filetable.FileTable` key function of ``ds``'s cache."""
+    cache = ds.image_cache
+    return lambda path, st: cache.key(path, resolved=True, st=st)
+
+
 def identify(ds, index: int) -> tuple[str, str]:
     """``(resolved file, cache key)`` of sample ``index`` (one ``lstat``)."""
-    cache = ds.image_cache
-    return ds._file_table().identify(int(ds._file_rows[index]),
-                                     lambda path, st: cache.key(path, resolved=True, st=st))
+    return ds._file_table().identify(int(ds._file_rows[index]), _key_of(ds))
 
 
 def load_one(ds, index: int, path: str, key: str, *, packed: bool = True
@@ -161,11 +165,7 @@ def load_one(ds, index: int, path: str, key: str, *, packed: bool = True
 def _identify_batch(ds, indices: np.ndarray) -> list[str]:
     """The resolved file of each of ``indices`` (one ``lstat`` each, keys derived again only
     where a file changed); an absent or unsafe file raises the standard error naming it."""
-    cache, files = ds.image_cache, ds._file_table()
-
-    def key_of(path, st):
-        return cache.key(path, resolved=True, st=st)
-
+    files, key_of = ds._file_table(), _key_of(ds)
     try:
         return files.identify_many(ds._file_rows[indices], key_of)
     except (OSError, ImageReadError, PathSafetyError):
@@ -344,7 +344,7 @@ def try_pack(ds) -> int:
         pending = np.unique(rows[~files.confirmed[rows]])
         for r in pending:
             try:
-                key = files.identify(int(r), lambda p, st: cache.key(p, resolved=True, st=st))[1]
+                key = files.identify(int(r), _key_of(ds))[1]
             except (OSError, PathSafetyError):
                 return len(pending)  # an absent or unsafe image: nothing to pack until fixed
             if cache.has(key):

@@ -25,22 +25,19 @@ def to_tensor(q: np.ndarray, dtype: torch.dtype, *, out: torch.Tensor | None = N
     ``rows``: convert ``q[rows]`` of a ``(N, H, W)`` stack (e.g. a memory-mapped pack),
     image by image straight from ``q``, with no gathered copy in between.
     """
+    lut = _lut(dtype) if q.dtype == np.uint8 else None
+    into = out is not None and out.is_contiguous() and out.dtype == dtype
     if rows is not None:
-        lut = _lut(dtype) if q.dtype == np.uint8 else None
-        if lut is None or out is None or not out.is_contiguous() or out.dtype != dtype:
+        if lut is None or not into:
             return to_tensor(np.take(q, rows, axis=0), dtype, out=out)
         dst = out.view(_VIEW[out.element_size()]).numpy().reshape(len(rows), *q.shape[1:])
         for d, r in zip(dst, rows):
-            if cv2.LUT(q[r], lut, dst=d) is not d:  # OpenCV allocated its own
-                d[...] = cv2.LUT(q[r], lut)
+            _lut_into(q[r], lut, d)
         return out
-    lut = _lut(dtype) if q.dtype == np.uint8 else None
     if lut is not None and q.size:
         src = np.ascontiguousarray(q).reshape(-1, q.shape[-1])
-        if out is not None and out.is_contiguous() and out.dtype == dtype:
-            dst = out.view(_VIEW[out.element_size()]).numpy().reshape(src.shape)
-            if cv2.LUT(src, lut, dst=dst) is not dst:  # OpenCV allocated its own
-                dst[...] = cv2.LUT(src, lut)
+        if into:
+            _lut_into(src, lut, out.view(_VIEW[out.element_size()]).numpy().reshape(src.shape))
             return out
         res = cv2.LUT(src, lut)
         res = torch.from_numpy(res.reshape(q.shape)).view(dtype).unsqueeze(-3)
@@ -48,6 +45,11 @@ def to_tensor(q: np.ndarray, dtype: torch.dtype, *, out: torch.Tensor | None = N
         res = _scale(torch.from_numpy(q.astype(np.float32)), float(np.iinfo(q.dtype).max)) \
             .unsqueeze(-3).to(dtype)
     return res if out is None else out.copy_(res)
+
+
+def _lut_into(src: np.ndarray, lut: np.ndarray, dst: np.ndarray) -> None:
+    if cv2.LUT(src, lut, dst=dst) is not dst:  # OpenCV allocated its own
+        dst[...] = cv2.LUT(src, lut)
 
 
 def _scale(t: torch.Tensor, levels: float) -> torch.Tensor:

@@ -172,7 +172,7 @@ class Pack:
         return np.take(self.data, rows, axis=0, out=out), ok
 
     def info_dict(self, row: int) -> dict:
-        return dict(zip(self.info_fields, (int(v) for v in self.info[row])))
+        return self.info_dicts(np.array([row]))[0]
 
     def info_dicts(self, rows: np.ndarray) -> list[dict]:
         """:meth:`info_dict` of each of ``rows``, at once."""
