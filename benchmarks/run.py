@@ -390,8 +390,8 @@ def child(a) -> None:
     import cv2
     import torch
 
-    torch.set_num_threads(1)  # one core per process, as in DataLoader workers
-    cv2.setNumThreads(1)
+    torch.set_num_threads(a.threads)  # default 1: one core per process, as in DataLoader workers
+    cv2.setNumThreads(a.threads)
     out = CONTENDERS[a.contender](a)
     me = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
@@ -401,7 +401,7 @@ def child(a) -> None:
 def spawn(contender: str, workers: int, args, **paths) -> dict:
     cmd = [sys.executable, "-m", "benchmarks.run", "--child", contender, "--workers",
            str(workers), "--min-time", str(args.min_time), "--scratch", str(args.scratch),
-           "--aug-batches", str(args.aug_batches)]
+           "--aug-batches", str(args.aug_batches), "--threads", str(args.threads)]
     for k, v in paths.items():
         cmd += [f"--{k}", str(v)]
     lib = os.environ.get("RADHARMONY_BENCH_LIB", str(ROOT))  # another checkout's library
@@ -474,6 +474,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--work", default=str(ROOT / "bench-data"))
     p.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
     p.add_argument("--skip", nargs="*", default=[], choices=sorted(CONTENDERS))
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch and OpenCV threads per benchmarked process (default 1: one core "
+                   "per process, as PyTorch sets in DataLoader workers)")
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--scratch", help=argparse.SUPPRESS)
     p.add_argument("--base", help=argparse.SUPPRESS)

@@ -177,3 +177,46 @@ def test_fast_fake_picks_keep_the_seeded_stream():
         assert fake_rex._pick(fast, values, pp) == values[slow.choice(len(values), p=pp)]
     a, b = np.random.default_rng(5), np.random.default_rng(5)
     assert fake_rex._gid(a) == "GRDN" + "".join(b.choice(fake_rex._ALNUM, 12))
+
+
+def _convert_in_child(stack, rows, queue):
+    queue.put(DefaultTransform.to_tensor(stack, torch.float32, rows=rows,
+                                         out=torch.empty(len(rows), 1, 16, 16)).numpy())
+
+
+def test_rows_conversion_in_threads_equals_one_thread_and_survives_fork(monkeypatch):
+    # a batch from a pack is split over torch.get_num_threads() threads; the result must not
+    # depend on that, every row lands where asked, and a forked child (a DataLoader worker
+    # started with fork, whose parent's helper threads are gone) must not wait on them
+    import multiprocessing
+
+    from radharmony.imaging import convert
+    stack = np.random.default_rng(5).integers(0, 256, (40, 16, 16), dtype=np.uint8)
+    rows = np.random.default_rng(6).integers(0, 40, 37)
+    ref = DefaultTransform.to_tensor(stack[rows], torch.float32)
+    monkeypatch.setattr(convert, "MIN_PIXELS_PER_THREAD", 16 * 16)
+    monkeypatch.setattr(convert, "_pool", None)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        for _ in range(3):  # the parent's helper thread is up and idle when the child forks
+            assert torch.equal(DefaultTransform.to_tensor(stack, torch.float32, rows=rows,
+                                                          out=torch.empty(37, 1, 16, 16)), ref)
+        ctx = multiprocessing.get_context("fork")
+        queue = ctx.Queue()
+        child = ctx.Process(target=_convert_in_child, args=(stack, rows, queue), daemon=True)
+        child.start()
+        try:
+            got = queue.get(timeout=60)
+        finally:
+            child.join(5)
+            child.kill()
+        assert child.exitcode == 0 and np.array_equal(got, ref.numpy())
+        for n in (1, 2, 3, 5):
+            torch.set_num_threads(n)
+            got = DefaultTransform.to_tensor(stack, torch.float32, rows=rows,
+                                             out=torch.full((37, 1, 16, 16), 7.0))
+            assert torch.equal(got, ref), n
+        assert convert._pool[1]._max_workers >= 4  # 5 threads asked: 4 helpers
+    finally:
+        torch.set_num_threads(threads)
