@@ -38,7 +38,7 @@ from ..errors import RadHarmonyError
 from .findings import FINDINGS
 
 #: bump when the labelling algorithm changes (the rules' own hash is part of the cache key)
-LABELER_VERSION = "1.2"
+LABELER_VERSION = "1.3"
 RULES_DIR = Path(__file__).with_name("rules")
 MENTION_HEADER = ("finding", "kind", "pattern")
 CUE_HEADER = ("kind", "position", "pattern")

@@ -70,6 +70,12 @@ def one(text, col, **kw):
     ("No effusion seen, dense nodule in the left lung.", "Lung Lesion", 1.0),
     ("No effusion seen, dense nodule in the left lung.", "Pleural Effusion", 0.0),
     ("Evaluation for pneumothorax is limited; small effusion.", "Pleural Effusion", 1.0),
+    # an air-fluid level in the pleural space is a hydropneumothorax; elsewhere it is not
+    ("Right pleural effusion with air fluid level.", "Pneumothorax", 1.0),
+    ("Two air-fluid levels in the right hemithorax.", "Pneumothorax", 1.0),
+    ("No air-fluid level in the right hemithorax.", "Pneumothorax", 0.0),
+    ("The stomach is distended with an air-fluid level.", "Pneumothorax", None),
+    ("Air-fluid level in the middle mediastinum.", "Pneumothorax", None),
     # exclusions
     ("Small pericardial effusion.", "Pleural Effusion", None),
     ("Subcutaneous emphysema in the neck.", "Pneumothorax", None),
