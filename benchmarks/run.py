@@ -559,7 +559,7 @@ def main(argv: list[str] | None = None) -> int:
         h, lp = res["harmonize", None], res["loop", None]
         notes.append(f"- harmonization: {h['samples']:,} images in {h['seconds']:.2f} s, "
                      f"{lp['seconds'] / h['seconds']:.1f}× faster than the per-entry loop.")
-    checks = targets(res, a.workers) + report_label_speed()
+    checks = targets(res, a.workers, a.threads) + report_label_speed()
     print("\n" + text + "\n" + "\n".join(notes) + "\n\n" + checks)
     doc = (f"# Benchmarks\n\nLatest `make bench` ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
            f", {time.perf_counter() - t_start:.0f} s in all) on: {machine()}.\n\n"
@@ -569,7 +569,8 @@ def main(argv: list[str] | None = None) -> int:
            "epochs with MONAI's cached epoch at the same `num_workers`. Cached epochs: after one "
            f"warm-up epoch, as many epochs as fill {a.min_time:g} s; augmented rows: "
            f"{a.aug_batches} batches after a warm-up batch. Each contender runs in its "
-           "own process; peak RSS includes Python, torch and the libraries (~300 MB).\n\n"
+           f"own process with {a.threads} torch/OpenCV thread{'s' if a.threads > 1 else ''} "
+           "(`--threads`; DataLoader workers always run one); peak RSS includes Python, torch and the libraries (~300 MB).\n\n"
            + text + "\n\n" + "\n".join(notes) + "\n\n## Targets\n\n" + checks
            + "\n\n" + METHOD)
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
@@ -578,7 +579,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def targets(res: dict, workers: list[int]) -> str:
+def targets(res: dict, workers: list[int], threads: int = 1) -> str:
     """Each target with the measured value, met or not."""
     def rate(name, w, key=""):
         r = res.get((name, w))
@@ -622,7 +623,7 @@ def targets(res: dict, workers: list[int]) -> str:
                          f"{rm / ma:.2f}x MONAI's; the augmentation itself dominates both)")
         r = res.get(("radharmony", w))
         if pc:
-            cores = min(os.cpu_count() or 1, w + 1)
+            cores = min(os.cpu_count() or 1, w + 1 if w else threads)
             lines.append(f"- plain DataLoader samples/s per core (workers={w}, {cores} "
                          f"core(s)): {pc / cores:,.0f}")
         if r and "copy_bytes_per_s" in r and pc:
