@@ -6,7 +6,9 @@ pack is converted to the output dtype straight out of the memory map, image by i
 reused buffer (inside a DataLoader worker, a shared-memory slot: :mod:`radharmony.data.handoff`);
 records not yet checked by this process are checked first. Any other batch is gathered --
 pack rows with one ``numpy.take`` per pack, the rest one by one from loose entries or decoded
--- and then converted in one pass. Outputs of the table rows (``cls``, ``cls_mask``) are
+-- and then converted in one pass. Both the decoding of loose rows and the conversion out of a
+pack run over the process's threads (:mod:`radharmony.threads`: ``torch.get_num_threads()``,
+1 inside DataLoader workers). Outputs of the table rows (``cls``, ``cls_mask``) are
 computed for the whole batch (``ds.batch_outputs``).
 
 **The automatic pack.** Each process counts the rows it served from loose entries. When the
@@ -36,6 +38,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .. import threads
 from ..errors import ImageReadError, PathSafetyError
 from ..files import process_alive
 from ..imaging.geometry import Letterbox
@@ -226,14 +229,16 @@ def _gather(ds, indices, found, out: np.ndarray | None) -> tuple[np.ndarray, lis
         for j, box in zip(sel, _boxes(ds, pack, records)):
             boxes[j] = box
         files.confirmed[rows[sel[ok]]] = True
-    for j in sorted(loose):
-        i = int(indices[j])
-        try:
-            buf[j], boxes[j] = load_one(ds, i, paths[j], files.key[rows[j]],
-                                        packed=j not in unpacked)
-        except (ImageReadError, PathSafetyError):
-            ds[i]  # raises the standard error naming the sample
-            raise  # pragma: no cover
+    loose = sorted(loose)  # decoded over the process's threads (radharmony.threads)
+    got = threads.each(lambda j: load_one(ds, int(indices[j]), paths[j], files.key[rows[j]],
+                                          packed=j not in unpacked), loose)
+    for j, value in zip(loose, got):
+        exc = threads.raised(value)
+        if isinstance(exc, (ImageReadError, PathSafetyError)):
+            ds[int(indices[j])]  # raises the standard error naming the sample
+        if exc is not None:
+            raise exc
+        buf[j], boxes[j] = value
     if loose:
         note_loose(ds, len(loose), len(indices))
     return buf, boxes

@@ -40,6 +40,7 @@ import json
 import os
 import stat
 import struct
+import threading
 import warnings
 import zlib
 from pathlib import Path
@@ -60,6 +61,7 @@ KEY_MODES = ("identity", "content")
 
 MAGIC = b"RHCACHE2"
 _TAIL = struct.Struct("<I")  # crc32 of JSON + payload
+_PACKS_LOCK = threading.Lock()  # opening packs: one thread at a time
 
 
 class ImageCache:
@@ -183,6 +185,10 @@ class ImageCache:
     # -- packs --------------------------------------------------------------------------------
     def packs(self, *, rescan: bool = False) -> list[Pack]:
         """The packs for these parameters (opened once per process; ``rescan`` finds new ones)."""
+        with _PACKS_LOCK:  # a batch's images may be read in several threads
+            return self._packs(rescan)
+
+    def _packs(self, rescan: bool) -> list[Pack]:
         if rescan or not self._scanned:
             self._scanned = True
             for f in sorted((self.images / "packs").glob(f"{self.prefix}-*.rhp")):

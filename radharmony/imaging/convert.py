@@ -8,13 +8,12 @@ the dataset's dtype; uint8 goes through a 256-entry table holding exactly those 
 from __future__ import annotations
 
 import functools
-import os
-import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import cv2
 import numpy as np
 import torch
+
+from .. import threads
 
 
 def to_tensor(q: np.ndarray, dtype: torch.dtype, *, out: torch.Tensor | None = None,
@@ -61,34 +60,10 @@ def _lut_into(src: np.ndarray, lut: np.ndarray, dst: np.ndarray) -> None:
 #: ~20 us, a 224 x 224 image ~15 us)
 MIN_PIXELS_PER_THREAD = 1 << 19
 
-_pool: tuple[int, ThreadPoolExecutor] | None = None
-_pool_lock = threading.Lock()
-
 
 def _in_threads(work, n: int, pixels: int) -> None:
-    """``work(a, b)`` over ``[0, n)`` in up to ``torch.get_num_threads()`` contiguous parts,
-    the first in the calling thread."""
-    parts = max(1, min(torch.get_num_threads(), n, n * pixels // MIN_PIXELS_PER_THREAD))
-    if parts == 1:
-        work(0, n)
-        return
-    bounds = [n * k // parts for k in range(parts + 1)]
-    pool = _threads(parts - 1)
-    futures = [pool.submit(work, a, b) for a, b in zip(bounds[1:-1], bounds[2:])]
-    work(bounds[0], bounds[1])
-    for f in futures:
-        f.result()
-
-
-def _threads(n: int) -> ThreadPoolExecutor:
-    """This process's helper threads (a forked child makes its own: the parent's are gone)."""
-    global _pool
-    with _pool_lock:
-        if _pool is None or _pool[0] != os.getpid() or _pool[1]._max_workers < n:
-            if _pool is not None and _pool[0] == os.getpid():
-                _pool[1].shutdown(wait=False)
-            _pool = (os.getpid(), ThreadPoolExecutor(n, thread_name_prefix="radharmony-convert"))
-        return _pool[1]
+    """``work(a, b)`` over ``[0, n)`` in up to ``torch.get_num_threads()`` contiguous parts."""
+    threads.split(work, n, min(threads.wanted(n), n * pixels // MIN_PIXELS_PER_THREAD))
 
 
 def _scale(t: torch.Tensor, levels: float) -> torch.Tensor:

@@ -315,3 +315,41 @@ def test_worker_batches_stay_intact_while_held(rex_images, tmp_path, reference):
         for _ in range(2):
             held = list(loader)  # every batch kept while later ones are read
             assert torch.equal(torch.cat([b["img"] for b in held]), reference)
+
+
+def test_first_epoch_decodes_over_threads_first_bad_sample_in_order_named(
+        rex_images, tmp_path, reference, monkeypatch):
+    # a main-process batch decodes its loose images over torch.get_num_threads() threads;
+    # the images equal the one-by-one reference whatever the thread count, and with two
+    # unreadable files in a batch the error names the first of them in batch order
+    import threading
+
+    seen = set()
+    load_one = batches.load_one
+
+    def spy(*args, **kw):
+        seen.add(threading.current_thread().name)
+        return load_one(*args, **kw)
+
+    monkeypatch.setattr(batches, "load_one", spy)
+    threads = torch.get_num_threads()
+    try:
+        for n in (1, 3):
+            torch.set_num_threads(n)
+            ds = _ds(rex_images, tmp_path / f"cache{n}")
+            idx = list(range(len(ds)))[::-1]
+            got = ds.__getitems__(idx)
+            assert all(torch.equal(s["img"], reference[i]) for s, i in zip(got, idx)), n
+        assert "MainThread" in seen and any(s.startswith("radharmony-helper") for s in seen)
+        root = _copy(rex_images, tmp_path)
+        ds = _ds(root, tmp_path / "cache-bad")
+        files = ds._file_table()
+        for i in (2, 5):
+            files.file(int(ds._file_rows[i])).write_bytes(b"not an image")
+        torch.set_num_threads(2)
+        for order, first in (([0, 5, 1, 2], 5), ([2, 5, 1], 2)):
+            name = files.file(int(ds._file_rows[first])).name
+            with pytest.raises(RadHarmonyError, match=name.replace(".", r"\.")):
+                ds.__getitems__(order)
+    finally:
+        torch.set_num_threads(threads)

@@ -195,7 +195,8 @@ def test_rows_conversion_in_threads_equals_one_thread_and_survives_fork(monkeypa
     rows = np.random.default_rng(6).integers(0, 40, 37)
     ref = DefaultTransform.to_tensor(stack[rows], torch.float32)
     monkeypatch.setattr(convert, "MIN_PIXELS_PER_THREAD", 16 * 16)
-    monkeypatch.setattr(convert, "_pool", None)
+    from radharmony import threads as rh_threads
+    monkeypatch.setattr(rh_threads, "_pool", None)
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(2)
@@ -217,6 +218,35 @@ def test_rows_conversion_in_threads_equals_one_thread_and_survives_fork(monkeypa
             got = DefaultTransform.to_tensor(stack, torch.float32, rows=rows,
                                              out=torch.full((37, 1, 16, 16), 7.0))
             assert torch.equal(got, ref), n
-        assert convert._pool[1]._max_workers >= 4  # 5 threads asked: 4 helpers
+        assert rh_threads._pool[1]._max_workers >= 4  # 5 threads asked: 4 helpers
     finally:
         torch.set_num_threads(threads)
+
+
+def test_helper_threads_run_nested_work_inline_and_hand_back_errors():
+    # work handed to the helper threads that hands out work again runs it in place (waiting
+    # on the same threads could deadlock); each item's exception comes back, in order
+    import threading
+
+    from radharmony import threads
+
+    def inner(k):
+        if k == 2:
+            raise ValueError("two")
+        return threads.each(lambda x: (x * k, threading.current_thread().name), [1, 2, 3])
+
+    box = {}
+    n = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        worker = threading.Thread(target=lambda: box.update(out=threads.each(inner, [1, 2, 3])),
+                                  daemon=True)
+        worker.start()
+        worker.join(60)
+    finally:
+        torch.set_num_threads(n)
+    assert not worker.is_alive(), "nested helper work deadlocked"
+    first, second, third = box["out"]
+    assert [v for v, _ in first] == [1, 2, 3] and [v for v, _ in third] == [3, 6, 9]
+    assert all(name.startswith("radharmony-helper") for _, name in first + third)
+    assert isinstance(threads.raised(second), ValueError) and threads.raised(first) is None
