@@ -15,7 +15,9 @@ from typing import Callable, Sequence
 
 import torch
 
-_PREFIX = "radharmony-helper"
+#: threads named so run the work they are handed in place (:func:`wanted` is 1 in them): these
+#: helpers, and read-ahead threads that already are the parallelism (``CachedLoader``'s)
+PREFIX = "radharmony-helper"
 _pool: tuple[int, ThreadPoolExecutor] | None = None
 _lock = threading.Lock()
 
@@ -23,7 +25,7 @@ _lock = threading.Lock()
 def wanted(n: int) -> int:
     """How many threads ``n`` independent pieces of work get (at least 1; 1 inside one of
     these threads, whose work never waits on the others)."""
-    if threading.current_thread().name.startswith(_PREFIX):
+    if threading.current_thread().name.startswith(PREFIX):
         return 1
     return max(1, min(torch.get_num_threads(), n))
 
@@ -35,7 +37,7 @@ def pool(n: int) -> ThreadPoolExecutor:
         if _pool is None or _pool[0] != os.getpid() or _pool[1]._max_workers < n:
             if _pool is not None and _pool[0] == os.getpid():
                 _pool[1].shutdown(wait=False)
-            _pool = (os.getpid(), ThreadPoolExecutor(n, thread_name_prefix=_PREFIX))
+            _pool = (os.getpid(), ThreadPoolExecutor(n, thread_name_prefix=PREFIX))
         return _pool[1]
 
 

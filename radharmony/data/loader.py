@@ -25,6 +25,7 @@ import torch
 
 from .collate import collate
 from .precache import pre_cache, require_cache
+from .. import threads
 from ..errors import RadHarmonyError
 
 
@@ -91,7 +92,8 @@ class CachedLoader:
             for b in batches:
                 yield self._read(b)
             return
-        pool = ThreadPoolExecutor(self.num_workers, thread_name_prefix="radharmony-loader")
+        pool = ThreadPoolExecutor(self.num_workers,  # each reads a batch in place:
+                                  thread_name_prefix=threads.PREFIX + "-loader")
         try:
             todo = iter(batches)
             ahead = deque(pool.submit(self._read, b) for b in

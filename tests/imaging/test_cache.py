@@ -93,6 +93,31 @@ def test_cached_loader_batches_equal_dataloader_batches(replica, tmp_path, worke
     assert loader.epoch == 2
 
 
+def test_cached_loader_threads_read_their_batch_in_place(replica, tmp_path, monkeypatch):
+    # CachedLoader's read-ahead threads are the parallelism: the batch each reads does not
+    # fan out over the helper threads as well (the main process's own batch does)
+    import threading
+
+    from radharmony import threads
+    seen = []
+    wanted = threads.wanted
+    monkeypatch.setattr(threads, "wanted", lambda n: seen.append(
+        (threading.current_thread().name, wanted(n))) or seen[-1][1])
+    ds = _ds(replica, tmp_path)
+    ds.pre_cache(progress=False)
+    n = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        list(CachedLoader(ds, batch_size=4, num_workers=2, progress=False))
+        loader = [k for name, k in seen if "loader" in name]
+        assert loader and set(loader) == {1}
+        seen.clear()
+        ds.__getitems__(list(range(4)))
+        assert seen and {k for _, k in seen} == {2}
+    finally:
+        torch.set_num_threads(n)
+
+
 def test_shuffle_differs_between_epochs_and_repeats_with_seed(replica, tmp_path):
     ds = _ds(replica, tmp_path)
     a = CachedLoader(ds, batch_size=4, shuffle=True, seed=1, progress=False)
