@@ -42,8 +42,9 @@ def pool(n: int) -> ThreadPoolExecutor:
 
 
 def split(work: Callable[[int, int], None], n: int, parts: int) -> None:
-    """``work(a, b)`` over ``[0, n)`` in ``parts`` contiguous ranges, the first in the
-    calling thread; raises what a range raised (the first range's first)."""
+    """``work(a, b)`` over ``[0, n)`` in up to ``parts`` contiguous ranges (no more than
+    :func:`wanted` gives), the first in the calling thread; raises what a range raised (the
+    first range's first)."""
     parts = max(1, min(parts, n, wanted(n)))
     if parts == 1:
         work(0, n)

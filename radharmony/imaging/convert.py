@@ -35,8 +35,9 @@ def to_tensor(q: np.ndarray, dtype: torch.dtype, *, out: torch.Tensor | None = N
         if lut is None or not into:
             return to_tensor(np.take(q, rows, axis=0), dtype, out=out)
         dst = out.view(_VIEW[out.element_size()]).numpy().reshape(len(rows), *q.shape[1:])
-        _in_threads(lambda a, b: [_lut_into(q[r], lut, d) for d, r in zip(dst[a:b], rows[a:b])],
-                    len(rows), q[0].size if len(q) else 0)
+        pixels = len(rows) * (q[0].size if len(q) else 0)
+        threads.split(lambda a, b: [_lut_into(q[r], lut, d) for d, r in zip(dst[a:b], rows[a:b])],
+                      len(rows), pixels // MIN_PIXELS_PER_THREAD)
         return out
     if lut is not None and q.size:
         src = np.ascontiguousarray(q).reshape(-1, q.shape[-1])
@@ -59,11 +60,6 @@ def _lut_into(src: np.ndarray, lut: np.ndarray, dst: np.ndarray) -> None:
 #: fewer pixels than this per thread are converted in the calling thread (a hand-off costs
 #: ~20 us, a 224 x 224 image ~15 us)
 MIN_PIXELS_PER_THREAD = 1 << 19
-
-
-def _in_threads(work, n: int, pixels: int) -> None:
-    """``work(a, b)`` over ``[0, n)`` in up to ``torch.get_num_threads()`` contiguous parts."""
-    threads.split(work, n, min(threads.wanted(n), n * pixels // MIN_PIXELS_PER_THREAD))
 
 
 def _scale(t: torch.Tensor, levels: float) -> torch.Tensor:
