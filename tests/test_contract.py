@@ -94,6 +94,42 @@ def test_outputs_supported_or_warned(case):
             assert warned and name not in sample
 
 
+def _same(a, b) -> bool:
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
+    if isinstance(a, np.ndarray):
+        return np.array_equal(a, b)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b or (a != a and b != b)  # NaN equals NaN
+
+
+def test_a_batched_read_equals_reads_one_by_one_on_every_output(case):
+    key, cls, kwargs, ds, root = case
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnsupportedOutputWarning)
+        d = cls(**kwargs, cache_dir=root / "cache", **{f"output_{name}": True for name in
+                                                       ("cls", "mask", "report", "bbox")})
+    readable, failing = [], []
+    for i in range(len(d)):
+        try:
+            d[i]
+            readable.append(i)
+        except radharmony.RadHarmonyError as exc:  # e.g. a row without its mask file
+            failing.append((i, type(exc)))
+    idx = readable[::-1]
+    assert idx, key
+    for _ in range(2):  # from loose entries, then from the pack a full pass may make
+        for got, i in zip(d.__getitems__(idx), idx):
+            one = d[i]
+            assert got.keys() == one.keys(), (key, i)
+            for name in one:
+                assert _same(got[name], one[name]), (key, i, name)
+    for i, error in failing:  # a row that fails alone fails in a batch the same way
+        with pytest.raises(error):
+            d.__getitems__([idx[0], i])
+
+
 def test_splits_group_by_patient_and_are_deterministic(case):
     key, cls, kwargs, ds, _ = case
     group = cls.spec.group_col

@@ -46,6 +46,7 @@ from ..imaging.packs import warn_bad_record
 from ..imaging.pipeline import STORAGE
 from . import handoff
 from .filetable import LOOSE, UNKNOWN
+from .sampling import wants_letterbox
 
 #: a pack lock older than this is taken over even when its holder cannot be checked
 STALE_LOCK_SECONDS = 3600.0
@@ -196,7 +197,7 @@ def _find(ds, indices: np.ndarray) -> tuple[np.ndarray, list[str], np.ndarray]:
 
 
 def _boxes(ds, pack, records) -> list:
-    return [Letterbox(**d) for d in pack.info_dicts(records)] if ds.outputs \
+    return [Letterbox(**d) for d in pack.info_dicts(records)] if wants_letterbox(ds) \
         else [None] * len(records)
 
 
@@ -309,9 +310,12 @@ def read_samples(ds, indices) -> list[dict]:
             _scratch.buf = None  # the batch is a view of it: not to be written again
         elif scratch is None or not np.shares_memory(quantized, scratch):
             _scratch.buf = quantized  # fresh pages are costly: the next batches reuse these
-    given = {k: handoff.rows(v) for k, v in ds.batch_outputs(indices).items()}
-    return [ds.finish(ds.assemble(i, img, box, {k: v[j] for k, v in given.items()}))
-            for j, (i, img, box) in enumerate(zip(indices.tolist(), handoff.rows(batch), boxes))]
+    tensors = {"img": batch, **ds.batch_outputs(indices)}
+    rows = {k: v.unbind(0) for k, v in tensors.items()}
+    given = {k: v for k, v in rows.items() if k != "img"}
+    samples = [ds.finish(ds.assemble(i, img, box, {k: v[j] for k, v in given.items()}))
+               for j, (i, img, box) in enumerate(zip(indices.tolist(), rows["img"], boxes))]
+    return handoff.mark(samples, tensors, rows)
 
 
 # -- the automatic pack -------------------------------------------------------------------------

@@ -3,10 +3,12 @@
 A batched read (``dataset.__getitems__``) converts the whole batch into one tensor and hands
 out its rows as the samples' ``img``. Three things make that batch cheap to deliver:
 
-- **No stack.** The rows are :class:`BatchRow` tensors (plain tensors in every operation), and
-  the default collate is told, through its documented ``default_collate_fn_map``, that rows
-  which are exactly one batch tensor in order collate to that tensor; anything else is stacked
-  as usual. :func:`radharmony.collate` does the same through :func:`batch_of`.
+- **No stack.** The samples are :class:`Sample` dicts (plain dicts in every use) that know the
+  batch they came from, and the default collate is told, through its documented
+  ``default_collate_fn_map``, that the samples of one batch, all of them in order, collate to
+  the batch tensors whose rows their values still are; any other value, order or number is
+  collated as usual. :func:`radharmony.collate` does the same through :func:`batch_of` and
+  :func:`whole`. The rows themselves are plain tensor views (no per-row subclass).
 - **Reused buffers.** A page of memory touched for the first time costs more than converting
   the pixels written into it (a batch of 64 bfloat16 images is 1,568 pages). In the main process
   a batch is written into one of a few buffers (:func:`own_batch`), reused once nothing holds
@@ -46,9 +48,10 @@ from ..errors import RadHarmonyError
 from ..files import process_alive
 
 try:  # the documented extension point of torch's default collate
-    from torch.utils.data._utils.collate import collate_tensor_fn, default_collate_fn_map
+    from torch.utils.data._utils.collate import collate as default_collate_impl
+    from torch.utils.data._utils.collate import default_collate_fn_map
 except ImportError:  # pragma: no cover - a torch without it stacks the rows as usual
-    collate_tensor_fn = default_collate_fn_map = None
+    default_collate_impl = default_collate_fn_map = None
 
 #: bytes after a slot's batch; the first holds the slot's state
 TAIL = 64
@@ -57,50 +60,81 @@ FREE, BUSY, RETIRED = 0, 1, 2
 RING = 8
 
 
-class BatchRow(torch.Tensor):
-    """One sample's ``img`` from a batched read: row ``j`` of a batch tensor. It behaves as a
-    plain tensor in every operation (their results are plain tensors)."""
+class Sample(dict):
+    """A sample dict from a batched read: a plain dict in every use, which also knows the batch
+    it came from. Copied or pickled (sent to another process) it becomes the plain dict it is."""
 
-    __torch_function__ = torch._C._disabled_torch_function_impl
+    __slots__ = ("_radharmony_batch",)
+
+    def __reduce__(self):
+        return dict, (dict(self),)
+
+
+class _Batch:
+    """The batch tensors of one batched read and the row views handed out of each."""
+
+    __slots__ = ("tensors", "rows", "size")
+
+    def __init__(self, tensors: dict, rows: dict, size: int):
+        self.tensors, self.rows, self.size = tensors, rows, size
 
 
 def _nbytes(shape: tuple, dtype: torch.dtype) -> int:
     return math.prod(shape) * torch.empty((), dtype=dtype).element_size()
 
 
-def rows(batch: torch.Tensor) -> list[torch.Tensor]:
-    """``batch``'s rows as :class:`BatchRow` tensors that know where they came from."""
+def mark(samples: list[dict], tensors: dict[str, torch.Tensor], rows: dict[str, tuple]
+         ) -> list[Sample]:
+    """``samples`` as :class:`Sample` dicts of one batch: ``tensors`` are its batch tensors
+    and ``rows[key]`` the row views of ``tensors[key]`` (``tensors[key].unbind(0)``) that went
+    into the samples, in order."""
+    batch = _Batch(tensors, rows, len(samples))
     out = []
-    for j, row in enumerate(batch.unbind(0)):
-        row = row.as_subclass(BatchRow)
-        row._radharmony_batch = (batch, j)
-        out.append(row)
+    for j, sample in enumerate(samples):
+        sample = Sample(sample)
+        sample._radharmony_batch = (batch, j)
+        out.append(sample)
     return out
 
 
-def batch_of(values) -> torch.Tensor | None:
-    """The batch tensor whose rows ``values`` are, all of them in order; else None."""
-    mark = getattr(values[0], "_radharmony_batch", None)
-    if mark is None or len(mark[0]) != len(values):
+def batch_of(samples) -> _Batch | None:
+    """The batch whose samples ``samples`` are, all of them in order; else None."""
+    mark = getattr(samples[0], "_radharmony_batch", None) if len(samples) else None
+    if mark is None or mark[0].size != len(samples):
         return None
-    base = mark[0]
-    for j, v in enumerate(values):
-        m = getattr(v, "_radharmony_batch", None)
-        if m is None or m[0] is not base or m[1] != j:
+    batch = mark[0]
+    for j, sample in enumerate(samples):
+        m = getattr(sample, "_radharmony_batch", None)
+        if m is None or m[0] is not batch or m[1] != j:
             return None
-    return outgoing(base)
+    return batch
 
 
-def _collate_rows(batch, *, collate_fn_map=None):
-    whole = batch_of(batch)
-    if whole is not None:
-        return whole
-    return collate_tensor_fn([v.as_subclass(torch.Tensor) for v in batch],
-                             collate_fn_map=collate_fn_map)
+def whole(batch: _Batch | None, key: str, values: list) -> torch.Tensor | None:
+    """The batch tensor of ``key`` (as collated output: see :func:`outgoing`) when ``values``
+    are exactly its row views, in order (a value a transform replaced is not); else None."""
+    rows = batch.rows.get(key) if batch is not None else None
+    if rows is None or len(rows) != len(values):
+        return None
+    for value, row in zip(values, rows):
+        if value is not row:
+            return None
+    return outgoing(batch.tensors[key])
+
+
+def _collate_samples(batch, *, collate_fn_map=None):
+    marked = batch_of(batch)
+    out = {}
+    for key in batch[0]:
+        values = [sample[key] for sample in batch]
+        tensor = whole(marked, key, values)
+        out[key] = tensor if tensor is not None else \
+            default_collate_impl(values, collate_fn_map=collate_fn_map)
+    return out
 
 
 if default_collate_fn_map is not None:
-    default_collate_fn_map[BatchRow] = _collate_rows
+    default_collate_fn_map[Sample] = _collate_samples
 
 
 # -- the worker side -----------------------------------------------------------------------------
@@ -309,5 +343,5 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork)
 
 
-__all__ = ["BY_VALUE_BYTES", "BatchRow", "batch_of", "outgoing", "own_batch", "own_buffer",
-           "receive", "rows", "worker_batch"]
+__all__ = ["BY_VALUE_BYTES", "Sample", "batch_of", "mark", "outgoing", "own_batch",
+           "own_buffer", "receive", "whole", "worker_batch"]

@@ -11,12 +11,32 @@ own outputs is served the same by every path.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
 
 from ..annotations.boxes import boxes_to_array
 from ..annotations.labels import UNCERTAIN_POLICIES
 from ..annotations.masks import mask_output
+
+
+#: outputs of :func:`standard_outputs` placed with the image's letterbox
+PLACED = frozenset({"bbox", "mask"})
+
+
+def wants_letterbox(ds) -> bool:
+    """Whether assembling ``ds``'s samples uses each image's letterbox: a requested ``bbox``
+    or ``mask``, or an ``add_outputs`` or ``assemble`` of the dataset's own (which may use it).
+    A batched read passes None for the letterbox otherwise."""
+    return bool(PLACED & set(ds.outputs)) or _overrides(type(ds))
+
+
+@functools.lru_cache(maxsize=None)
+def _overrides(cls: type) -> bool:
+    """Whether ``cls`` overrides the base dataset's ``add_outputs`` or ``assemble``."""
+    return any(sum(name in k.__dict__ for k in cls.__mro__) > 1
+               for name in ("add_outputs", "assemble"))
 
 
 def standard_outputs(ds, index: int, sample: dict, letterbox) -> None:

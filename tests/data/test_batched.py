@@ -14,7 +14,7 @@ import torch
 from torch.utils.data import DataLoader, DistributedSampler
 
 import radharmony
-from radharmony.data import batches
+from radharmony.data import batches, sampling
 from radharmony.datasets.rexgradient import ReXGradientTrainDataset
 from radharmony.errors import PathSafetyError, RadHarmonyError
 from radharmony.fake.images import synthetic_cxr, write_png
@@ -61,6 +61,26 @@ def test_getitems_equals_getitem_and_collate_copies_nothing(rex_images, tmp_path
     assert radharmony.collate(samples)["img"].data_ptr() != samples[0]["img"].data_ptr()
     with pytest.raises(IndexError):
         ds.__getitems__([0, len(ds)])
+
+
+class _OwnOutputs(ReXGradientTrainDataset):
+    """A dataset whose own add_outputs places something with the letterbox."""
+
+    def add_outputs(self, index, sample, letterbox):
+        super().add_outputs(index, sample, letterbox)
+        sample["content"] = torch.tensor([letterbox.top, letterbox.left, letterbox.new_h])
+
+
+def test_a_batched_read_hands_the_letterbox_to_outputs_that_may_use_it(rex_images, tmp_path):
+    plain = _ds(rex_images, tmp_path, labels="report", output_cls=True)
+    assert not sampling.wants_letterbox(plain)  # cls and the image need no geometry
+    own = _OwnOutputs(rex_images, cache_dir=tmp_path, dtype=torch.float32)
+    assert sampling.wants_letterbox(own)
+    idx = [4, 1, 6]
+    for _ in range(2):  # loose entries, then the pack the first full pass made
+        own.__getitems__(list(range(len(own))))
+        for s, i in zip(own.__getitems__(idx), idx):
+            assert torch.equal(s["content"], own[i]["content"])
 
 
 @pytest.mark.parametrize("merged", [False, True])

@@ -39,17 +39,39 @@ def _batch(value: float, shape=(4, 1, 8, 8)) -> torch.Tensor:
 def test_default_collate_returns_the_batch_tensor_itself(rex_images, tmp_path):
     ds = ReXGradientTrainDataset(rex_images, cache_dir=tmp_path, dtype=torch.float32)
     samples = ds.__getitems__([2, 0, 5])
-    assert all(isinstance(s["img"], handoff.BatchRow) for s in samples)
+    assert all(type(s) is handoff.Sample and isinstance(s, dict) for s in samples)
+    assert all(type(s["img"]) is torch.Tensor for s in samples)  # rows are plain views
     batch = default_collate(samples)
-    assert type(batch["img"]) is torch.Tensor and batch["img"].shape == (3, 1, 224, 224)
+    assert type(batch) is dict and type(batch["img"]) is torch.Tensor
+    assert batch["img"].shape == (3, 1, 224, 224)
     assert batch["img"].data_ptr() == samples[0]["img"].data_ptr()  # no stack
     assert torch.equal(batch["img"], torch.stack([ds[i]["img"] for i in (2, 0, 5)]))
+    assert batch["sample_id"] == [s["sample_id"] for s in samples]
     # anything but the whole batch in order is stacked as usual
-    for rows in (samples[::-1], samples[:2]):
+    for rows in (samples[::-1], samples[:2], [dict(s) for s in samples]):
         out = default_collate(rows)["img"]
         assert out.data_ptr() != samples[0]["img"].data_ptr()
         assert torch.equal(out, torch.stack([s["img"] for s in rows]))
-    assert type(samples[0]["img"] + 1) is torch.Tensor  # rows behave as plain tensors
+
+
+def test_a_replaced_value_is_collated_as_usual_and_the_rest_stays_whole(rex_images, tmp_path):
+    ds = ReXGradientTrainDataset(rex_images, cache_dir=tmp_path, dtype=torch.float32)
+    samples = ds.__getitems__([1, 3, 4])
+    kept = samples[0]["img"].clone()
+    samples[1]["img"] = samples[1]["img"] * 0 + 0.5  # e.g. a transform's new tensor
+    for out in (default_collate(samples), radharmony.collate(samples)):
+        assert out["img"].data_ptr() != samples[0]["img"].data_ptr()  # stacked
+        assert torch.equal(out["img"][0], kept) and torch.all(out["img"][1] == 0.5)
+
+
+def test_a_sample_copied_or_pickled_is_a_plain_dict(rex_images, tmp_path):
+    import copy
+
+    ds = ReXGradientTrainDataset(rex_images, cache_dir=tmp_path, dtype=torch.float32)
+    sample = ds.__getitems__([0, 1])[0]
+    for other in (pickle.loads(pickle.dumps(sample)), copy.copy(sample), copy.deepcopy(sample)):
+        assert type(other) is dict and other.keys() == sample.keys()
+        assert torch.equal(other["img"], sample["img"])
 
 
 def _slot_bytes(slot) -> torch.Tensor:
