@@ -15,7 +15,7 @@ $(BIN)/python:
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[test,bench,eval,webdataset,ray,config]'
+	$(BIN)/python -m pip install -q -e '.[test,bench,eval,webdataset,ray,config,fast]'
 	$(BIN)/python -m pip install -q --no-deps torchxrayvision==1.5.7
 	touch $(STAMP)
 

@@ -73,6 +73,67 @@ def test_to_tensor_table_equals_arithmetic_and_batches_equal_items(dtype):
                        DefaultTransform.to_tensor(q16s[rows], torch.float32))
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_the_compiled_kernel_gives_the_tables_values(dtype, monkeypatch):
+    pytest.importorskip("numba")
+    from radharmony.imaging import convert
+    assert convert.accelerated(dtype)
+    rng = np.random.default_rng(7)
+    stack = rng.integers(0, 256, (40, 48, 64), dtype=np.uint8)
+    stack.setflags(write=False)  # as a pack's map
+    rows = rng.integers(0, 40, 33)
+    fn, view = convert._kernel(dtype)
+    calls = []
+    monkeypatch.setitem(convert._kernels, str(dtype).removeprefix("torch."),
+                        (lambda *a: calls.append(1) or fn(*a), view))
+    monkeypatch.setattr(convert, "MIN_KERNEL_PIXELS", 0)
+    threads = torch.get_num_threads()
+    try:
+        got = {}
+        for n in (1, 3):  # split over threads or not
+            torch.set_num_threads(n)
+            monkeypatch.setattr(convert, "MIN_PIXELS_PER_THREAD", 48 * 64)
+            got[n] = (DefaultTransform.to_tensor(stack, dtype, rows=rows),
+                      DefaultTransform.to_tensor(stack[:7], dtype),
+                      DefaultTransform.to_tensor(stack, dtype, rows=rows,
+                                                 out=torch.full((33, 1, 48, 64), 7, dtype=dtype)))
+    finally:
+        torch.set_num_threads(threads)
+    assert calls
+    monkeypatch.setattr(convert, "MIN_KERNEL_PIXELS", 1 << 62)  # the table from here on
+    calls.clear()
+    table = (DefaultTransform.to_tensor(stack, dtype, rows=rows),
+             DefaultTransform.to_tensor(stack[:7], dtype))
+    assert not calls
+    for n in (1, 3):
+        assert torch.equal(got[n][0], table[0]) and torch.equal(got[n][2], table[0])
+        assert torch.equal(got[n][1], table[1]) and got[n][1].shape == (7, 1, 48, 64)
+
+
+def test_a_kernel_is_used_only_when_it_gives_every_level_exactly(monkeypatch):
+    pytest.importorskip("numba")
+    from radharmony.imaging import _jit, convert
+
+    def off_by_one_step(q, rows, out, scale):
+        for j in range(rows.shape[0]):
+            out[j] = np.float32(q[rows[j]][0, 0]) * scale
+
+    monkeypatch.setitem(_jit.KERNELS, "float32", (off_by_one_step, np.float32))
+    monkeypatch.setattr(convert, "_kernels", {})
+    with pytest.warns(RuntimeWarning, match="differ from the table"):
+        assert not convert.accelerated(torch.float32)
+    q = np.random.default_rng(8).integers(0, 256, (30, 100, 100), dtype=np.uint8)
+    ref = _scale(torch.from_numpy(q.astype(np.float32)), 255.0).unsqueeze(-3)
+    assert torch.equal(DefaultTransform.to_tensor(q, torch.float32), ref)  # the table serves
+    monkeypatch.setattr(convert, "_kernels", {})
+    monkeypatch.setenv("RADHARMONY_JIT", "0")  # switched off: no kernel, no warning
+    assert not convert.accelerated(torch.bfloat16)
+    monkeypatch.setattr(convert, "_kernels", {})
+    monkeypatch.delenv("RADHARMONY_JIT")
+    monkeypatch.setitem(__import__("sys").modules, "numba", None)  # not installed
+    assert not convert.accelerated(torch.bfloat16)
+
+
 def test_flat_image_is_minus_one_and_padding_is_minus_one(tmp_path):
     write_png(tmp_path / "flat.png", np.full((300, 100), 1000, np.uint16))
     q, box = DefaultTransform().encode(tmp_path / "flat.png")
