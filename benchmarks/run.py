@@ -256,6 +256,12 @@ def run_radharmony(a) -> dict:
                           progress=False)
     out["cached_samples"], out["cached_seconds"] = _timed_epochs(loader, a.min_time)
     out.update(_gather_ceiling(cache), disk_bytes=_du(cache / "images"))
+    try:  # which conversion served the cached batches (a version without kernels: the table)
+        from radharmony.imaging.convert import accelerated
+
+        out["kernel"] = accelerated(torch.bfloat16)
+    except ImportError:
+        out["kernel"] = False
     return out
 
 
@@ -560,6 +566,9 @@ def main(argv: list[str] | None = None) -> int:
         notes.append(f"- harmonization: {h['samples']:,} images in {h['seconds']:.2f} s, "
                      f"{lp['seconds'] / h['seconds']:.1f}× faster than the per-entry loop.")
     checks = targets(res, a.workers, a.threads) + report_label_speed()
+    kernel = [r.get("kernel") for (name, _), r in res.items() if name == "radharmony"]
+    conversion = "through its compiled kernel (numba: `radharmony[fast]`)" if kernel and \
+        all(kernel) else "through OpenCV's lookup table (numba not installed)"
     print("\n" + text + "\n" + "\n".join(notes) + "\n\n" + checks)
     doc = (f"# Benchmarks\n\nLatest `make bench` ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
            f", {time.perf_counter() - t_start:.0f} s in all) on: {machine()}.\n\n"
@@ -570,7 +579,8 @@ def main(argv: list[str] | None = None) -> int:
            f"warm-up epoch, as many epochs as fill {a.min_time:g} s; augmented rows: "
            f"{a.aug_batches} batches after a warm-up batch. Each contender runs in its "
            f"own process with {a.threads} torch/OpenCV thread{'s' if a.threads > 1 else ''} "
-           "(`--threads`; DataLoader workers always run one); peak RSS includes Python, torch and the libraries (~300 MB).\n\n"
+           "(`--threads`; DataLoader workers always run one); peak RSS includes Python, torch and the libraries (~300 MB). "
+           f"radharmony converts cached uint8 batches to bfloat16 {conversion}.\n\n"
            + text + "\n\n" + "\n".join(notes) + "\n\n## Targets\n\n" + checks
            + "\n\n" + METHOD)
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
