@@ -91,6 +91,16 @@ _kernels: dict = {}
 _kernels_lock = threading.Lock()
 
 
+def _after_fork() -> None:
+    """A forked child starts with an unheld lock (a thread of the parent may have held it)."""
+    global _kernels_lock
+    _kernels_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
 def accelerated(dtype: torch.dtype = torch.bfloat16) -> bool:
     """Whether large uint8 batches convert to ``dtype`` through a compiled kernel: numba is
     installed (``pip install radharmony[fast]``), the kernel for ``dtype`` (bfloat16 or
