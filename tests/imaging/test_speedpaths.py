@@ -134,6 +134,29 @@ def test_a_kernel_is_used_only_when_it_gives_every_level_exactly(monkeypatch):
     assert not convert.accelerated(torch.bfloat16)
 
 
+def _kernel_in_child(queue):
+    from radharmony.imaging import convert
+    queue.put(convert.accelerated(torch.float16))  # no float16 kernel: False, without waiting
+
+
+def test_a_forked_child_is_not_held_up_by_a_kernel_load_in_the_parent(monkeypatch):
+    import multiprocessing
+
+    from radharmony.imaging import convert
+    monkeypatch.setattr(convert, "_kernels", {})
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    with convert._kernels_lock:  # a parent thread is loading a kernel when the worker forks
+        child = ctx.Process(target=_kernel_in_child, args=(queue,), daemon=True)
+        child.start()
+        try:
+            got = queue.get(timeout=30)
+        finally:
+            child.join(5)
+            child.kill()
+    assert got is False and child.exitcode == 0
+
+
 def test_flat_image_is_minus_one_and_padding_is_minus_one(tmp_path):
     write_png(tmp_path / "flat.png", np.full((300, 100), 1000, np.uint16))
     q, box = DefaultTransform().encode(tmp_path / "flat.png")
