@@ -134,6 +134,22 @@ def test_a_kernel_is_used_only_when_it_gives_every_level_exactly(monkeypatch):
     assert not convert.accelerated(torch.bfloat16)
 
 
+def test_a_kernel_that_cannot_be_cached_on_disk_is_compiled_in_memory(monkeypatch):
+    numba = pytest.importorskip("numba")
+    from radharmony.imaging import convert
+    njit, asked = numba.njit, []
+
+    def no_disk_cache(*args, cache=False, **kw):  # as in a package folder that is read-only
+        asked.append(cache)
+        if cache:
+            raise RuntimeError("cannot cache function: no locator available")
+        return njit(*args, **kw)
+
+    monkeypatch.setattr(numba, "njit", no_disk_cache)
+    monkeypatch.setattr(convert, "_kernels", {})
+    assert convert.accelerated(torch.float32) and asked[:2] == [True, False]
+
+
 def _kernel_in_child(queue):
     from radharmony.imaging import convert
     queue.put(convert.accelerated(torch.float16))  # no float16 kernel: False, without waiting
