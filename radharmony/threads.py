@@ -22,6 +22,20 @@ _pool: tuple[int, ThreadPoolExecutor] | None = None
 _lock = threading.Lock()
 
 
+def unheld_after_fork(namespace: dict, *names: str) -> None:
+    """Give a forked child new, unheld locks under ``names`` in ``namespace`` (a module's
+    ``globals()``): a thread of the parent may have held one when it forked."""
+    def renew() -> None:
+        for name in names:
+            namespace[name] = threading.Lock()
+
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=renew)
+
+
+unheld_after_fork(globals(), "_lock")
+
+
 def wanted(n: int) -> int:
     """How many threads ``n`` independent pieces of work get (at least 1; 1 inside one of
     these threads, whose work never waits on the others)."""

@@ -46,6 +46,7 @@ import torch
 
 from ..errors import RadHarmonyError
 from ..files import process_alive
+from ..threads import unheld_after_fork
 
 try:  # the documented extension point of torch's default collate
     from torch.utils.data._utils.collate import collate as default_collate_impl
@@ -333,14 +334,7 @@ def receive(token: tuple, nbytes: int, dtype: torch.dtype, shape: tuple, once: b
     return torch.from_numpy(held).view(dtype).view(shape)
 
 
-def _after_fork() -> None:
-    """A forked child starts with unheld locks (a thread of the parent may have held one)."""
-    global _lock, _own_lock, _ring_lock
-    _lock, _own_lock, _ring_lock = threading.Lock(), threading.Lock(), threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork)
+unheld_after_fork(globals(), "_lock", "_own_lock", "_ring_lock")
 
 
 __all__ = ["BY_VALUE_BYTES", "Sample", "batch_of", "mark", "outgoing", "own_batch",

@@ -89,16 +89,7 @@ SCALE = np.float32(2.0 / 255.0)
 # -- the compiled kernels (numba, optional) -----------------------------------------------------
 _kernels: dict = {}
 _kernels_lock = threading.Lock()
-
-
-def _after_fork() -> None:
-    """A forked child starts with an unheld lock (a thread of the parent may have held it)."""
-    global _kernels_lock
-    _kernels_lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork)
+threads.unheld_after_fork(globals(), "_kernels_lock")
 
 
 def accelerated(dtype: torch.dtype = torch.bfloat16) -> bool:
