@@ -150,27 +150,34 @@ def test_a_kernel_that_cannot_be_cached_on_disk_is_compiled_in_memory(monkeypatc
     assert convert.accelerated(torch.float32) and asked[:2] == [True, False]
 
 
+def _in_forked_child(target, *args, timeout: float):
+    """``(what target(*args, queue) put on the queue, the child's exit code)``, run in a child
+    forked from this process (as a DataLoader worker started with fork is)."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=target, args=(*args, queue), daemon=True)
+    child.start()
+    try:
+        got = queue.get(timeout=timeout)
+    finally:
+        child.join(5)
+        child.kill()
+    return got, child.exitcode
+
+
 def _kernel_in_child(queue):
     from radharmony.imaging import convert
     queue.put(convert.accelerated(torch.float16))  # no float16 kernel: False, without waiting
 
 
 def test_a_forked_child_is_not_held_up_by_a_kernel_load_in_the_parent(monkeypatch):
-    import multiprocessing
-
     from radharmony.imaging import convert
     monkeypatch.setattr(convert, "_kernels", {})
-    ctx = multiprocessing.get_context("fork")
-    queue = ctx.Queue()
     with convert._kernels_lock:  # a parent thread is loading a kernel when the worker forks
-        child = ctx.Process(target=_kernel_in_child, args=(queue,), daemon=True)
-        child.start()
-        try:
-            got = queue.get(timeout=30)
-        finally:
-            child.join(5)
-            child.kill()
-    assert got is False and child.exitcode == 0
+        got, exitcode = _in_forked_child(_kernel_in_child, timeout=30)
+    assert got is False and exitcode == 0
 
 
 def test_flat_image_is_minus_one_and_padding_is_minus_one(tmp_path):
@@ -288,8 +295,6 @@ def test_rows_conversion_in_threads_equals_one_thread_and_survives_fork(monkeypa
     # a batch from a pack is split over torch.get_num_threads() threads; the result must not
     # depend on that, every row lands where asked, and a forked child (a DataLoader worker
     # started with fork, whose parent's helper threads are gone) must not wait on them
-    import multiprocessing
-
     from radharmony.imaging import convert
     stack = np.random.default_rng(5).integers(0, 256, (40, 16, 16), dtype=np.uint8)
     rows = np.random.default_rng(6).integers(0, 40, 37)
@@ -303,16 +308,8 @@ def test_rows_conversion_in_threads_equals_one_thread_and_survives_fork(monkeypa
         for _ in range(3):  # the parent's helper thread is up and idle when the child forks
             assert torch.equal(DefaultTransform.to_tensor(stack, torch.float32, rows=rows,
                                                           out=torch.empty(37, 1, 16, 16)), ref)
-        ctx = multiprocessing.get_context("fork")
-        queue = ctx.Queue()
-        child = ctx.Process(target=_convert_in_child, args=(stack, rows, queue), daemon=True)
-        child.start()
-        try:
-            got = queue.get(timeout=60)
-        finally:
-            child.join(5)
-            child.kill()
-        assert child.exitcode == 0 and np.array_equal(got, ref.numpy())
+        got, exitcode = _in_forked_child(_convert_in_child, stack, rows, timeout=60)
+        assert exitcode == 0 and np.array_equal(got, ref.numpy())
         for n in (1, 2, 3, 5):
             torch.set_num_threads(n)
             got = DefaultTransform.to_tensor(stack, torch.float32, rows=rows,
