@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 import threading
-import warnings
 
 import cv2
 import numpy as np
 import torch
 
 from .. import threads
+from . import jit
 
 
 def to_tensor(q: np.ndarray, dtype: torch.dtype, *, out: torch.Tensor | None = None,
@@ -115,32 +114,16 @@ def _kernel(dtype: torch.dtype):
 
 
 def _load_kernel(name: str, lut: np.ndarray | None):
-    if os.environ.get("RADHARMONY_JIT", "1").strip() == "0" or lut is None:
+    module = jit.kernels("_jit") if lut is not None else None
+    if module is None or name not in module.KERNELS:
         return None
-    try:
-        import numba
-
-        from . import _jit
-    except Exception:  # not installed (or it does not import here): the table serves
-        return None
-    if name not in _jit.KERNELS:
-        return None
-    fn, view = _jit.KERNELS[name]
-    failure = None
-    for cache in (True, False):  # a package folder that cannot be written: no disk cache
-        try:
-            compiled = numba.njit(nogil=True, boundscheck=False, cache=cache)(fn)
-            if _exact(compiled, view, lut):
-                return compiled, view
-            failure = "its values differ from the table's"
-            break
-        except Exception as exc:  # noqa: BLE001 - any failure falls back to the table
-            failure = f"{type(exc).__name__}: {exc}"
-    warnings.warn(f"radharmony's compiled {name} conversion kernel is not used ({failure}); "
-                  "images are converted through OpenCV's table instead: the same values, about "
-                  "half the speed. Set RADHARMONY_JIT=0 to skip the kernel.", RuntimeWarning,
-                  stacklevel=4)
-    return None
+    fn, view = module.KERNELS[name]
+    compiled = jit.compile_checked(
+        fn, lambda kernel: _exact(kernel, view, lut), what=f"{name} conversion kernel",
+        differs="its values differ from the table's",
+        instead="images are converted through OpenCV's table instead: the same values, about "
+                "half the speed")
+    return None if compiled is None else (compiled, view)
 
 
 def _exact(kernel, view, lut: np.ndarray) -> bool:
