@@ -22,12 +22,14 @@ from pathlib import Path
 __version__ = "0.2.0"
 
 #: the modules (relative to the package) whose code decides an image's cached array
-PIPELINE_SOURCES = ("imaging/read.py", "imaging/geometry.py", "imaging/pipeline.py")
+PIPELINE_SOURCES = ("imaging/read.py", "imaging/png.py", "imaging/_png_jit.py",
+                    "imaging/geometry.py", "imaging/pipeline.py")
 #: version -> :func:`pipeline_source_digest` of that version's code (append, never edit)
 PIPELINE_HISTORY = {
     1: "4caa047c0d40",  # first recorded: 8-bit storage, area resize, header guards
     2: "41fceb83c364",  # DICOM without TransferSyntaxUID, to_tensor(out=), messages name imaging.read
     3: "9ecca9d70495",  # to_tensor moved to imaging/convert.py, which no longer keys the cache
+    4: "ace168b8d6aa",  # grayscale PNGs decoded by imaging/png.py (OpenCV's arrays, bit for bit)
 }
 PIPELINE_VERSION = max(PIPELINE_HISTORY)
 

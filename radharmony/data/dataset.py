@@ -30,6 +30,7 @@ from .splits import assign_folds
 from ..errors import (ImageReadError, PathSafetyError, RadHarmonyError, RowsDroppedWarning,
                       UnsupportedOutputWarning, check_choice)
 from ..imaging.cache import ImageCache
+from ..imaging import png
 from ..imaging.convert import accelerated
 from ..imaging.geometry import Letterbox
 from ..imaging.pipeline import DefaultTransform
@@ -156,6 +157,7 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
             self.image_cache = ImageCache(self.cache_dir, self.pipeline.params(), key=cache_key)
             if self.pipeline.bits == 8:  # load the compiled conversion before workers fork
                 accelerated(dtype)
+        png.accelerated()  # and the compiled PNG decoder
         self.harmonizer = self._table_source(harmonized_df, harmonizer_path, harmonizer)
         df = self.harmonizer.harmonize(cache_dir=self.cache_dir) if harmonized_df is None else \
             validate(harmonized_df, self.spec, source="harmonized_df")
