@@ -628,8 +628,8 @@ def targets(res: dict, workers: list[int], threads: int = 1) -> str:
         check(f"first epoch >= 2x TorchXRayVision (workers={w})", rh and tx and rh / tx,
               lambda v: v >= 2, "{:.2f}x")
         if dec and tx:
-            lines.append(f"  (raw decode alone is {dec / tx:.2f}x TorchXRayVision's path: "
-                         "the most any decoder-bound pipeline could reach on this corpus)")
+            lines.append(f"  (OpenCV's decode alone is {dec / tx:.2f}x TorchXRayVision's path: "
+                         "the most a pipeline bound to OpenCV's decoder could reach here)")
         rc, mc = rate("radharmony", w, "cached_"), rate("monai", w, "cached_")
         check(f"cached epoch >= 5x MONAI PersistentDataset (workers={w})", rc and mc and rc / mc,
               lambda v: v >= 5, "{:.2f}x")

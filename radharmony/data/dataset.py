@@ -157,13 +157,14 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
             self.image_cache = ImageCache(self.cache_dir, self.pipeline.params(), key=cache_key)
             if self.pipeline.bits == 8:  # load the compiled conversion before workers fork
                 accelerated(dtype)
-        png.accelerated()  # and the compiled PNG decoder
         self.harmonizer = self._table_source(harmonized_df, harmonizer_path, harmonizer)
         df = self.harmonizer.harmonize(cache_dir=self.cache_dir) if harmonized_df is None else \
             validate(harmonized_df, self.spec, source="harmonized_df")
         if on_missing == "drop":
             df = drop_missing(df, self.base_image_dir, owner=type(self).__name__)
         self._set_table(df)
+        if df["image_path"].head(1).astype(str).str.lower().str.endswith(".png").any():
+            png.accelerated()  # load the compiled PNG decoder before workers fork
         if "bbox" in self.outputs and self.rows.boxes is None:
             warnings.warn(f"{type(self).__name__}: output_bbox=True but its table has no "
                           "'boxes' column (the dataset's box file was not found); samples will "

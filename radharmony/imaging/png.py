@@ -97,7 +97,9 @@ def _parse(data: bytes):
 
 
 def _inflate(stream: bytes, size: int) -> bytes:
-    return _zlib.decompress(stream, bufsize=size)
+    """The stream inflated (expected: ``size`` bytes, allocated at once, but never more than
+    deflate's largest ratio, ~1032:1, allows: a header cannot make it allocate more)."""
+    return _zlib.decompress(stream, bufsize=min(size, 1032 * len(stream) + 64))
 
 
 def _crc(data, value: int = 0) -> int:

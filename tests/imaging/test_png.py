@@ -191,3 +191,16 @@ def test_a_kernel_is_used_only_when_it_rebuilds_every_filter_exactly(monkeypatch
     monkeypatch.setattr(png, "_loaded", [])
     monkeypatch.setenv("RADHARMONY_JIT", "0")
     assert not png.accelerated()
+
+
+def test_a_dataset_of_pngs_loads_the_decoder_when_it_is_built(tmp_path, monkeypatch):
+    """So forked DataLoader workers inherit the loaded kernel (none loads it again)."""
+    from radharmony.datasets.rexgradient import ReXGradientTrainDataset
+    from radharmony.fake.rexgradient import write_rexgradient
+
+    root = write_rexgradient(tmp_path / "rex", studies={"train": 2})
+    monkeypatch.setattr(png, "_loaded", [])
+    ds = ReXGradientTrainDataset(root)
+    assert png._loaded and png._loaded[0] is not None
+    arr = ds[0]["img"]
+    assert arr.shape == (1, 224, 224)
