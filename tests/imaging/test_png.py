@@ -70,12 +70,19 @@ def test_odd_shapes(depth, shape):
 
 
 @pytest.mark.parametrize("depth", [8, 16])
-def test_opencvs_own_files_and_split_idat_chunks(depth, tmp_path):
+def test_opencvs_and_pillows_files_and_split_idat_chunks(depth, tmp_path):
     img = _image(depth, (120, 90), seed=5)
     for strategy in range(5):  # libpng's choice of filters
         f = tmp_path / f"s{strategy}.png"
         cv2.imwrite(str(f), img, [cv2.IMWRITE_PNG_STRATEGY, strategy])
         assert np.array_equal(png.decode(f.read_bytes()), img)
+    from PIL import Image
+
+    for optimize in (False, True):  # Pillow's adaptive filters and its zlib levels
+        f = tmp_path / f"pil{optimize}.png"
+        (Image.fromarray(img) if depth == 8 else Image.fromarray(img).convert("I;16")) \
+            .save(f, optimize=optimize)
+        assert np.array_equal(png.decode(f.read_bytes()), _cv2(f.read_bytes()))
     chunks = _chunks(png.encode(img, (1, 4)))
     stream = b"".join(b for k, b in chunks if k == b"IDAT")
     split = [chunks[0], *((b"IDAT", stream[i:i + 97]) for i in range(0, len(stream), 97)),
