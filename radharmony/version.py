@@ -29,7 +29,7 @@ PIPELINE_HISTORY = {
     1: "4caa047c0d40",  # first recorded: 8-bit storage, area resize, header guards
     2: "41fceb83c364",  # DICOM without TransferSyntaxUID, to_tensor(out=), messages name imaging.read
     3: "9ecca9d70495",  # to_tensor moved to imaging/convert.py, which no longer keys the cache
-    4: "a992cb42bdfa",  # grayscale PNGs decoded by imaging/png.py (OpenCV's arrays, bit for bit)
+    4: "9de521d37769",  # grayscale PNGs decoded by imaging/png.py (OpenCV's arrays, bit for bit)
 }
 PIPELINE_VERSION = max(PIPELINE_HISTORY)
 

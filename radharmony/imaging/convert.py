@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import math
-import threading
 
 import cv2
 import numpy as np
@@ -86,11 +85,6 @@ SCALE = np.float32(2.0 / 255.0)
 
 
 # -- the compiled kernels (numba, optional) -----------------------------------------------------
-_kernels: dict = {}
-_kernels_lock = threading.Lock()
-threads.unheld_after_fork(globals(), "_kernels_lock")
-
-
 def accelerated(dtype: torch.dtype = torch.bfloat16) -> bool:
     """Whether large uint8 batches convert to ``dtype`` through a compiled kernel: numba is
     installed (``pip install radharmony[fast]``), the kernel for ``dtype`` (bfloat16 or
@@ -104,13 +98,7 @@ def accelerated(dtype: torch.dtype = torch.bfloat16) -> bool:
 
 def _kernel(dtype: torch.dtype):
     name = str(dtype).removeprefix("torch.")
-    got = _kernels.get(name, False)
-    if got is False:
-        with _kernels_lock:
-            got = _kernels.get(name, False)
-            if got is False:
-                got = _kernels[name] = _load_kernel(name, _lut(dtype))
-    return got
+    return jit.loaded(("convert", name), lambda: _load_kernel(name, _lut(dtype)))
 
 
 def _load_kernel(name: str, lut: np.ndarray | None):

@@ -4,16 +4,35 @@ A kernel is compiled once per process -- from numba's disk cache beside the pack
 folder can be written, else in memory -- and used only after it passed its own exactness check
 against the path it replaces. A kernel that fails to compile or differs warns once and is not
 used; that path serves instead, with the same results. ``RADHARMONY_JIT=0`` turns every kernel
-off. Callers keep what they loaded per process (:mod:`radharmony.imaging.convert`,
-:mod:`radharmony.imaging.png`).
+off. What a caller loaded is kept once per process (:func:`loaded`), for
+:mod:`radharmony.imaging.convert` and :mod:`radharmony.imaging.png` alike.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+import threading
 import warnings
-from typing import Callable
+from typing import Callable, Hashable
+
+from .. import threads
+
+_loaded: dict = {}  # key -> the loaded kernel, or None: once per process
+_lock = threading.Lock()
+threads.unheld_after_fork(globals(), "_lock")
+
+
+def loaded(key: Hashable, load: Callable):
+    """What ``load()`` gave for ``key``, called once per process (one thread loads; the
+    others wait for it). A forked child inherits what its parent had loaded."""
+    got = _loaded.get(key, False)
+    if got is False:
+        with _lock:
+            got = _loaded.get(key, False)
+            if got is False:
+                got = _loaded[key] = load()
+    return got
 
 
 def enabled() -> bool:

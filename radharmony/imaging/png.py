@@ -19,12 +19,10 @@ does not inflate to exactly the image's rows, or an unknown filter byte.
 from __future__ import annotations
 
 import struct
-import threading
 import zlib
 
 import numpy as np
 
-from .. import threads
 from . import jit
 
 try:  # ISA-L inflates ~1.7x faster than zlib (the same bytes)
@@ -135,11 +133,6 @@ def encode(img: np.ndarray, filters=(0,)) -> bytes:
 
 
 # -- the kernels (numba, optional) --------------------------------------------------------------
-_loaded: list = []  # [the kernel, or None], once per process
-_lock = threading.Lock()
-threads.unheld_after_fork(globals(), "_lock")
-
-
 def accelerated() -> bool:
     """Whether grayscale 8/16-bit PNGs are decoded here (numba is installed, the kernels
     rebuilt every filter type exactly, ``RADHARMONY_JIT`` is not ``0``) rather than by OpenCV.
@@ -149,11 +142,7 @@ def accelerated() -> bool:
 
 
 def _kernel():
-    if not _loaded:
-        with _lock:
-            if not _loaded:
-                _loaded.append(_load())
-    return _loaded[0]
+    return jit.loaded("png", _load)
 
 
 def _load():

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from radharmony.errors import ImageReadError
-from radharmony.imaging import png
+from radharmony.imaging import jit, png
 from radharmony.imaging.read import read_image
 
 REAL = Path(__file__).resolve().parents[3] / "shared" / "real" / "cxr"
@@ -189,13 +189,13 @@ def test_a_kernel_is_used_only_when_it_rebuilds_every_filter_exactly(monkeypatch
         return True
 
     monkeypatch.setattr(_png_jit, "unfilter", paeth_as_sub)
-    monkeypatch.setattr(png, "_loaded", [])
+    monkeypatch.setattr(jit, "_loaded", {})
     with pytest.warns(RuntimeWarning, match="PNG decoder is not used"):
         assert not png.accelerated()
     data = png.encode(_image(8), (1,))
     assert png.decode(data) is None  # OpenCV decodes instead
     monkeypatch.undo()  # the right kernel, switched off: not used, no warning
-    monkeypatch.setattr(png, "_loaded", [])
+    monkeypatch.setattr(jit, "_loaded", {})
     monkeypatch.setenv("RADHARMONY_JIT", "0")
     assert not png.accelerated()
 
@@ -206,9 +206,9 @@ def test_a_dataset_of_pngs_loads_the_decoder_when_it_is_built(tmp_path, monkeypa
     from radharmony.fake.rexgradient import write_rexgradient
 
     root = write_rexgradient(tmp_path / "rex", studies={"train": 2})
-    monkeypatch.setattr(png, "_loaded", [])
+    monkeypatch.setattr(jit, "_loaded", {})
     ds = ReXGradientTrainDataset(root)
-    assert png._loaded and png._loaded[0] is not None
+    assert jit._loaded.get("png") is not None
     arr = ds[0]["img"]
     assert arr.shape == (1, 224, 224)
 

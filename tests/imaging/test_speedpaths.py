@@ -21,6 +21,7 @@ from radharmony.imaging.geometry import Letterbox
 from radharmony.imaging.read import read_image
 from radharmony.table.read_json import load_json
 from radharmony.table.schema import validate
+from radharmony.imaging import jit
 from radharmony.imaging.convert import _scale
 from radharmony.imaging.pipeline import DefaultTransform, area_resize, percentiles
 
@@ -84,7 +85,7 @@ def test_the_compiled_kernel_gives_the_tables_values(dtype, monkeypatch):
     rows = rng.integers(0, 40, 33)
     fn, view = convert._kernel(dtype)
     calls = []
-    monkeypatch.setitem(convert._kernels, str(dtype).removeprefix("torch."),
+    monkeypatch.setitem(jit._loaded, ("convert", str(dtype).removeprefix("torch.")),
                         (lambda *a: calls.append(1) or fn(*a), view))
     monkeypatch.setattr(convert, "MIN_KERNEL_PIXELS", 0)
     threads = torch.get_num_threads()
@@ -119,16 +120,16 @@ def test_a_kernel_is_used_only_when_it_gives_every_level_exactly(monkeypatch):
             out[j] = np.float32(q[rows[j]][0, 0]) * scale
 
     monkeypatch.setitem(_jit.KERNELS, "float32", (off_by_one_step, np.float32))
-    monkeypatch.setattr(convert, "_kernels", {})
+    monkeypatch.setattr(jit, "_loaded", {})
     with pytest.warns(RuntimeWarning, match="differ from the table"):
         assert not convert.accelerated(torch.float32)
     q = np.random.default_rng(8).integers(0, 256, (30, 100, 100), dtype=np.uint8)
     ref = _scale(torch.from_numpy(q.astype(np.float32)), 255.0).unsqueeze(-3)
     assert torch.equal(DefaultTransform.to_tensor(q, torch.float32), ref)  # the table serves
-    monkeypatch.setattr(convert, "_kernels", {})
+    monkeypatch.setattr(jit, "_loaded", {})
     monkeypatch.setenv("RADHARMONY_JIT", "0")  # switched off: no kernel, no warning
     assert not convert.accelerated(torch.bfloat16)
-    monkeypatch.setattr(convert, "_kernels", {})
+    monkeypatch.setattr(jit, "_loaded", {})
     monkeypatch.delenv("RADHARMONY_JIT")
     monkeypatch.setitem(__import__("sys").modules, "numba", None)  # not installed
     assert not convert.accelerated(torch.bfloat16)
@@ -146,7 +147,7 @@ def test_a_kernel_that_cannot_be_cached_on_disk_is_compiled_in_memory(monkeypatc
         return njit(*args, **kw)
 
     monkeypatch.setattr(numba, "njit", no_disk_cache)
-    monkeypatch.setattr(convert, "_kernels", {})
+    monkeypatch.setattr(jit, "_loaded", {})
     assert convert.accelerated(torch.float32) and asked[:2] == [True, False]
 
 
@@ -174,8 +175,8 @@ def _kernel_in_child(queue):
 
 def test_a_forked_child_is_not_held_up_by_a_kernel_load_in_the_parent(monkeypatch):
     from radharmony.imaging import convert
-    monkeypatch.setattr(convert, "_kernels", {})
-    with convert._kernels_lock:  # a parent thread is loading a kernel when the worker forks
+    monkeypatch.setattr(jit, "_loaded", {})
+    with jit._lock:  # a parent thread is loading a kernel when the worker forks
         got, exitcode = _in_forked_child(_kernel_in_child, timeout=30)
     assert got is False and exitcode == 0
 
