@@ -155,21 +155,27 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
         self.image_cache = None
         if self.cache_dir is not None and self.user_transform is None:
             self.image_cache = ImageCache(self.cache_dir, self.pipeline.params(), key=cache_key)
-            if self.pipeline.bits == 8:  # load the compiled conversion before workers fork
-                accelerated(dtype)
         self.harmonizer = self._table_source(harmonized_df, harmonizer_path, harmonizer)
         df = self.harmonizer.harmonize(cache_dir=self.cache_dir) if harmonized_df is None else \
             validate(harmonized_df, self.spec, source="harmonized_df")
         if on_missing == "drop":
             df = drop_missing(df, self.base_image_dir, owner=type(self).__name__)
         self._set_table(df)
-        if df["image_path"].head(1).astype(str).str.lower().str.endswith(".png").any():
-            png.accelerated()  # load the compiled PNG decoder before workers fork
+        self._load_kernels(df)
         if "bbox" in self.outputs and self.rows.boxes is None:
             warnings.warn(f"{type(self).__name__}: output_bbox=True but its table has no "
                           "'boxes' column (the dataset's box file was not found); samples will "
                           "have no 'bbox' key.", UnsupportedOutputWarning, stacklevel=2)
             self.outputs = self.outputs - {"bbox"}
+
+    def _load_kernels(self, df: pd.DataFrame) -> None:
+        """Load the compiled kernels this dataset's reads will use (each once per process)
+        now, so forked DataLoader workers inherit them: the conversion of cached 8-bit
+        batches, and the PNG decoder when the table's images are PNGs."""
+        if self.image_cache is not None and self.pipeline.bits == 8:
+            accelerated(self.dtype)
+        if df["image_path"].head(1).astype(str).str.lower().str.endswith(".png").any():
+            png.accelerated()
 
     @property
     def default_transform(self) -> DefaultTransform:
