@@ -50,6 +50,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 BATCH = 64
+PAIRED_ROUNDS = 10  # alternating rounds of the paired plain-DataLoader / MONAI measurement
 FULL_STUDIES = 140_000
 
 
@@ -320,6 +321,39 @@ def run_monai(a) -> dict:
             "disk_bytes": _du(cache), "images": len(files)}
 
 
+def _rate_for(loader, seconds: float) -> float:
+    """Samples/s over whole epochs of ``loader`` filling at least ``seconds`` (one at least)."""
+    n, t0 = 0, time.perf_counter()
+    while True:
+        n += _epoch(loader)
+        dt = time.perf_counter() - t0
+        if dt >= seconds:
+            return n / dt
+
+
+def run_paired(a) -> dict:
+    """radharmony's plain DataLoader and MONAI's cached epoch in one process, in alternating
+    rounds (``a.min_time`` seconds per side and round), on the caches the two contenders
+    above filled: both sides see the same moments of a shared machine, so the ratio of each
+    round cancels what the machine does to both."""
+    import torch
+    from monai.data import DataLoader, PersistentDataset
+
+    files = sorted(Path(a.base).rglob("*.png"))
+    rh = _dataset(Path(a.base), Path(a.meta), Path(a.scratch) / "rh-cache")
+    mon = PersistentDataset([{"img": str(f)} for f in files], transform=_monai_pipeline(),
+                            cache_dir=Path(a.scratch) / "monai-cache")
+    kw = {"persistent_workers": True} if a.workers else {}
+    loaders = (torch.utils.data.DataLoader(rh, batch_size=BATCH, shuffle=True,
+                                           num_workers=a.workers, **kw),
+               DataLoader(mon, batch_size=BATCH, shuffle=True, num_workers=a.workers, **kw))
+    for loader in loaders:
+        _epoch(loader)  # warm-up: workers start, the pack (or MONAI's files) come into memory
+    side = a.min_time / 2
+    rounds = [[_rate_for(loader, side) for loader in loaders] for _ in range(PAIRED_ROUNDS)]
+    return {"rounds": rounds, "images": len(rh)}
+
+
 def run_txrv(a) -> dict:
     """TorchXRayVision's documented loading steps, with scikit-image as it uses."""
     import skimage.io
@@ -400,7 +434,7 @@ def run_rebuild(a) -> dict:
 CONTENDERS = {"decode": run_decode, "decode_rh": lambda a: run_decode(a, own=True),
               "radharmony": run_radharmony, "monai": run_monai,
               "txrv": run_txrv, "harmonize": run_harmonize, "loop": run_loop,
-              "rebuild": run_rebuild}
+              "rebuild": run_rebuild, "paired": run_paired}
 
 
 def child(a) -> None:
@@ -512,7 +546,7 @@ def main(argv: list[str] | None = None) -> int:
     full = full_metadata(work) if not {"harmonize", "loop", "rebuild"} <= set(a.skip) else None
     res: dict = {}
     for w in a.workers:
-        for name in ("decode", "decode_rh", "radharmony", "monai", "txrv"):
+        for name in ("decode", "decode_rh", "radharmony", "monai", "txrv", "paired"):
             if name not in a.skip:
                 res[name, w] = spawn(name, w, a, base=base, meta=meta)
     for name in ("harmonize", "loop", "rebuild"):
@@ -607,7 +641,7 @@ def targets(res: dict, workers: list[int], threads: int = 1) -> str:
     """Each target with the measured value, met or not."""
     def rate(name, w, key=""):
         r = res.get((name, w))
-        return r and r[key + "samples"] / r[key + "seconds"]
+        return r and key + "samples" in r and r[key + "samples"] / r[key + "seconds"]
 
     lines = []
 
@@ -634,15 +668,23 @@ def targets(res: dict, workers: list[int], threads: int = 1) -> str:
         check(f"cached epoch >= 5x MONAI PersistentDataset (workers={w})", rc and mc and rc / mc,
               lambda v: v >= 5, "{:.2f}x")
         pc = rate("radharmony", w, "plain_")
-        check(f"plain DataLoader with batch_size=64 cached epoch >= 10x MONAI "
-              f"PersistentDataset (workers={w})", pc and mc and pc / mc, lambda v: v >= 10,
-              "{:.2f}x")
+        paired = res.get(("paired", w))
+        label = (f"plain DataLoader with batch_size=64 cached epoch >= 10x MONAI "
+                 f"PersistentDataset (workers={w})")
+        if paired:
+            ratios = sorted(r / m for r, m in paired["rounds"])
+            check(label + f", median of {len(ratios)} alternating rounds in one process",
+                  float(np.median(ratios)), lambda v: v >= 10,
+                  "{:.2f}x" + f" (rounds {ratios[0]:.2f}-{ratios[-1]:.2f}x; the separate "
+                  f"processes of the table: {pc / mc:.2f}x)" if pc and mc else "{:.2f}x")
+        else:
+            check(label, pc and mc and pc / mc, lambda v: v >= 10, "{:.2f}x")
         ma = rate("monai", w, "aug_monai_")
         ra = rate("radharmony", w, "aug_rh_")
         if ra:
             check(f"with RandomFlip+RandomAffine >= 3x MONAI cached + RandFlipd+RandAffined "
                   f"(workers={w})", ma and ra / ma, lambda v: v >= 3, "{:.2f}x")
-        else:
+        elif ("radharmony", w) in res:
             lines.append(f"- not measured (radharmony.augment absent): augmented >= 3x MONAI "
                          f"(workers={w})")
         rm = rate("radharmony", w, "aug_monai_")
@@ -665,7 +707,7 @@ def targets(res: dict, workers: list[int], threads: int = 1) -> str:
                          f"{pc * b / r['copy_bytes_per_s']:.0%} of the ceiling")
         r, m = res.get(("radharmony", w)), res.get(("monai", w))
         check(f"cached disk per sample <= half of MONAI's (workers={w})",
-              r and m and (r["disk_bytes"] / r["images"]) / (m["disk_bytes"] / m["images"]),
+              r and m and "disk_bytes" in r and "disk_bytes" in m and (r["disk_bytes"] / r["images"]) / (m["disk_bytes"] / m["images"]),
               lambda v: v <= 0.5, "{:.2f} of MONAI's")
     h, rb = res.get(("harmonize", None)), res.get(("rebuild", None))
     check("full-scale harmonization <= 3.5 s", h and h["seconds"], lambda v: v <= 3.5, "{:.2f} s")
@@ -694,6 +736,10 @@ METHOD = """## What each row runs
   `labels="report"` (CheXpert's 14 labels from the reports, `cls` and `cls_mask` computed per
   batch); `radharmony.CachedLoader(ds, batch_size=64, shuffle=True, num_workers=w)` reads the same
   batches with read-ahead threads.
+- **Paired plain DataLoader / MONAI**: the plain `DataLoader` of (b) and MONAI's cached
+  epochs of (c), in one process, on the caches those rows filled, in alternating rounds of
+  `--min-time`/2 seconds each; the plain-DataLoader target uses the median of the rounds'
+  ratios, since this machine's speed drifts between the separate processes of the table.
 - **(c) MONAI**: `PersistentDataset` with `LoadImaged -> EnsureChannelFirstd ->
   ScaleIntensityRangePercentilesd(0.5, 99.5, -1, 1, clip) -> Resized(224, size_mode="longest",
   mode="area") -> SpatialPadd(224, value=-1) -> CastToTyped(bfloat16)`, shuffled; the
