@@ -3,6 +3,7 @@
     python -m benchmarks.report_labels            # table (odd ids) + speed
     python -m benchmarks.report_labels --table    # table only (markdown)
     python -m benchmarks.report_labels --bench    # speed only
+    python -m benchmarks.report_labels --hedging --ids even   # stated vs hedged, MeSH-tagged
 
 ``bench()`` labels the 140,000 ReXGradient train reports of the fake writer
 (:func:`radharmony.fake.rexgradient.make_metadata`, sections joined as the dataset does) in
@@ -44,17 +45,38 @@ def bench(n: int = FULL_STUDIES) -> dict:
     return out
 
 
+def _openi():
+    """OpenI's report archive in the installed torchxrayvision wheel (read by path)."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("torchxrayvision")
+    return Path(list(spec.submodule_search_locations)[0]) / "data" / "NLMCXR_reports.tgz"
+
+
+def hedging_table(path=None, *, ids: str = "even") -> str:
+    """Markdown: per label, the stated (1) and hedged (-1) mentions and how many of each the
+    MeSH coders tagged, with F1 counting both (the protocol) and the stated ones only."""
+    from radharmony.reports.evaluate_openi import hedging
+
+    t = hedging(path or _openi(), ids=ids)
+    lines = ["| label | gold + | stated (1): tagged / all | hedged (-1): tagged / all | F1 "
+             "(1 or -1) | F1 (1 only) |", "|---|---:|---:|---:|---:|---:|"]
+    for _, r in t.iterrows():
+        lines.append(f"| {r['label']} | {r['positives']} | {r['stated_tagged']} / {r['stated']} "
+                     f"| {r['hedged_tagged']} / {r['hedged']} | {r['f1']:.3f} | "
+                     f"{r['f1_stated_only']:.3f} |")
+    lines.append(f"\nAll labels, {ids} ids: {t['hedged_tagged'].sum()} of {t['hedged'].sum()} "
+                 f"hedged mentions tagged, {t['stated_tagged'].sum()} of {t['stated'].sum()} "
+                 "stated ones.")
+    return "\n".join(lines)
+
+
 def table(path=None, *, ids: str = "odd", n_boot: int = 1000) -> str:
     """The OpenI precision / recall / F1 table (markdown) on ``ids``."""
     from radharmony.reports.evaluate_openi import PRIMARY, evaluate
 
-    if path is None:
-        import importlib.util
-        from pathlib import Path
-
-        spec = importlib.util.find_spec("torchxrayvision")
-        path = Path(list(spec.submodule_search_locations)[0]) / "data" / "NLMCXR_reports.tgz"
-    t = evaluate(path, ids=ids, n_boot=n_boot)
+    t = evaluate(path or _openi(), ids=ids, n_boot=n_boot)
     lines = ["| label | MeSH gold | gold + | predicted + | precision [95% CI] | recall [95% CI] "
              "| F1 [95% CI] |", "|---|---|---:|---:|---|---|---|"]
 
@@ -76,12 +98,16 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--table", action="store_true")
     ap.add_argument("--bench", action="store_true")
+    ap.add_argument("--hedging", action="store_true",
+                    help="how often MeSH tagged the stated and the hedged mentions")
     ap.add_argument("--ids", default="odd", choices=("odd", "even", "all"))
     ap.add_argument("-n", type=int, default=FULL_STUDIES)
     args = ap.parse_args(argv)
-    both = not (args.table or args.bench)
+    both = not (args.table or args.bench or args.hedging)
     if args.table or both:
         print(table(ids=args.ids))
+    if args.hedging:
+        print(hedging_table(ids=args.ids))
     if args.bench or both:
         print(bench(args.n))
 

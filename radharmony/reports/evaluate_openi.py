@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..errors import MetadataError
+from ..errors import MetadataError, check_choice
 from .labeler import label_reports
 
 #: canonical column -> MeSH headings (case-blind, before the first "/") that make it gold 1
@@ -87,6 +87,16 @@ def gold_labels(major: pd.Series) -> pd.DataFrame:
                          for c, hs in GOLD.items()}, index=major.index)
 
 
+def _reports(path: str | Path, ids: str) -> pd.DataFrame:
+    """The reports of ``ids`` (``"odd"``, ``"even"`` or ``"all"``), ``No Indexing`` left out."""
+    check_choice("ids", ids, ("odd", "even", "all"))
+    df = read_openi(path)
+    df = df[~df["major"].map(lambda tags: any(t.casefold() == "no indexing" for t in tags))]
+    if ids != "all":
+        df = df[df["number"] % 2 == (1 if ids == "odd" else 0)]
+    return df.reset_index(drop=True)
+
+
 def _prf(gold: np.ndarray, pred: np.ndarray) -> tuple[float, float, float]:
     tp = int((gold & pred).sum())
     fp, fn = int((~gold & pred).sum()), int((gold & ~pred).sum())
@@ -100,11 +110,7 @@ def evaluate(path: str | Path, *, ids: str = "odd", n_boot: int = 1000, seed: in
              rules=None) -> pd.DataFrame:
     """Precision / recall / F1 (bootstrap 95 % intervals over reports) per :data:`GOLD`
     column on the ``"odd"``, ``"even"`` or ``"all"`` report ids."""
-    df = read_openi(path)
-    df = df[~df["major"].map(lambda tags: any(t.casefold() == "no indexing" for t in tags))]
-    if ids != "all":
-        df = df[df["number"] % 2 == (1 if ids == "odd" else 0)]
-    df = df.reset_index(drop=True)
+    df = _reports(path, ids)
     pred = label_reports(df["sections"], vocabulary="canonical", rules=rules)
     gold = gold_labels(df["major"])
     rng = np.random.default_rng(seed)
@@ -129,11 +135,7 @@ def evaluate(path: str | Path, *, ids: str = "odd", n_boot: int = 1000, seed: in
 def errors(path: str | Path, label: str, *, ids: str = "even", rules=None) -> pd.DataFrame:
     """The false positives and false negatives of one label (for rule development: use
     the even ids)."""
-    df = read_openi(path)
-    df = df[~df["major"].map(lambda tags: any(t.casefold() == "no indexing" for t in tags))]
-    if ids != "all":
-        df = df[df["number"] % 2 == (1 if ids == "odd" else 0)]
-    df = df.reset_index(drop=True)
+    df = _reports(path, ids)
     pred, ev = label_reports(df["sections"], vocabulary="canonical", explain=True, rules=rules)
     g = gold_labels(df["major"])[label].astype(bool)
     p = pred[label].isin([1.0, -1.0])
@@ -142,3 +144,21 @@ def errors(path: str | Path, label: str, *, ids: str = "even", rules=None) -> pd
     out["sentence"] = [ev["sentence"].get(i) for i in out.index]
     out["cue"] = [ev["cue"].get(i) for i in out.index]
     return out
+
+
+def hedging(path: str | Path, *, ids: str = "even", rules=None) -> pd.DataFrame:
+    """How often the MeSH coders tagged what the labeler calls stated (1) and hedged (-1),
+    per :data:`GOLD` column: the protocol counts both as present, on the premise that coders
+    tag hedged findings. ``f1`` counts both, ``f1_stated_only`` only the stated ones."""
+    df = _reports(path, ids)
+    pred = label_reports(df["sections"], vocabulary="canonical", rules=rules)
+    gold = gold_labels(df["major"])
+    rows = []
+    for col in GOLD:
+        g = gold[col].to_numpy(bool)
+        stated, hedged = (pred[col] == 1.0).to_numpy(), (pred[col] == -1.0).to_numpy()
+        rows.append({"label": col, "positives": int(g.sum()),
+                     "stated": int(stated.sum()), "stated_tagged": int((stated & g).sum()),
+                     "hedged": int(hedged.sum()), "hedged_tagged": int((hedged & g).sum()),
+                     "f1": _prf(g, stated | hedged)[2], "f1_stated_only": _prf(g, stated)[2]})
+    return pd.DataFrame(rows)

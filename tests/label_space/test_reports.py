@@ -254,3 +254,40 @@ def test_cli_label_reports(tmp_path):
     assert {"patient_id", "study_id", "image_path", "Cardiomegaly"} <= set(df.columns)
     ev = pd.read_parquet(tmp_path / "labels.explain.parquet")
     assert {"sentence", "mention", "cue"} <= set(ev.columns)
+
+
+def test_openi_hedging_counts_stated_and_hedged_mentions(tmp_path):
+    """Hand-made OpenI archive: which mentions are stated or hedged, and which MeSH tagged."""
+    import io
+    import tarfile
+
+    from radharmony.errors import RadHarmonyError
+    from radharmony.fake.openi import report_xml
+    from radharmony.reports.evaluate_openi import hedging
+
+    reports = [  # (number, findings, impression, MeSH major)
+        (2, "Small left pleural effusion.", "Effusion.", ["Pleural Effusion/left/small"]),
+        (4, "Blunting may represent a small effusion.", "No acute disease.",
+         ["Costophrenic Angle/left/blunted"]),
+        (6, "Lungs are clear.", "Possible cardiomegaly.", ["Cardiomegaly/borderline"]),
+        (8, "No pleural effusion.", "Normal.", ["normal"]),
+        (10, "Lungs are clear.", "Normal.", ["No Indexing"]),
+        (3, "Large right pleural effusion.", "Effusion.", ["Pleural Effusion/right/large"]),
+    ]
+    path = tmp_path / "NLMCXR_reports.tgz"
+    with tarfile.open(path, "w:gz") as tar:
+        for n, findings, impression, major in reports:
+            data = report_xml(n, (None, "Cough", findings, impression), major, [], []).encode()
+            info = tarfile.TarInfo(f"ecgen-radiology/{n}.xml")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    t = hedging(path, ids="even").set_index("label")
+    eff, card = t.loc["pleural_effusion"], t.loc["cardiomegaly"]
+    assert (eff["positives"], eff["stated"], eff["stated_tagged"]) == (1, 1, 1)
+    assert (eff["hedged"], eff["hedged_tagged"]) == (1, 0)
+    assert eff["f1"] == pytest.approx(2 / 3) and eff["f1_stated_only"] == 1.0
+    assert (card["stated"], card["hedged"], card["hedged_tagged"]) == (0, 1, 1)
+    assert hedging(path, ids="odd").set_index("label").loc["pleural_effusion", "stated"] == 1
+    assert hedging(path, ids="all").set_index("label").loc["pleural_effusion", "stated"] == 2
+    with pytest.raises(RadHarmonyError, match="ids"):
+        hedging(path, ids="mixed")
