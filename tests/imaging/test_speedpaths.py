@@ -231,6 +231,22 @@ def test_load_json_reads_bare_nan_and_leaves_strings_alone(tmp_path):
         load_json(bad)
 
 
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_load_json_fast_path_rewrites_only_line_ending_nans(tmp_path, newline):
+    pytest.importorskip("orjson")
+    obj = {"a": float("nan"), "b": [float("nan"), 2], "c": "x NaN", "d": " NaN NaN",
+           "e": float("nan")}
+    text = json.dumps(obj, indent=2).replace("\n", newline)
+    path = tmp_path / "m.json"
+    path.write_bytes(text.encode())
+    got = load_json(path)
+    assert got == {"a": None, "b": [None, 2], "c": "x NaN", "d": " NaN NaN", "e": None}
+    compact = tmp_path / "compact.json"  # no line ends: the stdlib parser, NaN as float
+    compact.write_text(json.dumps({"a": float("nan"), "t": "NaN"}))
+    got = load_json(compact)
+    assert math.isnan(got["a"]) and got["t"] == "NaN"
+
+
 # -- ReXGradient harmonization -------------------------------------------------------------------
 def _reference_harmonize(raw: dict) -> pd.DataFrame:
     """The straightforward per-image loop the column-wise harmonize_raw must equal."""
