@@ -729,7 +729,8 @@ def targets(res: dict, workers: list[int], threads: int = 1) -> str:
                          f"{pc * b / r['copy_bytes_per_s']:.0%} of the ceiling")
         r, m = res.get(("radharmony", w)), res.get(("monai", w))
         check(f"cached disk per sample <= half of MONAI's (workers={w})",
-              r and m and "disk_bytes" in r and "disk_bytes" in m and (r["disk_bytes"] / r["images"]) / (m["disk_bytes"] / m["images"]),
+              r and m and "disk_bytes" in r and "disk_bytes" in m and
+              (r["disk_bytes"] / r["images"]) / (m["disk_bytes"] / m["images"]),
               lambda v: v <= 0.5, "{:.2f} of MONAI's")
     h, rb = res.get(("harmonize", None)), res.get(("rebuild", None))
     check("full-scale harmonization <= 3.5 s", h and h["seconds"], lambda v: v <= 3.5, "{:.2f} s")

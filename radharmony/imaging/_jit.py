@@ -5,8 +5,8 @@ uint8 levels -> ``q * scale - 1`` in float32 (``scale`` = float32 2/255), as
 bfloat16 (round to nearest, ties to even: torch's cast). One pass per image that the compiler
 vectorizes, about three times the speed of a 256-entry ``cv2.LUT``, which looks each pixel up
 one at a time (a batch of 64 224 x 224 images: bfloat16 0.43 ms against 1.2 ms, float32 0.38 ms
-against 1.3 ms, on one core of an AMD EPYC with AVX-512); the loader in ``convert`` checks every one of the 256 levels against the table before
-using a kernel. The kernels release the GIL, so a batch can be split over threads.
+against 1.3 ms, on one core of an AMD EPYC with AVX-512); the loader in ``convert`` checks
+every one of the 256 levels against the table before using a kernel. The kernels release the GIL, so a batch can be split over threads.
 """
 
 from __future__ import annotations
