@@ -131,13 +131,19 @@ def _epoch(loader) -> int:
     return n
 
 
-def _timed_epochs(loader, min_time: float) -> tuple[int, float]:
-    _epoch(loader)  # warm-up: workers start, pages come into memory
+def _epochs_for(loader, seconds: float) -> tuple[int, float]:
+    """Samples and seconds of whole epochs of ``loader`` filling at least ``seconds``."""
     n, t0 = 0, time.perf_counter()
     while True:
         n += _epoch(loader)
-        if time.perf_counter() - t0 >= min_time:
-            return n, time.perf_counter() - t0
+        dt = time.perf_counter() - t0
+        if dt >= seconds:
+            return n, dt
+
+
+def _timed_epochs(loader, min_time: float) -> tuple[int, float]:
+    _epoch(loader)  # warm-up: workers start, pages come into memory
+    return _epochs_for(loader, min_time)
 
 
 def _du(path: Path) -> int:
@@ -329,16 +335,6 @@ def run_monai(a) -> dict:
             "disk_bytes": _du(cache), "images": len(files)}
 
 
-def _rate_for(loader, seconds: float) -> float:
-    """Samples/s over whole epochs of ``loader`` filling at least ``seconds`` (one at least)."""
-    n, t0 = 0, time.perf_counter()
-    while True:
-        n += _epoch(loader)
-        dt = time.perf_counter() - t0
-        if dt >= seconds:
-            return n / dt
-
-
 def run_paired(a) -> dict:
     """radharmony's plain DataLoader and MONAI's cached epoch in one process, in alternating
     rounds (``a.min_time`` seconds per side and round), on the caches the two contenders
@@ -362,7 +358,8 @@ def run_paired(a) -> dict:
     for loader in loaders:
         _epoch(loader)  # warm-up: workers start, the pack (or MONAI's files) come into memory
     side = a.min_time / 2
-    rounds = [[_rate_for(loader, side) for loader in loaders] for _ in range(PAIRED_ROUNDS)]
+    rounds = [[n / dt for n, dt in (_epochs_for(loader, side) for loader in loaders)]
+              for _ in range(PAIRED_ROUNDS)]
     return {"rounds": rounds, "images": len(rh)}
 
 
@@ -458,7 +455,8 @@ def child(a) -> None:
     out = CONTENDERS[a.contender](a)
     me = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-    print("RESULT " + json.dumps({**out, "rss": me, "worker_rss": kids if a.workers else 0}))
+    print("RESULT " + json.dumps({**out, "rss": me, "worker_rss": kids if a.workers else 0}),
+          flush=True)  # out before any teardown of workers and threads
 
 
 def spawn(contender: str, workers: int, args, **paths) -> dict:
