@@ -47,11 +47,13 @@ def bench(n: int = FULL_STUDIES) -> dict:
 
 def _openi():
     """OpenI's report archive in the installed torchxrayvision wheel (read by path)."""
-    import importlib.util
-    from pathlib import Path
+    from benchmarks.vocab_counts import txv_data_dir
 
-    spec = importlib.util.find_spec("torchxrayvision")
-    return Path(list(spec.submodule_search_locations)[0]) / "data" / "NLMCXR_reports.tgz"
+    data = txv_data_dir()
+    if data is None:
+        raise SystemExit("torchxrayvision's data is not installed: pip install --no-deps "
+                         "torchxrayvision==1.5.7")
+    return data / "NLMCXR_reports.tgz"
 
 
 def hedging_table(path=None, *, ids: str = "even") -> str:
