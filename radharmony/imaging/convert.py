@@ -110,7 +110,7 @@ def _load_kernel(name: str, lut: np.ndarray | None):
         fn, lambda kernel: _exact(kernel, view, lut), what=f"{name} conversion kernel",
         differs="its values differ from the table's",
         instead="images are converted through OpenCV's table instead: the same values, about "
-                "half the speed")
+                "a third of the speed")
     return None if compiled is None else (compiled, view)
 
 
