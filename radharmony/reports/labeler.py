@@ -12,7 +12,8 @@ cues of its sentence (``cues.tsv``):
    an ``ignore`` cue anywhere after it in the clause ("evaluation for ... is limited");
 3. else the nearest cue *after* it: "is not seen" -> 0, "cannot be excluded" -> -1;
 4. else the mention is positive (1). A ``normal`` rule ("normal heart size") gives 0, an
-   ``uncertain`` rule ("borderline heart size") -1, whatever the cues.
+   ``uncertain`` rule ("borderline heart size") -1, whatever the cues. An ``anaphor`` rule
+   ("this nodule") is a mention only once the report has stated or hedged the finding.
 
 Aggregation over a report's mentions is CheXpert's: any 1 -> 1, else any -1 -> -1, else any
 0 -> 0, else NaN (not mentioned). ``No Finding`` is 1 when no other column except
@@ -74,7 +75,8 @@ class _Labeler:
             for m in self.mention_rx.finditer(low, s, e):
                 ms, me = m.span()
                 rule = which(low, ms, me)
-                if rule.kind == "exclude":
+                if rule.kind == "exclude" or rule.kind == "anaphor" and not any(
+                        out.get(f, (0.0,))[0] != 0.0 for f in rule.findings):
                     continue
                 if sentences is None:
                     sentences = [s] + [b.end() for b in _SENTENCE_END.finditer(low, s, e)] + [e]

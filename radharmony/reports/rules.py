@@ -10,7 +10,11 @@ line; blank lines are skipped):
 * ``normal``: the pattern states the finding is absent ("normal heart size"): 0;
 * ``uncertain``: the pattern states the finding is borderline ("borderline heart size"): -1;
 * ``exclude``: the pattern is *not* a mention ("pericardial effusion" guards
-  ``pleural_effusion``); its text is consumed so no rule matches inside it.
+  ``pleural_effusion``); its text is consumed so no rule matches inside it;
+* ``anaphor``: a definite mention ("the nodule", "this nodule") that refers back: it counts
+  as a ``mention`` only when the report has already mentioned the finding; otherwise it
+  names another lesion described before ("round opacity ... this nodule", "calcified
+  granuloma ... the nodule") and is dropped.
 
 ``kind<TAB>position<TAB>pattern`` -- cue rules. ``kind`` is ``negation`` (0), ``uncertain``
 (-1), ``pseudo`` (looks like a negation but is not: "no change in", decides 1), ``ignore``
@@ -38,11 +42,11 @@ from ..errors import RadHarmonyError
 from .findings import FINDINGS
 
 #: bump when the labelling algorithm changes (the rules' own hash is part of the cache key)
-LABELER_VERSION = "1.3"
+LABELER_VERSION = "1.4"
 RULES_DIR = Path(__file__).with_name("rules")
 MENTION_HEADER = ("finding", "kind", "pattern")
 CUE_HEADER = ("kind", "position", "pattern")
-MENTION_KINDS = ("mention", "normal", "uncertain", "exclude")
+MENTION_KINDS = ("mention", "normal", "uncertain", "exclude", "anaphor")
 CUE_KINDS = ("pseudo", "uncertain", "negation", "ignore", "terminator")
 POSITIONS = ("pre", "post", "any")
 _NO_BOUNDARY = set(";:,.!-/&'\" \t")

@@ -76,12 +76,30 @@ def one(text, col, **kw):
     ("No air-fluid level in the right hemithorax.", "Pneumothorax", 0.0),
     ("The stomach is distended with an air-fluid level.", "Pneumothorax", None),
     ("Air-fluid level in the middle mediastinum.", "Pneumothorax", None),
+    # "clear" right before the finding ("of" left out) negates it; "clear and" does not
+    ("Lungs are expanded and clear airspace disease.", "Lung Opacity", 0.0),
+    ("The lungs are clear and the heart is enlarged.", "Cardiomegaly", 1.0),
+    ("The lungs are clear bilaterally with a small effusion.", "Pleural Effusion", 1.0),
+    # "nodular opacity" is an opacity (with the lesion), not a nodule; "nodule/mass" a nodule
+    ("Reticulonodular opacities in the upper lobes.", "nodule", None),
+    ("Reticulonodular opacities in the upper lobes.", "lung_opacity", 1.0),
+    ("Dominant nodule/mass in the left lung.", "mass", None),
+    ("Dominant nodule/mass in the left lung.", "nodule", 1.0),
+    # a definite nodule refers back: to a nodule, or to the lesion described before it
+    ("Round mediastinal opacity. Recommend CT of this nodule.", "nodule", None),
+    ("Calcified granuloma. No other nodules. The upper half of the nodule is calcified.",
+     "nodule", 0.0),
+    ("Small left lung nodule. The nodule is 8 mm.", "nodule", 1.0),
+    ("Possible left lung nodule. The nodule is 8 mm.", "nodule", 1.0),
+    ("The previously described nodule is unchanged.", "nodule", 1.0),
+    ("The lung has a nodule.", "nodule", 1.0),
     # exclusions
     ("Small pericardial effusion.", "Pleural Effusion", None),
     ("Subcutaneous emphysema in the neck.", "Pneumothorax", None),
 ])
 def test_snippets(text, col, value):
-    assert one(text, col) == value
+    kw = {} if col in CHEXPERT_14 else {"vocabulary": "canonical"}
+    assert one(text, col, **kw) == value
 
 
 def test_canonical_ids_are_vocabulary_findings():
@@ -228,7 +246,7 @@ def test_openi_odd_ids_f1():
     f1 = table.loc[list(PRIMARY), "f1"]
     # measured (docs/report_labels.md); the nodule floor is below the 0.90 goal
     floors = {"cardiomegaly": 0.92, "pleural_effusion": 0.90, "pneumothorax": 0.90,
-              "lung_opacity": 0.95, "nodule": 0.80}
+              "lung_opacity": 0.97, "nodule": 0.82}
     for label, floor in floors.items():
         assert f1[label] >= floor, (label, f1[label])
 
