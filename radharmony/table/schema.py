@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import posixpath
+from itertools import repeat
 
 import numpy as np
 import pandas as pd
@@ -105,7 +106,8 @@ def validate(df: pd.DataFrame, spec: DatasetSpec, *, source: str = "harmonized t
                           expected=f"columns {wanted}", found=f"{list(df.columns)}; "
                           f"missing {missing}", fix="re-create the table with "
                           f"{spec.key!r}'s harmonizer, or add the missing columns")
-    out = df[wanted + [c for c in df.columns if c not in wanted]].reset_index(drop=True).copy()
+    # pandas >= 3 copies on write: the caller's frame is never changed, no deep copy needed
+    out = df[wanted + [c for c in df.columns if c not in wanted]].reset_index(drop=True)
     for col in ("patient_id", "study_id"):  # image_path: check_relative_path below
         out[col] = _id_text(out[col], name=col, source=source)
         if col in spec.zero_pad:
@@ -132,8 +134,12 @@ def validate(df: pd.DataFrame, spec: DatasetSpec, *, source: str = "harmonized t
                           expected="one row per image", found=f"{int(dup.sum())} rows share "
                           f"{out.loc[dup, 'image_path'].nunique()} path(s)",
                           fix="merge the duplicate rows in the harmonizer (one sample per image)")
+    done = {"patient_id", "study_id", "image_path", "view_position", "report", "boxes",
+            *spec.label_cols, *spec.extra_cols}  # columns already in their final type
     for col in ("view_position", "report"):
         out[col] = _as_object(out[col])
+        if pd.api.types.infer_dtype(out[col], skipna=True) in ("string", "empty"):
+            continue  # text or None throughout (checked at C speed)
         bad = out[col].map(lambda v: v is not None and not isinstance(v, str))
         if bad.any():
             i = _first_bad(bad)
@@ -161,7 +167,7 @@ def validate(df: pd.DataFrame, spec: DatasetSpec, *, source: str = "harmonized t
                         for i, v in enumerate(out["boxes"])]
         out["boxes"] = out["boxes"].astype(object)
     for col in out.columns:
-        if pd.api.types.is_string_dtype(out[col]) and col != "boxes":
+        if col not in done and pd.api.types.is_string_dtype(out[col]):
             out[col] = _as_object(out[col])
     return out
 
@@ -271,16 +277,30 @@ def sample_ids(df: pd.DataFrame, spec: DatasetSpec) -> np.ndarray:
     if not strip_ext:
         return np.array([prefix + v for v in values], dtype=object)
     out, stripped = [], False
-    for v in values:
-        i = v.rfind(".", max(0, len(v) - 6))  # an extension's dot: within the last 6 characters
-        if i >= 0:
-            ext = v[i + 1:]
-            if len(ext) >= 2 and ext.isascii() and ext.isalnum():
-                v, stripped = v[:i], True
-        out.append(prefix + v)
+    suffix = _extension(values[0]) if values else None
+    if suffix is not None and all(map(str.endswith, values, repeat(suffix))):  # one extension
+        cut = len(suffix)  # (a path ending in ".png" has its extension's dot right there)
+        out, stripped = [prefix + v[:-cut] for v in values], True
+    else:
+        for v in values:
+            ext = _extension(v)
+            if ext is not None:
+                v, stripped = v[:-len(ext)], True
+            out.append(prefix + v)
     if stripped and len(set(out)) < len(out):  # nothing stripped: ids are the paths
         out = _unique_ids(out, [prefix + v for v in values])
     return np.array(out, dtype=object)
+
+
+def _extension(path: str) -> str | None:
+    """``path``'s file extension with its dot (``".png"``): a dot within the last 6
+    characters followed by 2-5 ASCII letters/digits; None when there is none."""
+    i = path.rfind(".", max(0, len(path) - 6))
+    if i >= 0:
+        ext = path[i + 1:]
+        if len(ext) >= 2 and ext.isascii() and ext.isalnum():
+            return path[i:]
+    return None
 
 
 def _unique_ids(stripped: list[str], whole: list[str]) -> list[str]:

@@ -265,6 +265,23 @@ def test_sample_ids_unique_across_extensions_and_case():
     assert list(ids) == list(rev)  # independent of row order
 
 
+@pytest.mark.parametrize("paths, want", [
+    # one extension throughout (the fast path): stripped, unless two ids would then be equal
+    (["d/a.png", "d/b.tar.png", ".png", "e/.png"], ["d/a", "d/b.tar", "", "e/"]),
+    (["d/a.png", "d/a.png.png"], ["d/a", "d/a.png"]),
+    (["d/a.png", "d/a.png.png", "d/a.png.png.png"], ["d/a", "d/a.png", "d/a.png.png"]),
+    (["x.dcm", "y.dcm"], ["x", "y"]),
+    # mixed: each path on its own
+    (["d/a.png", "d/b", "d/c.j", "d/e.jpeg"], ["d/a", "d/b", "d/c.j", "d/e"]),
+    (["a.png", "a.jpg", "b.png"], ["a.png", "a.jpg", "b"]),
+])
+def test_sample_ids_strip_one_extension(paths, want):
+    from radharmony.spec import DatasetSpec
+
+    spec = DatasetSpec(key="k", title="t", id_col="image_path")
+    assert list(sample_ids(pd.DataFrame({"image_path": paths}), spec)) == ["k:" + w for w in want]
+
+
 # -- stale temporary files --------------------------------------------------------------------------
 def test_stale_tmp_files_are_swept_when_a_cache_opens(tmp_path):
     (tmp_path / "images" / "ab").mkdir(parents=True)
