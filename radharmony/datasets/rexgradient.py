@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import posixpath
-from operator import itemgetter
+from itertools import repeat
 from pathlib import Path
 from typing import ClassVar
 
@@ -28,7 +28,7 @@ from ..table.harmonizer import BaseHarmonizer, Inputs
 from ..data.dataset import BaseRadiologicalDataset
 from ..annotations.label_studio import join_boxes, read_label_studio
 from ..errors import MetadataError, MetadataFormatError
-from ..table.read_json import read_json_file, load_json
+from ..table.read_json import entry_columns, is_record, load_json, read_json_file
 from ..reports.format import SECTIONS, format_report, join_sections, section_texts
 from ..spec import DatasetSpec
 from .report_labels import ReportLabelsDataset, ReportLabelsHarmonizer
@@ -46,6 +46,9 @@ ACCESS = ("HuggingFace rajpurkarlab/ReXGradient-160K, gated: ReXGradient-160K No
 LABEL_COLS: tuple[str, ...] = ()
 LABEL_MAP: dict = {}  # no label columns (report-only); see radharmony.vocabulary
 BBOX_FILE = "interstitial_pattern_bbox.json"
+#: the keys of a study entry the harmonizer reads (plus ImageShape when boxes are joined)
+ENTRY_FIELDS = ("PatientID", "StudyInstanceUid", "AccessionNumber", "PatientSex", "PatientAge",
+                "StudyDate", *(f for _, f in SECTIONS), "ImagePath", "ImageViewPosition")
 
 
 def view_position_file(split: str) -> str:
@@ -105,16 +108,6 @@ def _box_column(df: pd.DataFrame, shapes: list, raw: ReXGradientRaw) -> list:
     return join_boxes(names, by_name)[0]
 
 
-def _fields(studies: list[dict], names: tuple[str, ...]) -> dict[str, tuple | list]:
-    """``{name: value of each study}``, None where absent; one C-level pass when every study
-    has every name (as shipped), one ``get`` per value otherwise."""
-    try:
-        return dict(zip(names, zip(*map(itemgetter(*names), studies)))) if studies else \
-            {n: () for n in names}
-    except KeyError:
-        return {n: [e.get(n) for e in studies] for n in names}
-
-
 # -- harmonizer -----------------------------------------------------------------------------------
 class _ReXGradientHarmonizer(ReportLabelsHarmonizer, BaseHarmonizer):
     split: ClassVar[str]
@@ -139,12 +132,14 @@ class _ReXGradientHarmonizer(ReportLabelsHarmonizer, BaseHarmonizer):
     def read(self, inputs: Inputs) -> ReXGradientRaw:
         """The split JSON, plus ``interstitial_pattern_bbox.json`` when it lies beside it."""
         path = inputs.metadata
-        raw = load_json(path, counted=("ImagePath",))  # faults: BaseHarmonizer names them
+        box_path = inputs.file("boxes")
+        fields = ENTRY_FIELDS + (("ImageShape",) if box_path is not None else ())
+        # records of the fields read (the others skipped unparsed), or dicts without msgspec
+        raw = load_json(path, counted=("ImagePath",), entry_fields=fields)  # faults: named
         if not isinstance(raw, dict):
             raise MetadataError(f"{path} has the wrong top-level type",
                                 expected="a JSON object keyed by study",
                                 found=type(raw).__name__, fix="re-download the metadata file")
-        box_path = inputs.file("boxes")
         if box_path is None:
             return ReXGradientRaw(raw)
         return ReXGradientRaw(raw, read_json_file(box_path, what="a Label Studio box export"),
@@ -154,20 +149,24 @@ class _ReXGradientHarmonizer(ReportLabelsHarmonizer, BaseHarmonizer):
     def harmonize_raw(cls, raw: dict, *, source: str = "metadata") -> pd.DataFrame:
         """The table from the split JSON (a plain dict) or ``read``'s result (boxes too).
 
-        Column-wise: one checking pass over the studies, then one C-level pass per field.
+        Each study is a dict or a record of :func:`~radharmony.table.read_json.load_json`.
+        Column-wise: one C-level pass per field, then one checking pass over the studies.
         """
         boxes = getattr(raw, "boxes", None)
         studies = list(raw.values())
+        fields = entry_columns(studies, ENTRY_FIELDS + ("ImageShape",) * (boxes is not None))
+        field = fields.__getitem__
         paths, views, counts, shapes = [], [], [], []
-        for key, e in raw.items():
-            if not isinstance(e, dict) or not isinstance(e.get("ImagePath"), list):
+        for key, e, image_paths, vp, shape in zip(raw, studies, field("ImagePath"),
+                                                   field("ImageViewPosition"),
+                                                   fields.get("ImageShape", repeat(None))):
+            if not isinstance(image_paths, list):
+                entry = isinstance(e, dict) or is_record(e)
                 raise MetadataError(f"{source}: entry {key!r} has no ImagePath list",
                                     expected="an object with an ImagePath list",
-                                    found=type(e).__name__ if not isinstance(e, dict) else
-                                    f"ImagePath={e.get('ImagePath')!r}",
-                                    fix="re-download the metadata file")
-            n = len(e["ImagePath"])
-            vp = e.get("ImageViewPosition")
+                                    found=f"ImagePath={image_paths!r}" if entry else
+                                    type(e).__name__, fix="re-download the metadata file")
+            n = len(image_paths)
             vp = [None] * n if vp is None else vp
             if not isinstance(vp, list) or len(vp) != n:
                 raise MetadataError(f"{source}: entry {key!r} has {n} ImagePath values but "
@@ -175,15 +174,10 @@ class _ReXGradientHarmonizer(ReportLabelsHarmonizer, BaseHarmonizer):
                                     expected=f"{n} view positions", found=repr(vp)[:80],
                                     fix="re-download the metadata file")
             counts.append(n)
-            shape = e.get("ImageShape")
-            shapes += shape if isinstance(shape, list) and len(shape) == n else [None] * n
-            paths += e["ImagePath"]
+            if boxes is not None:
+                shapes += shape if isinstance(shape, list) and len(shape) == n else [None] * n
+            paths += image_paths
             views += vp
-
-        fields = _fields(studies, ("PatientID", "StudyInstanceUid", "AccessionNumber",
-                                   "PatientSex", "PatientAge", "StudyDate",
-                                   *(f for _, f in SECTIONS)))
-        field = fields.__getitem__
 
         def text(name: str) -> list:
             return [v if type(v) is str else _optional_text(v) for v in field(name)]

@@ -19,6 +19,7 @@ from radharmony.fake import rexgradient as fake_rex
 from radharmony.fake.images import synthetic_cxr, write_png
 from radharmony.imaging.geometry import Letterbox
 from radharmony.imaging.read import read_image
+from radharmony.errors import MetadataError
 from radharmony.table.read_json import load_json
 from radharmony.table.schema import validate
 from radharmony.imaging import jit
@@ -245,6 +246,44 @@ def test_load_json_fast_path_rewrites_only_line_ending_nans(tmp_path, newline):
     compact.write_text(json.dumps({"a": float("nan"), "t": "NaN"}))
     got = load_json(compact)
     assert math.isnan(got["a"]) and got["t"] == "NaN"
+
+
+def _tables_both_ways(path, monkeypatch) -> tuple:
+    """ReXGradient's table read as records (msgspec) and as dicts (msgspec hidden)."""
+    from radharmony.table import read_json
+
+    records = rex.ReXGradientValidHarmonizer(csv_path=path).harmonize()
+    with monkeypatch.context() as m:
+        m.setattr(read_json, "msgspec", None)
+        dicts = rex.ReXGradientValidHarmonizer(csv_path=path).harmonize()
+    return records, dicts
+
+
+@pytest.mark.parametrize("bbox", [None, "label_studio_json"])
+def test_records_and_dicts_give_the_same_table(tmp_path, monkeypatch, bbox):
+    pytest.importorskip("msgspec")
+    from radharmony.table.read_json import is_record
+
+    root = fake_rex.write_rexgradient(tmp_path, studies={"valid": 40}, images=False, bbox=bbox)
+    path = root.parent / "download" / "metadata" / "valid_metadata_view_position.json"
+    meta = json.loads(path.read_text())
+    keys = list(meta)
+    del meta[keys[0]]["Findings"], meta[keys[1]]["ImageViewPosition"]  # keys an entry lacks
+    meta[keys[2]]["PatientAge"] = float("nan")
+    path.write_text(json.dumps(meta, indent=2))  # bare NaN at line ends, as shipped
+    raw = load_json(path, counted=("ImagePath",), entry_fields=rex.ENTRY_FIELDS)
+    assert all(is_record(e) for e in raw.values()) and raw[keys[0]].Findings is None
+    records, dicts = _tables_both_ways(path, monkeypatch)
+    pd.testing.assert_frame_equal(records, dicts)
+    assert records["report"].iloc[0] is not None and ("boxes" in records) == (bbox is not None)
+    meta[keys[3]]["ImagePath"] = None  # a broken entry: the same error either way
+    path.write_text(json.dumps(meta, indent=2))
+    with pytest.raises(MetadataError, match=f"{keys[3]}.*has no ImagePath list"):
+        rex.ReXGradientValidHarmonizer(csv_path=path).harmonize()
+    from radharmony.table import read_json
+    monkeypatch.setattr(read_json, "msgspec", None)
+    with pytest.raises(MetadataError, match=f"{keys[3]}.*has no ImagePath list"):
+        rex.ReXGradientValidHarmonizer(csv_path=path).harmonize()
 
 
 # -- ReXGradient harmonization -------------------------------------------------------------------
