@@ -273,7 +273,9 @@ def sample_ids(df: pd.DataFrame, spec: DatasetSpec) -> np.ndarray:
     that would make two ids equal -- ``I.png``, ``I.PNG``, ``I.jpg`` -- in which case those
     rows keep their whole path; the result depends only on the set of paths)."""
     prefix, strip_ext = spec.key + ":", spec.id_col == "image_path"
-    values = [v if type(v) is str else str(v) for v in df[spec.id_col].tolist()]
+    values = df[spec.id_col].tolist()
+    if pd.api.types.infer_dtype(values, skipna=False) != "string":  # checked at C speed
+        values = [v if type(v) is str else str(v) for v in values]
     if not strip_ext:
         return np.array([prefix + v for v in values], dtype=object)
     out, stripped = [], False

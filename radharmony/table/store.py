@@ -21,6 +21,7 @@ import zlib
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import pandas as pd
 
 from ..cells import decode_json_columns, encode_json_columns
@@ -32,7 +33,7 @@ SAVED_FORMAT = "radharmony-harmonizer"
 SAVED_FORMAT_VERSION = 1
 _META_KEY = b"radharmony"
 #: bumped whenever the table cache's file layout or keying changes
-TABLE_CACHE_FORMAT = 3
+TABLE_CACHE_FORMAT = 4
 #: the shared code that decides a harmonized table; its digest is part of every table key, so
 #: editing it rebuilds cached tables (a dataset's own module is added by the harmonizer)
 TABLE_SOURCES = ("cells.py", "spec.py", "files.py", "table/harmonizer.py", "table/guard.py",
@@ -158,6 +159,27 @@ def _check_decoded_size(path: Path, fix: str) -> None:
                                  "radharmony.table.store.MAX_TABLE_BYTES; else delete it")
 
 
+def _is_text(kind) -> bool:
+    import pyarrow as pa
+
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind)
+
+
+def _text_values(col) -> np.ndarray:
+    """A text column (plain or dictionary-encoded) as ``object`` values, None for missing;
+    a dictionary column makes each distinct string once and shares it."""
+    import pyarrow as pa
+
+    if not pa.types.is_dictionary(col.type):
+        return col.to_numpy(zero_copy_only=False)
+    parts = []
+    for chunk in col.chunks:
+        values = np.empty(len(chunk.dictionary) + 1, dtype=object)  # last: missing
+        values[:-1] = chunk.dictionary.to_numpy(zero_copy_only=False)
+        parts.append(values[chunk.indices.fill_null(len(chunk.dictionary)).to_numpy()])
+    return np.concatenate(parts) if parts else np.empty(0, dtype=object)
+
+
 class TableCache:
     """Harmonized tables under ``<root>/tables/``, keyed by their owner and inputs.
 
@@ -222,12 +244,20 @@ class TableCache:
         import pyarrow as pa
         import pyarrow.feather as feather
 
+        import pyarrow.compute as pc
+
         df, json_cols = encode_json_columns(df)
         table = pa.Table.from_pandas(df, preserve_index=False)
+        for i, (name, col) in enumerate(zip(table.column_names, table.columns)):
+            if name not in json_cols and _is_text(col.type):
+                coded = pc.dictionary_encode(col)  # study-level text repeats on every image
+                if sum(len(c.dictionary) for c in coded.chunks) <= 0.8 * len(col):
+                    table = table.set_column(i, name, coded)  # read back as one str per value
         head = json.dumps({"rows": len(df), "json_columns": json_cols}).encode()
         table = table.replace_schema_metadata({**(table.schema.metadata or {}),
                                                b"radharmony_table": head})
-        atomic_write(path, lambda fh: feather.write_feather(table, fh, compression="zstd"))
+        atomic_write(path, lambda fh: feather.write_feather(  # one batch: one dictionary
+            table, fh, compression="zstd", chunksize=max(len(df), 1)))
 
     @staticmethod
     def _read(path: Path):
@@ -236,10 +266,13 @@ class TableCache:
 
         table = feather.read_table(path)
         head = json.loads(table.schema.metadata[b"radharmony_table"])
-        df = table.to_pandas()
-        for name, col in zip(table.column_names, table.columns):
-            if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
-                df[name] = pd.Series(col.to_numpy(zero_copy_only=False), dtype=object)
+        texts = [n for n, c in zip(table.column_names, table.columns) if _is_text(c.type) or
+                 pa.types.is_dictionary(c.type) and _is_text(c.type.value_type)]
+        df = table.drop_columns(texts).to_pandas()
+        for name in table.column_names:
+            if name in texts:
+                df.insert(table.column_names.index(name), name,
+                          pd.Series(_text_values(table.column(name)), dtype=object))
         decode_json_columns(df, head["json_columns"])
         if len(df) != head["rows"]:
             raise ValueError(f"{len(df)} rows where its header says {head['rows']}")

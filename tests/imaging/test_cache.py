@@ -433,7 +433,10 @@ def test_table_cache_round_trips_nested_and_nullable_columns(tmp_path):
                        "study_date": pd.array([20200101, None, 19991231], dtype="Int64"),
                        "label": np.array([1.0, np.nan, -1.0], np.float32),
                        "boxes": pd.Series([[{"x_min": 1.0, "label": "a"}], [], None],
-                                          dtype=object)})
+                                          dtype=object),
+                       # repeated text is stored dictionary-encoded and read back as text
+                       "sex": pd.Series(["F", None, "F"], dtype=object),
+                       "view": pd.Series([None, None, None], dtype=object)})
     tables = TableCache(tmp_path)
     built = []
     got = tables.get({"o": 1}, [], lambda: built.append(1) or df)
@@ -444,6 +447,12 @@ def test_table_cache_round_trips_nested_and_nullable_columns(tmp_path):
         assert table["report"].tolist() == ["x", None, "z"]
         assert table["boxes"].tolist() == df["boxes"].tolist()
         assert table.drop(columns="boxes").equals(df.drop(columns="boxes"))
+        assert table["sex"].tolist() == ["F", None, "F"] and table["sex"].dtype == object
+    import pyarrow.feather as feather
+    (entry,) = (tmp_path / "tables").glob("*.arrow")
+    assert str(feather.read_table(entry).schema.field("sex").type).startswith("dictionary")
+    empty = tables.get({"o": 2}, [], lambda: df.iloc[:0])
+    assert empty.empty and list(empty.columns) == list(df.columns)
 
 
 def test_pre_cache_names_the_sample_of_a_missing_image(tmp_path):
