@@ -34,6 +34,8 @@ def one(text, col, **kw):
     ("Pneumothorax is not seen.", "Pneumothorax", 0.0),
     ("The heart is not enlarged.", "Cardiomegaly", 0.0),
     ("Heart size is normal.", "Cardiomegaly", 0.0),
+    ("Heart size is upper limits of normal.", "Cardiomegaly", 0.0),
+    ("Heart size is upper limits normal or mildly enlarged.", "Cardiomegaly", -1.0),
     ("There is no focal air space opacity to suggest a pneumonia.", "Pneumonia", 0.0),
     ("There is no focal air space opacity to suggest a pneumonia.", "Lung Opacity", 0.0),
     # positive and pseudo-negation
