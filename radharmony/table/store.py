@@ -242,16 +242,15 @@ class TableCache:
 
     def _store(self, path: Path, df) -> None:
         import pyarrow as pa
-        import pyarrow.feather as feather
-
         import pyarrow.compute as pc
+        import pyarrow.feather as feather
 
         df, json_cols = encode_json_columns(df)
         table = pa.Table.from_pandas(df, preserve_index=False)
         for i, (name, col) in enumerate(zip(table.column_names, table.columns)):
-            if name not in json_cols and _is_text(col.type):
+            if name not in json_cols and _is_text(col.type) and col.num_chunks == 1:
                 coded = pc.dictionary_encode(col)  # study-level text repeats on every image
-                if sum(len(c.dictionary) for c in coded.chunks) <= 0.8 * len(col):
+                if len(coded.chunk(0).dictionary) <= 0.8 * len(col):
                     table = table.set_column(i, name, coded)  # read back as one str per value
         head = json.dumps({"rows": len(df), "json_columns": json_cols}).encode()
         table = table.replace_schema_metadata({**(table.schema.metadata or {}),
