@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from .handoff import batch_of, whole
+from .handoff import collate_keys
 
 #: Keys kept as per-sample lists even when every sample's tensor happens to share a shape, so
 #: a batch has the same structure whatever the box counts.
@@ -19,19 +19,14 @@ def collate(batch: list[dict]) -> dict:
     ``DataLoader(ds, collate_fn=radharmony.collate)`` never fails on them; turn the boxes into
     one padded tensor with :func:`pad_boxes` when a model wants that.
     """
-    marked = batch_of(batch)  # the samples of one batched read, in order: no copies
-    out = {}
-    for key in batch[0]:
-        values = [s.get(key) for s in batch]
-        tensor = whole(marked, key, values)
-        if tensor is not None:
-            out[key] = tensor
-        elif key not in PER_SAMPLE_KEYS and all(isinstance(v, torch.Tensor) for v in values) \
-                and len({tuple(v.shape) for v in values}) == 1:
-            out[key] = torch.stack(values)
-        else:
-            out[key] = values
-    return out
+    return collate_keys(batch, _stack_or_list)  # a batched read's rows: its tensor, no copy
+
+
+def _stack_or_list(key: str, values: list):
+    if key not in PER_SAMPLE_KEYS and all(isinstance(v, torch.Tensor) for v in values) \
+            and len({tuple(v.shape) for v in values}) == 1:
+        return torch.stack(values)
+    return values
 
 
 def pad_boxes(boxes: list[torch.Tensor], *, fill: float = 0.0

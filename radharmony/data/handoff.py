@@ -123,15 +123,22 @@ def whole(batch: _Batch | None, key: str, values: list) -> torch.Tensor | None:
     return outgoing(batch.tensors[key])
 
 
-def _collate_samples(batch, *, collate_fn_map=None):
+def collate_keys(batch: list, fallback) -> dict:
+    """Per key of the first sample: the batch tensor when the samples' values are its rows
+    (:func:`whole`: no copy), else ``fallback(key, values)``. A sample without the key gives
+    None there."""
     marked = batch_of(batch)
     out = {}
     for key in batch[0]:
-        values = [sample[key] for sample in batch]
+        values = [sample.get(key) for sample in batch]
         tensor = whole(marked, key, values)
-        out[key] = tensor if tensor is not None else \
-            default_collate_impl(values, collate_fn_map=collate_fn_map)
+        out[key] = tensor if tensor is not None else fallback(key, values)
     return out
+
+
+def _collate_samples(batch, *, collate_fn_map=None):
+    return collate_keys(batch, lambda key, values: default_collate_impl(
+        values, collate_fn_map=collate_fn_map))
 
 
 if default_collate_fn_map is not None:
