@@ -4,6 +4,7 @@
     python -m benchmarks.report_labels --table    # table only (markdown)
     python -m benchmarks.report_labels --bench    # speed only
     python -m benchmarks.report_labels --hedging --ids even   # stated vs hedged, MeSH-tagged
+    python -m benchmarks.report_labels --padchest  # Spanish rules vs PadChest's physicians
 
 ``bench()`` labels the 140,000 ReXGradient train reports of the fake writer
 (:func:`radharmony.fake.rexgradient.make_metadata`, sections joined as the dataset does) in
@@ -79,20 +80,36 @@ def table(path=None, *, ids: str = "odd", n_boot: int = 1000) -> str:
     from radharmony.reports.evaluate_openi import PRIMARY, evaluate
 
     t = evaluate(path or _openi(), ids=ids, n_boot=n_boot)
-    lines = ["| label | MeSH gold | gold + | predicted + | precision [95% CI] | recall [95% CI] "
-             "| F1 [95% CI] |", "|---|---|---:|---:|---|---|---|"]
+    return _markdown(t, PRIMARY, "MeSH gold", f"the five primary labels: {{macro:.3f}} "
+                     f"({len(t)} labels, {ids} ids, {n_boot} bootstrap resamples)")
+
+
+def padchest_table(path=None, *, ids: str = "odd", n_boot: int = 1000) -> str:
+    """The PadChest table (markdown) of the Spanish rules, against the physicians' labels."""
+    from radharmony.reports.evaluate_padchest import PRIMARY, evaluate
+
+    if path is None:
+        path = _openi().with_name("PADCHEST_chest_x_ray_images_labels_160K_01.02.19.csv.gz")
+    t = evaluate(path, ids=ids, n_boot=n_boot)
+    return _markdown(t, PRIMARY, "PadChest terms", "cardiomegaly, effusion, pneumothorax and "
+                     f"nodule: {{macro:.3f}} ({len(t)} labels, {ids} study ids, {n_boot} "
+                     "bootstrap resamples)")
+
+
+def _markdown(t, primary, gold_head: str, macro_line: str) -> str:
+    lines = [f"| label | {gold_head} | gold + | predicted + | precision [95% CI] | recall "
+             "[95% CI] | F1 [95% CI] |", "|---|---|---:|---:|---|---|---|"]
 
     def ci(v, lo, hi):
         return "n/a" if v != v else f"{v:.3f} [{lo:.3f}, {hi:.3f}]"
     for _, r in t.iterrows():
-        name = f"**{r['label']}**" if r["label"] in PRIMARY else r["label"]
+        name = f"**{r['label']}**" if r["label"] in primary else r["label"]
         lines.append(f"| {name} | {r['gold']} | {r['positives']} | {r['predicted']} | "
                      f"{ci(r['precision'], r['p_lo'], r['p_hi'])} | "
                      f"{ci(r['recall'], r['r_lo'], r['r_hi'])} | "
                      f"{ci(r['f1'], r['f1_lo'], r['f1_hi'])} |")
-    macro = t.set_index("label").loc[list(PRIMARY), "f1"].mean()
-    lines.append(f"\nMacro F1 over the five primary labels: {macro:.3f} "
-                 f"({len(t)} labels, {ids} ids, {n_boot} bootstrap resamples).")
+    macro = t.set_index("label").loc[list(primary), "f1"].mean()
+    lines.append("\nMacro F1 over " + macro_line.format(macro=macro) + ".")
     return "\n".join(lines)
 
 
@@ -102,10 +119,14 @@ def main(argv=None) -> None:
     ap.add_argument("--bench", action="store_true")
     ap.add_argument("--hedging", action="store_true",
                     help="how often MeSH tagged the stated and the hedged mentions")
+    ap.add_argument("--padchest", action="store_true",
+                    help="the Spanish rules against PadChest's physician labels")
     ap.add_argument("--ids", default="odd", choices=("odd", "even", "all"))
     ap.add_argument("-n", type=int, default=FULL_STUDIES)
     args = ap.parse_args(argv)
-    both = not (args.table or args.bench or args.hedging)
+    both = not (args.table or args.bench or args.hedging or args.padchest)
+    if args.padchest:
+        print(padchest_table(ids=args.ids))
     if args.table or both:
         print(table(ids=args.ids))
     if args.hedging:

@@ -112,11 +112,18 @@ def evaluate(path: str | Path, *, ids: str = "odd", n_boot: int = 1000, seed: in
     column on the ``"odd"``, ``"even"`` or ``"all"`` report ids."""
     df = _reports(path, ids)
     pred = label_reports(df["sections"], vocabulary="canonical", rules=rules)
-    gold = gold_labels(df["major"])
+    return score_table(gold_labels(df["major"]), pred, GOLD, n_boot=n_boot, seed=seed)
+
+
+def score_table(gold: pd.DataFrame, pred: pd.DataFrame, heads: dict, *, n_boot: int = 1000,
+                seed: int = 0) -> pd.DataFrame:
+    """Precision / recall / F1 with bootstrap 95 % intervals over rows, per column of
+    ``heads`` (column -> the gold's headings, for the table): ``gold`` 0/1, ``pred`` the
+    labeler's values, present when 1 or -1."""
     rng = np.random.default_rng(seed)
-    boot = rng.integers(0, len(df), size=(n_boot, len(df)))
+    boot = rng.integers(0, len(gold), size=(n_boot, len(gold)))
     rows = []
-    for col in GOLD:
+    for col in heads:
         g = gold[col].to_numpy(bool)
         p = pred[col].isin([1.0, -1.0]).to_numpy(bool)
         prec, rec, f1 = _prf(g, p)
@@ -125,7 +132,7 @@ def evaluate(path: str | Path, *, ids: str = "odd", n_boot: int = 1000, seed: in
             warnings.simplefilter("ignore", RuntimeWarning)  # no positives in a resample
             lo = np.nanpercentile(stats, 2.5, axis=0) if len(boot) else np.full(3, np.nan)
             hi = np.nanpercentile(stats, 97.5, axis=0) if len(boot) else np.full(3, np.nan)
-        rows.append({"label": col, "gold": "; ".join(GOLD[col]), "positives": int(g.sum()),
+        rows.append({"label": col, "gold": "; ".join(heads[col]), "positives": int(g.sum()),
                      "predicted": int(p.sum()), "precision": prec, "p_lo": lo[0], "p_hi": hi[0],
                      "recall": rec, "r_lo": lo[1], "r_hi": hi[1], "f1": f1, "f1_lo": lo[2],
                      "f1_hi": hi[2]})

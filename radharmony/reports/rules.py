@@ -44,6 +44,8 @@ from .findings import FINDINGS
 #: bump when the labelling algorithm changes (the rules' own hash is part of the cache key)
 LABELER_VERSION = "1.4"
 RULES_DIR = Path(__file__).with_name("rules")
+#: language -> the folder of its built-in rules ("es": PadChest's stemmed Spanish text)
+LANGUAGES = {"en": RULES_DIR, "es": RULES_DIR / "es"}
 MENTION_HEADER = ("finding", "kind", "pattern")
 CUE_HEADER = ("kind", "position", "pattern")
 MENTION_KINDS = ("mention", "normal", "uncertain", "exclude", "anaphor")
@@ -259,28 +261,45 @@ def _files(source: str | Path) -> list[Path]:
     return [source]
 
 
-def load_rules(*sources: str | Path, builtin: bool = True) -> Rules:
-    """The built-in rules plus those in ``sources`` (``.tsv`` files or folders of them).
+def load_rules(*sources: str | Path, builtin: bool = True, language: str = "en") -> Rules:
+    """The built-in rules of ``language`` (:data:`LANGUAGES`) plus those in ``sources``
+    (``.tsv`` files or folders of them).
 
     >>> load_rules().key.startswith("report-labels-")
     True
     """
-    rules: list[Rule] = list(_builtin_rules()) if builtin else []
+    rules: list[Rule] = list(_builtin_rules(_language(language))) if builtin else []
     for source in sources:
         for path in _files(source):
             rules += read_rule_file(path)
     return Rules(rules)
 
 
-@functools.lru_cache(maxsize=1)
-def _builtin_rules() -> tuple[Rule, ...]:
-    return tuple(r for p in sorted(RULES_DIR.glob("*.tsv")) for r in read_rule_file(p))
+def _language(language: str) -> str:
+    if language not in LANGUAGES:
+        raise RuleError(f"No built-in rules for language {language!r}",
+                        expected=f"one of {tuple(LANGUAGES)}", found=repr(language),
+                        fix="pass language='en' (English reports) or 'es' (PadChest's Spanish "
+                            "stems), or your own rule files with builtin=False")
+    return language
 
 
-@functools.lru_cache(maxsize=1)
-def builtin_rules() -> Rules:
-    """The shipped rule set, compiled once."""
-    return Rules(_builtin_rules())
+@functools.lru_cache(maxsize=None)
+def _builtin_rules(language: str = "en") -> tuple[Rule, ...]:
+    folder = LANGUAGES[language]
+    return tuple(r for p in sorted(folder.glob("*.tsv")) for r in read_rule_file(p))
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled(language: str) -> Rules:
+    return Rules(_builtin_rules(language))
+
+
+def builtin_rules(language: str = "en") -> Rules:
+    """The shipped rule set of ``language``, compiled once: ``"en"`` (the default) for
+    English reports, ``"es"`` for PadChest's stemmed Spanish reports
+    (``label_reports(texts, rules=builtin_rules("es"))``)."""
+    return _compiled(_language(language))
 
 
 def resolve_rules(rules) -> Rules:
