@@ -65,14 +65,22 @@ def read_padchest_reports(path: str | Path) -> pd.DataFrame:
                             fix="pass the table as downloaded") from None
     df = df[df["MethodLabel"] == "Physician"].drop_duplicates("StudyID")
 
-    def terms(cell: str) -> list:
+    def terms(cell: str, study: str) -> list:
         if not cell or cell == "nan":
             return []
-        return [t.strip() for t in ast.literal_eval(cell) if isinstance(t, str) and t.strip()]
+        try:
+            values = ast.literal_eval(cell)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            raise MetadataError(f"{path}: study {study}: Labels is not a list of terms",
+                                expected="a Python list literal, e.g. ['pleural effusion']",
+                                found=repr(cell)[:120], fix="pass the table as downloaded"
+                                ) from None
+        return [t.strip() for t in values if isinstance(t, str) and t.strip()] \
+            if isinstance(values, (list, tuple)) else []
 
     return pd.DataFrame({"study_id": df["StudyID"].to_numpy(),
                          "report": [r if r and r != "nan" else None for r in df["Report"]],
-                         "terms": [terms(c) for c in df["Labels"]]})
+                         "terms": [terms(c, s) for c, s in zip(df["Labels"], df["StudyID"])]})
 
 
 def gold_labels(terms: pd.Series) -> pd.DataFrame:

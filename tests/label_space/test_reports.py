@@ -384,3 +384,24 @@ def test_padchest_odd_study_ids_f1():
               "hiatal_hernia": 0.96, "fracture": 0.93}
     for label, floor in floors.items():
         assert table.loc[label, "f1"] >= floor, (label, table.loc[label, "f1"])
+
+
+def test_padchest_table_faults_name_the_file_and_study(tmp_path):
+    from radharmony.errors import MetadataError
+    from radharmony.reports.evaluate_padchest import read_padchest_reports
+
+    p = tmp_path / "padchest.csv"
+    p.write_text('StudyID,Report,MethodLabel,Labels\n'
+                 '1, derram pleural .,Physician,"[\'pleural effusion\']"\n'
+                 '2, sin hallazg .,Physician,"[\'normal\'"\n')
+    with pytest.raises(MetadataError, match=r"study 2: Labels is not a list"):
+        read_padchest_reports(p)
+    p.write_text("StudyID,Report\n1,x\n")
+    with pytest.raises(MetadataError, match="not a readable PadChest table"):
+        read_padchest_reports(p)
+    p.write_text('StudyID,Report,MethodLabel,Labels\n'
+                 '1, derram pleural .,Physician,"[\'pleural effusion\', \'\']"\n'
+                 '1, derram pleural .,Physician,"[\'pleural effusion\']"\n'
+                 '3, x .,RNN_model,"[\'normal\']"\n')
+    got = read_padchest_reports(p)
+    assert got["study_id"].tolist() == ["1"] and got["terms"].tolist() == [["pleural effusion"]]
