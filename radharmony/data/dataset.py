@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import os
 import warnings
+from itertools import repeat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, ClassVar, Mapping
@@ -174,7 +175,8 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
         batches, and the PNG decoder when the table's images are PNGs."""
         if self.image_cache is not None and self.pipeline.bits == 8:
             accelerated(self.dtype)
-        if df["image_path"].head(1).astype(str).str.lower().str.endswith(".png").any():
+        paths = df["image_path"].tolist()  # any PNG (stops at the first: instant for PNG sets)
+        if any(map(str.endswith, map(str, paths), repeat((".png", ".PNG")))):
             png.accelerated()
 
     @property

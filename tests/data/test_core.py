@@ -314,3 +314,24 @@ def test_splits_keep_the_sample_ids_of_the_whole_dataset():
         for side in (train, val):
             got = dict(zip(side.harmonized_df["image_path"], side.harmonized_df["sample_id"]))
             assert got == {p: ids[p] for p in got}
+
+
+@pytest.mark.parametrize("names, loads", [(["a.jpg", "b.jpg", "c.PNG"], True),
+                                          (["a.png", "b.jpg"], True),
+                                          (["a.jpg", "b.dcm"], False)])
+def test_png_kernels_are_loaded_when_any_image_is_a_png(monkeypatch, names, loads):
+    """The PNG decoder's kernels load before workers fork when any image is a PNG, not only
+    when the first one is."""
+    from radharmony.data import dataset as dataset_mod
+    from radharmony.data.dataset import BaseRadiologicalDataset
+    from radharmony.registry import get_harmonizer_class
+
+    calls = []
+    monkeypatch.setattr(dataset_mod.png, "accelerated", lambda: calls.append(1) or True)
+    spec = get_harmonizer_class("chexpert").spec
+    df = pd.DataFrame({"patient_id": [f"p{i}" for i in range(len(names))], "image_path": names})
+    df = df.assign(study_id=df["patient_id"], view_position=None, report=None)
+    for c in (*spec.label_cols, *spec.extra_cols):
+        df[c] = None if c in spec.extra_cols else 0.0
+    BaseRadiologicalDataset("/data/chexpert", harmonized_df=df, spec=spec, cache_dir=None)
+    assert bool(calls) is loads
