@@ -87,14 +87,28 @@ def gold_labels(major: pd.Series) -> pd.DataFrame:
                          for c, hs in GOLD.items()}, index=major.index)
 
 
+def select_ids(df: pd.DataFrame, numbers: pd.Series, ids: str) -> pd.DataFrame:
+    """The rows of ``df`` whose ``numbers`` are odd, even, or all of them (``ids``): the
+    development / held-out split of the validations."""
+    check_choice("ids", ids, ("odd", "even", "all"))
+    if ids != "all":
+        df = df[(numbers % 2 == (1 if ids == "odd" else 0)).to_numpy()]
+    return df.reset_index(drop=True)
+
+
+def disagreements(df: pd.DataFrame, gold: pd.Series, pred: pd.Series) -> pd.DataFrame:
+    """The rows of ``df`` where one label's gold (0/1) and the labeler (present when 1 or
+    -1) disagree, with ``gold`` and ``pred`` columns."""
+    g, p = gold.astype(bool), pred.isin([1.0, -1.0])
+    return df[g != p].assign(gold=g[g != p].astype(int), pred=pred[g != p])
+
+
 def _reports(path: str | Path, ids: str) -> pd.DataFrame:
     """The reports of ``ids`` (``"odd"``, ``"even"`` or ``"all"``), ``No Indexing`` left out."""
     check_choice("ids", ids, ("odd", "even", "all"))
     df = read_openi(path)
     df = df[~df["major"].map(lambda tags: any(t.casefold() == "no indexing" for t in tags))]
-    if ids != "all":
-        df = df[df["number"] % 2 == (1 if ids == "odd" else 0)]
-    return df.reset_index(drop=True)
+    return select_ids(df, df["number"], ids)
 
 
 def _prf(gold: np.ndarray, pred: np.ndarray) -> tuple[float, float, float]:
@@ -144,9 +158,7 @@ def errors(path: str | Path, label: str, *, ids: str = "even", rules=None) -> pd
     the even ids)."""
     df = _reports(path, ids)
     pred, ev = label_reports(df["sections"], vocabulary="canonical", explain=True, rules=rules)
-    g = gold_labels(df["major"])[label].astype(bool)
-    p = pred[label].isin([1.0, -1.0])
-    out = df[g != p].assign(gold=g[g != p].astype(int), pred=pred.loc[g != p, label])
+    out = disagreements(df, gold_labels(df["major"])[label], pred[label])
     ev = ev[ev["label"] == label].set_index("row")
     out["sentence"] = [ev["sentence"].get(i) for i in out.index]
     out["cue"] = [ev["cue"].get(i) for i in out.index]

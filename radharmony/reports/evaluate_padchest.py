@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import MetadataError, check_choice
-from .evaluate_openi import score_table
+from .evaluate_openi import disagreements, score_table, select_ids
 from .labeler import label_reports
 from .rules import builtin_rules
 
@@ -92,10 +92,13 @@ def gold_labels(terms: pd.Series) -> pd.DataFrame:
 def _studies(path: str | Path, ids: str) -> pd.DataFrame:
     check_choice("ids", ids, ("odd", "even", "all"))
     df = read_padchest_reports(path)
-    if ids != "all":
-        last = df["study_id"].map(lambda s: int((re.sub(r"\D", "", s) or "0")[-1]) % 2)
-        df = df[last == (1 if ids == "odd" else 0)]
-    return df.reset_index(drop=True)
+    last = df["study_id"].map(lambda s: int((re.sub(r"\D", "", s) or "0")[-1]))
+    return select_ids(df, last, ids)  # by the StudyID's last digit
+
+
+def _labels(df: pd.DataFrame, rules) -> pd.DataFrame:
+    return label_reports(df["report"], vocabulary="canonical",
+                         rules=rules if rules is not None else builtin_rules("es"))
 
 
 def evaluate(path: str | Path, *, ids: str = "odd", n_boot: int = 1000, seed: int = 0,
@@ -103,16 +106,11 @@ def evaluate(path: str | Path, *, ids: str = "odd", n_boot: int = 1000, seed: in
     """Precision / recall / F1 (bootstrap 95 % intervals over studies) per :data:`GOLD`
     column, on the ``"odd"``, ``"even"`` or ``"all"`` study ids."""
     df = _studies(path, ids)
-    pred = label_reports(df["report"], vocabulary="canonical",
-                         rules=rules if rules is not None else builtin_rules("es"))
-    return score_table(gold_labels(df["terms"]), pred, GOLD, n_boot=n_boot, seed=seed)
+    return score_table(gold_labels(df["terms"]), _labels(df, rules), GOLD, n_boot=n_boot,
+                       seed=seed)
 
 
 def errors(path: str | Path, label: str, *, ids: str = "even", rules=None) -> pd.DataFrame:
     """The false positives and false negatives of one label (rule development: even ids)."""
     df = _studies(path, ids)
-    pred = label_reports(df["report"], vocabulary="canonical",
-                         rules=rules if rules is not None else builtin_rules("es"))
-    g = gold_labels(df["terms"])[label].astype(bool)
-    p = pred[label].isin([1.0, -1.0])
-    return df[g != p].assign(gold=g[g != p].astype(int), pred=pred.loc[g != p, label])
+    return disagreements(df, gold_labels(df["terms"])[label], _labels(df, rules)[label])

@@ -54,20 +54,19 @@ def load_json(path: str | os.PathLike, *, counted: tuple[str, ...] = (),
     :class:`MetadataError` naming the key and the file.
     """
     data = _read_bytes(path)
+    raw = {name: data.count(b'"' + name.encode() + b'"') for name in counted}  # one scan each
     if entry_fields and msgspec is not None:
         records = _parse_records(data, tuple(entry_fields))
         if records is not None and all(
-                data.count(b'"' + name.encode() + b'"') ==
-                sum(1 for e in records.values() if getattr(e, name, None) is not None)
-                for name in counted):
+                raw[name] == sum(1 for e in records.values()
+                                 if getattr(e, name, None) is not None) for name in counted):
             return records  # else a repeated or null key: the full parse below tells which
     parsed = _parse(data)
     for name in counted:
-        raw = data.count(b'"' + name.encode() + b'"')
         entries = parsed.values() if isinstance(parsed, dict) else \
             parsed if isinstance(parsed, list) else ()
         have = sum(1 for e in entries if isinstance(e, dict) and name in e)
-        if raw != have:
+        if raw[name] != have:
             _raise_repeated_keys(path, data)
     return parsed
 
