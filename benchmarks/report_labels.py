@@ -3,6 +3,7 @@
     python -m benchmarks.report_labels            # table (odd ids) + speed
     python -m benchmarks.report_labels --table    # table only (markdown)
     python -m benchmarks.report_labels --bench    # speed only
+    python -m benchmarks.report_labels --table --protocol graded   # probable hedges as 1
     python -m benchmarks.report_labels --hedging --ids even   # stated vs hedged, MeSH-tagged
     python -m benchmarks.report_labels --padchest  # Spanish rules vs PadChest's physicians
 
@@ -58,30 +59,36 @@ def _openi():
 
 
 def hedging_table(path=None, *, ids: str = "even") -> str:
-    """Markdown: per label, the stated (1) and hedged (-1) mentions and how many of each the
-    MeSH coders tagged, with F1 counting both (the protocol) and the stated ones only."""
+    """Markdown: per label, the stated (1), probable-hedged and other hedged mentions and how
+    many of each the MeSH coders tagged, with F1 under the issue's protocol (1 or -1), the
+    stated ones only, and the graded protocol (stated or probable)."""
     from radharmony.reports.evaluate_openi import hedging
 
     t = hedging(path or _openi(), ids=ids)
-    lines = ["| label | gold + | stated (1): tagged / all | hedged (-1): tagged / all | F1 "
-             "(1 or -1) | F1 (1 only) |", "|---|---:|---:|---:|---:|---:|"]
+    lines = ["| label | gold + | stated: tagged / all | probable hedge: tagged / all | other "
+             "hedge: tagged / all | F1 issue (1 or -1) | F1 stated only | F1 graded |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for _, r in t.iterrows():
         lines.append(f"| {r['label']} | {r['positives']} | {r['stated_tagged']} / {r['stated']} "
+                     f"| {r['probable_tagged']} / {r['probable']} "
                      f"| {r['hedged_tagged']} / {r['hedged']} | {r['f1']:.3f} | "
-                     f"{r['f1_stated_only']:.3f} |")
-    lines.append(f"\nAll labels, {ids} ids: {t['hedged_tagged'].sum()} of {t['hedged'].sum()} "
-                 f"hedged mentions tagged, {t['stated_tagged'].sum()} of {t['stated'].sum()} "
-                 "stated ones.")
+                     f"{r['f1_stated_only']:.3f} | {r['f1_graded']:.3f} |")
+    lines.append(f"\nAll labels, {ids} ids: {t['stated_tagged'].sum()} of {t['stated'].sum()} "
+                 f"stated mentions tagged, {t['probable_tagged'].sum()} of "
+                 f"{t['probable'].sum()} probable hedges, {t['hedged_tagged'].sum()} of "
+                 f"{t['hedged'].sum()} other hedges.")
     return "\n".join(lines)
 
 
-def table(path=None, *, ids: str = "odd", n_boot: int = 1000) -> str:
-    """The OpenI precision / recall / F1 table (markdown) on ``ids``."""
+def table(path=None, *, ids: str = "odd", n_boot: int = 1000, protocol: str = "issue") -> str:
+    """The OpenI precision / recall / F1 table (markdown) on ``ids``, scored as ``protocol``
+    (:data:`radharmony.reports.evaluate_openi.PROTOCOLS`)."""
     from radharmony.reports.evaluate_openi import PRIMARY, evaluate
 
-    t = evaluate(path or _openi(), ids=ids, n_boot=n_boot)
-    return _markdown(t, PRIMARY, "MeSH gold", f"the five primary labels: {{macro:.3f}} "
-                     f"({len(t)} labels, {ids} ids, {n_boot} bootstrap resamples)")
+    t = evaluate(path or _openi(), ids=ids, n_boot=n_boot, protocol=protocol)
+    return _markdown(t, PRIMARY, "MeSH gold", f"the five primary labels: {{macro:.4f}} "
+                     f"({len(t)} labels, {ids} ids, {protocol} protocol, {n_boot} bootstrap "
+                     "resamples)")
 
 
 def padchest_table(path=None, *, ids: str = "odd", n_boot: int = 1000) -> str:
@@ -92,7 +99,7 @@ def padchest_table(path=None, *, ids: str = "odd", n_boot: int = 1000) -> str:
         path = _openi().with_name("PADCHEST_chest_x_ray_images_labels_160K_01.02.19.csv.gz")
     t = evaluate(path, ids=ids, n_boot=n_boot)
     return _markdown(t, PRIMARY, "PadChest terms", "cardiomegaly, effusion, pneumothorax and "
-                     f"nodule: {{macro:.3f}} ({len(t)} labels, {ids} study ids, {n_boot} "
+                     f"nodule: {{macro:.4f}} ({len(t)} labels, {ids} study ids, {n_boot} "
                      "bootstrap resamples)")
 
 
@@ -122,13 +129,16 @@ def main(argv=None) -> None:
     ap.add_argument("--padchest", action="store_true",
                     help="the Spanish rules against PadChest's physician labels")
     ap.add_argument("--ids", default="odd", choices=("odd", "even", "all"))
+    ap.add_argument("--protocol", default="issue", choices=("issue", "graded"),
+                    help="issue: 1 or -1 counts as present; graded: probable hedges are 1 "
+                         "and only 1 counts")
     ap.add_argument("-n", type=int, default=FULL_STUDIES)
     args = ap.parse_args(argv)
     both = not (args.table or args.bench or args.hedging or args.padchest)
     if args.padchest:
         print(padchest_table(ids=args.ids))
     if args.table or both:
-        print(table(ids=args.ids))
+        print(table(ids=args.ids, protocol=args.protocol))
     if args.hedging:
         print(hedging_table(ids=args.ids))
     if args.bench or both:

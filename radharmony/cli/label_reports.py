@@ -5,7 +5,8 @@ the ``common`` parent parser for ``--json``/``--quiet``); it sets ``func=run``.
 
 The harmonized table of ``KEY`` is read (metadata only), its ``report`` column labelled, and
 the labels written as Parquet beside the table's id columns; the schema metadata carries
-``radharmony.report_labels`` = the labeler key (version + rules hash) and the vocabulary.
+``radharmony.report_labels`` = the labeler key (version + rules hash), the vocabulary and
+``--probable`` (how probable hedges are valued).
 ``--explain`` also writes ``<out>.explain.parquet`` (one row per label with the sentence,
 mention and cue that decided it).
 """
@@ -39,6 +40,9 @@ def add_parser(subparsers, *, parents=()) -> argparse.ArgumentParser:
     p.add_argument("--vocabulary", choices=("chexpert", "canonical"), default="chexpert")
     p.add_argument("--rules", type=Path, action="append", metavar="TSV",
                    help="extra rule file or folder (repeatable), added to the built-in rules")
+    p.add_argument("--probable", choices=("uncertain", "positive"), default="uncertain",
+                   help="value of a probable hedge ('probable', 'likely', 'X versus Y'): "
+                        "uncertain -1 (CheXpert, default) or positive 1")
     p.add_argument("--explain", action="store_true",
                    help="also write OUT.explain.parquet with the deciding sentence and cue")
     p.set_defaults(func=run)
@@ -63,13 +67,14 @@ def run(args: argparse.Namespace) -> int:
                               fix="pick a dataset whose outputs include 'report'")
     rules = resolve_rules(args.rules)
     result = label_reports(df["report"], vocabulary=args.vocabulary, explain=args.explain,
-                           rules=rules)
+                           rules=rules, probable=args.probable)
     labels, evidence = result if args.explain else (result, None)
     ids = df[[c for c in ID_COLUMNS if c in df.columns]].reset_index(drop=True)
     table = pa.Table.from_pandas(ids.join(labels.reset_index(drop=True)), preserve_index=False)
     meta = {**(table.schema.metadata or {}),
             b"radharmony.report_labels": json.dumps({"key": rules.key, "dataset": args.key,
-                                                     "vocabulary": args.vocabulary}).encode()}
+                                                     "vocabulary": args.vocabulary,
+                                                     "probable": args.probable}).encode()}
     out.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table.replace_schema_metadata(meta), out)
     written = [str(out)]

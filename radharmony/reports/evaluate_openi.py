@@ -51,6 +51,13 @@ GOLD: dict[str, tuple[str, ...]] = {
                         "Tube, Inserted", "Stents", "Surgical Instruments"),
 }
 PRIMARY = ("cardiomegaly", "pleural_effusion", "pneumothorax", "lung_opacity", "nodule")
+#: protocol -> (``probable=`` of the labeler, the values scored as "mentioned as present").
+#: ``"issue"``: every hedge (-1) counts as present, on the premise that MeSH coders tag
+#: hedged findings. ``"graded"``: probable hedges are labelled 1 and only 1 counts, because
+#: the coders tag probable hedges ("probable", "X versus Y", "borderline") and not the others
+#: ("may represent", "possible", "suggestive of"); see :func:`hedging`.
+PROTOCOLS: dict[str, tuple[str, tuple[float, ...]]] = {
+    "issue": ("uncertain", (1.0, -1.0)), "graded": ("positive", (1.0,))}
 
 
 def read_openi(path: str | Path) -> pd.DataFrame:
@@ -96,10 +103,11 @@ def select_ids(df: pd.DataFrame, numbers: pd.Series, ids: str) -> pd.DataFrame:
     return df.reset_index(drop=True)
 
 
-def disagreements(df: pd.DataFrame, gold: pd.Series, pred: pd.Series) -> pd.DataFrame:
-    """The rows of ``df`` where one label's gold (0/1) and the labeler (present when 1 or
-    -1) disagree, with ``gold`` and ``pred`` columns."""
-    g, p = gold.astype(bool), pred.isin([1.0, -1.0])
+def disagreements(df: pd.DataFrame, gold: pd.Series, pred: pd.Series, *,
+                  present: tuple[float, ...] = (1.0, -1.0)) -> pd.DataFrame:
+    """The rows of ``df`` where one label's gold (0/1) and the labeler (present when one of
+    ``present``) disagree, with ``gold`` and ``pred`` columns."""
+    g, p = gold.astype(bool), pred.isin(present)
     return df[g != p].assign(gold=g[g != p].astype(int), pred=pred[g != p])
 
 
@@ -121,25 +129,29 @@ def _prf(gold: np.ndarray, pred: np.ndarray) -> tuple[float, float, float]:
 
 
 def evaluate(path: str | Path, *, ids: str = "odd", n_boot: int = 1000, seed: int = 0,
-             rules=None) -> pd.DataFrame:
+             rules=None, protocol: str = "issue") -> pd.DataFrame:
     """Precision / recall / F1 (bootstrap 95 % intervals over reports) per :data:`GOLD`
-    column on the ``"odd"``, ``"even"`` or ``"all"`` report ids."""
+    column on the ``"odd"``, ``"even"`` or ``"all"`` report ids, scored as ``protocol``
+    (:data:`PROTOCOLS`) says."""
+    probable, present = PROTOCOLS[check_choice("protocol", protocol, tuple(PROTOCOLS))]
     df = _reports(path, ids)
-    pred = label_reports(df["sections"], vocabulary="canonical", rules=rules)
-    return score_table(gold_labels(df["major"]), pred, GOLD, n_boot=n_boot, seed=seed)
+    pred = label_reports(df["sections"], vocabulary="canonical", rules=rules,
+                         probable=probable)
+    return score_table(gold_labels(df["major"]), pred, GOLD, n_boot=n_boot, seed=seed,
+                       present=present)
 
 
 def score_table(gold: pd.DataFrame, pred: pd.DataFrame, heads: dict, *, n_boot: int = 1000,
-                seed: int = 0) -> pd.DataFrame:
+                seed: int = 0, present: tuple[float, ...] = (1.0, -1.0)) -> pd.DataFrame:
     """Precision / recall / F1 with bootstrap 95 % intervals over rows, per column of
     ``heads`` (column -> the gold's headings, for the table): ``gold`` 0/1, ``pred`` the
-    labeler's values, present when 1 or -1."""
+    labeler's values, present when one of ``present``."""
     rng = np.random.default_rng(seed)
     boot = rng.integers(0, len(gold), size=(n_boot, len(gold)))
     rows = []
     for col in heads:
         g = gold[col].to_numpy(bool)
-        p = pred[col].isin([1.0, -1.0]).to_numpy(bool)
+        p = pred[col].isin(present).to_numpy(bool)
         prec, rec, f1 = _prf(g, p)
         stats = np.array([_prf(g[b], p[b]) for b in boot]).reshape(len(boot), 3)
         with np.errstate(all="ignore"), warnings.catch_warnings():
@@ -153,12 +165,15 @@ def score_table(gold: pd.DataFrame, pred: pd.DataFrame, heads: dict, *, n_boot: 
     return pd.DataFrame(rows)
 
 
-def errors(path: str | Path, label: str, *, ids: str = "even", rules=None) -> pd.DataFrame:
-    """The false positives and false negatives of one label (for rule development: use
-    the even ids)."""
+def errors(path: str | Path, label: str, *, ids: str = "even", rules=None,
+           protocol: str = "issue") -> pd.DataFrame:
+    """The false positives and false negatives of one label under ``protocol`` (for rule
+    development: use the even ids)."""
+    probable, present = PROTOCOLS[check_choice("protocol", protocol, tuple(PROTOCOLS))]
     df = _reports(path, ids)
-    pred, ev = label_reports(df["sections"], vocabulary="canonical", explain=True, rules=rules)
-    out = disagreements(df, gold_labels(df["major"])[label], pred[label])
+    pred, ev = label_reports(df["sections"], vocabulary="canonical", explain=True, rules=rules,
+                             probable=probable)
+    out = disagreements(df, gold_labels(df["major"])[label], pred[label], present=present)
     ev = ev[ev["label"] == label].set_index("row")
     out["sentence"] = [ev["sentence"].get(i) for i in out.index]
     out["cue"] = [ev["cue"].get(i) for i in out.index]
@@ -166,18 +181,28 @@ def errors(path: str | Path, label: str, *, ids: str = "even", rules=None) -> pd
 
 
 def hedging(path: str | Path, *, ids: str = "even", rules=None) -> pd.DataFrame:
-    """How often the MeSH coders tagged what the labeler calls stated (1) and hedged (-1),
-    per :data:`GOLD` column: the protocol counts both as present, on the premise that coders
-    tag hedged findings. ``f1`` counts both, ``f1_stated_only`` only the stated ones."""
+    """How often the MeSH coders tagged what the labeler calls stated (1), a probable hedge
+    (-1 by default, 1 with ``probable="positive"``) and another hedge (-1), per :data:`GOLD`
+    column. The ``"issue"`` protocol counts every hedge as present, on the premise that
+    coders tag hedged findings: ``f1``. ``f1_stated_only`` counts the stated ones only,
+    ``f1_graded`` the stated and the probable ones (the ``"graded"`` protocol)."""
     df = _reports(path, ids)
     pred = label_reports(df["sections"], vocabulary="canonical", rules=rules)
+    graded = label_reports(df["sections"], vocabulary="canonical", rules=rules,
+                           probable="positive")
     gold = gold_labels(df["major"])
     rows = []
     for col in GOLD:
         g = gold[col].to_numpy(bool)
-        stated, hedged = (pred[col] == 1.0).to_numpy(), (pred[col] == -1.0).to_numpy()
+        stated = (pred[col] == 1.0).to_numpy()
+        probable = ((pred[col] == -1.0) & (graded[col] == 1.0)).to_numpy()
+        other = (graded[col] == -1.0).to_numpy()
         rows.append({"label": col, "positives": int(g.sum()),
                      "stated": int(stated.sum()), "stated_tagged": int((stated & g).sum()),
-                     "hedged": int(hedged.sum()), "hedged_tagged": int((hedged & g).sum()),
-                     "f1": _prf(g, stated | hedged)[2], "f1_stated_only": _prf(g, stated)[2]})
+                     "probable": int(probable.sum()),
+                     "probable_tagged": int((probable & g).sum()),
+                     "hedged": int(other.sum()), "hedged_tagged": int((other & g).sum()),
+                     "f1": _prf(g, stated | probable | other)[2],
+                     "f1_stated_only": _prf(g, stated)[2],
+                     "f1_graded": _prf(g, stated | probable)[2]})
     return pd.DataFrame(rows)

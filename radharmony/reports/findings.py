@@ -5,7 +5,9 @@ columns of each vocabulary are fed by findings:
 
 * ``"chexpert"``: CheXpert's 14 observations under CheXpert's own names. Each column takes
   every mention of the findings listed for it (``Lung Lesion`` = nodule, mass or lesion;
-  ``Pleural Other`` also takes fibrosis, as CheXpert's labeler files it there).
+  ``Pleural Other`` also takes fibrosis, as CheXpert's labeler files it there);
+  ``Pleural Effusion`` also takes the positive and uncertain hydropneumothorax mentions
+  (fluid in the pleural space), not the negated ones.
 * ``"canonical"``: one snake_case column per finding (the ids of the cross-dataset
   vocabulary). A narrower finding also feeds its parent, with its positive and uncertain
   mentions only (``rib fracture`` -> ``fracture`` = 1; ``no rib fracture`` says nothing
@@ -49,9 +51,14 @@ CANONICAL_CHILDREN: dict[str, tuple[str, ...]] = {
     "lung_lesion": ("nodule", "mass"),
     "lung_opacity": ("infiltration", "consolidation"),
     "pneumothorax": ("hydropneumothorax",),
+    "pleural_effusion": ("hydropneumothorax",),  # air and fluid in the pleural space
     "pleural_other": ("pleural_thickening",),
     "fracture": ("rib_fracture",),
 }
+
+#: CheXpert column -> findings whose positive/uncertain mentions only also feed it ("no
+#: hydropneumothorax" says nothing of an effusion)
+CHEXPERT_CHILDREN: dict[str, tuple[str, ...]] = {"Pleural Effusion": ("hydropneumothorax",)}
 
 #: columns that do not make a report abnormal (No Finding ignores them)
 NOT_ABNORMAL = frozenset({"Support Devices", "support_devices"})
@@ -69,6 +76,7 @@ def columns(vocabulary: str) -> tuple[str, ...]:
 def feeds(vocabulary: str) -> dict[str, tuple[tuple[str, bool], ...]]:
     """Column -> ``(finding, positive_only)`` pairs that feed it (No Finding excluded)."""
     if vocabulary == "chexpert":
-        return {c: tuple((f, False) for f in fs) for c, fs in CHEXPERT.items() if fs}
+        return {c: (*((f, False) for f in fs), *((f, True) for f in CHEXPERT_CHILDREN.get(c, ())))
+                for c, fs in CHEXPERT.items() if fs}
     return {f: ((f, False), *((c, True) for c in CANONICAL_CHILDREN.get(f, ())))
             for f in FINDINGS}

@@ -7,13 +7,15 @@ cues of its sentence (``cues.tsv``):
 1. the sentence is cut into clauses at terminators ("but", "however", "which", ";", ...);
    only cues in the mention's clause count;
 2. the nearest cue *before* the mention decides: negation -> 0, uncertain -> -1,
+   probable ("likely", "X versus Y") -> -1 (1 with ``probable="positive"``),
    pseudo-negation ("no change in") -> 1; an ``ignore`` cue ("limits evaluation for")
    drops the mention (the clause speaks of the examination, not the finding), and so does
    an ``ignore`` cue anywhere after it in the clause ("evaluation for ... is limited");
 3. else the nearest cue *after* it: "is not seen" -> 0, "cannot be excluded" -> -1;
 4. else the mention is positive (1). A ``normal`` rule ("normal heart size") gives 0, an
-   ``uncertain`` rule ("borderline heart size") -1, whatever the cues. An ``anaphor`` rule
-   ("this nodule") is a mention only once the report has stated or hedged the finding.
+   ``uncertain`` rule -1 and a ``probable`` one ("borderline heart size") -1 (or 1),
+   whatever the cues. An ``anaphor`` rule ("this nodule") is a mention only once the report
+   has stated or hedged the finding.
 
 Aggregation over a report's mentions is CheXpert's: any 1 -> 1, else any -1 -> -1, else any
 0 -> 0, else NaN (not mentioned). ``No Finding`` is 1 when no other column except
@@ -32,15 +34,17 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from ..errors import RadHarmonyError
+from ..errors import RadHarmonyError, check_choice
 from .rules import Rules, resolve_rules
 from .sections import LABELLED, section_name, section_spans
 from .findings import NO_FINDING, NOT_ABNORMAL, VOCABULARIES, columns, feeds
 
-_SENTENCE_END = re.compile(r"[.!?]+(?=\s|$)|\n[ \t]*\n")
+_SENTENCE_END = re.compile(r"(?<!\bvs)[.!?]+(?=\s|$)|\n[ \t]*\n")  # "vs." goes on
 _RANK = {1.0: 3, -1.0: 2, 0.0: 1}
-_FIXED = {"normal": 0.0, "uncertain": -1.0}  # mention kinds that carry their own value
-_CUE_VALUE = {"negation": 0.0, "uncertain": -1.0, "pseudo": 1.0, "ignore": None}
+_FIXED = {"normal": 0.0, "uncertain": -1.0, "probable": -1.0}  # mention kinds with a value
+_CUE_VALUE = {"negation": 0.0, "uncertain": -1.0, "probable": -1.0, "pseudo": 1.0, "ignore": None}
+#: ``probable=`` of :func:`label_reports` -> the value of a probable hedge
+PROBABLE = {"uncertain": -1.0, "positive": 1.0}
 EXPLAIN_COLUMNS = ("row", "label", "value", "section", "sentence", "mention", "cue",
                    "cue_kind", "mention_rule", "cue_rule", "mention_start", "mention_end",
                    "cue_start", "cue_end")
@@ -61,8 +65,10 @@ _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrst
 class _Labeler:
     """Finding-level results of one text: ``{finding: (value, evidence or None)}``."""
 
-    def __init__(self, rules: Rules, explain: bool):
+    def __init__(self, rules: Rules, explain: bool, probable: str = "uncertain"):
         self.rules, self.explain = rules, explain
+        self.fixed = {**_FIXED, "probable": PROBABLE[probable]}
+        self.cue_value = {**_CUE_VALUE, "probable": PROBABLE[probable]}
         self.mention_rx = rules.mentions.regex
         self.cue_rx = rules.cues.regex
 
@@ -82,8 +88,8 @@ class _Labeler:
                     sentences = [s] + [b.end() for b in _SENTENCE_END.finditer(low, s, e)] + [e]
                 k = bisect_right(sentences, ms) - 1
                 ss, se = sentences[k], sentences[k + 1]
-                if rule.kind in _FIXED:
-                    value, cue = _FIXED[rule.kind], None
+                if rule.kind in self.fixed:
+                    value, cue = self.fixed[rule.kind], None
                 else:
                     cues = cue_cache.get(k)
                     if cues is None:
@@ -102,18 +108,23 @@ class _Labeler:
         return [(c.start(), c.end(), which(low, c.start(), c.end()))
                 for c in self.cue_rx.finditer(low, ss, se)]
 
-    @staticmethod
-    def _decide(cues: list, ms: int, me: int):
+    def _decide(self, cues: list, ms: int, me: int):
         """The value of the mention at ``[ms, me)`` and the cue that decided it. A cue that
         starts before the mention is "pre" (it may reach over it: "no opacity to suggest"),
-        one that starts after it is "post"; cues starting inside the mention are ignored."""
-        pre = post = None
+        one that starts after it is "post"; cues starting inside the mention are ignored.
+        A probable cue does not lift an earlier hedge of its clause: in "question atelectasis
+        versus infiltrate" the question decides both."""
+        pre = post = hedge = None
         for cue in cues:
             cs, ce, rule = cue
             if cs < ms:
                 if rule.kind == "terminator":
-                    pre = None
+                    pre = hedge = None
                 elif rule.target != "post":
+                    if rule.kind == "probable" and hedge is not None:
+                        cue = hedge
+                    elif rule.kind == "uncertain":
+                        hedge = cue
                     pre = cue
             elif cs >= me:
                 if rule.kind == "terminator":
@@ -123,9 +134,9 @@ class _Labeler:
                 if post is None and rule.target != "pre":
                     post = cue
         if pre is not None:
-            return _CUE_VALUE[pre[2].kind], pre
+            return self.cue_value[pre[2].kind], pre
         if post is not None:
-            return _CUE_VALUE[post[2].kind], post
+            return self.cue_value[post[2].kind], post
         return 1.0, None
 
 
@@ -155,7 +166,8 @@ def _missing(value) -> bool:
     return isinstance(value, float) and math.isnan(value)
 
 
-def label_reports(texts, *, vocabulary: str = "chexpert", explain: bool = False, rules=None):
+def label_reports(texts, *, vocabulary: str = "chexpert", explain: bool = False, rules=None,
+                  probable: str = "uncertain"):
     """Labels from report texts: one row per text, values 1.0 / 0.0 / -1.0 / NaN.
 
     Args:
@@ -169,6 +181,12 @@ def label_reports(texts, *, vocabulary: str = "chexpert", explain: bool = False,
         rules: None (the built-in rules), a :class:`~radharmony.reports.rules.Rules` from
             :func:`~radharmony.reports.load_rules`, or a ``.tsv`` path / list of paths whose
             rules are added to the built-in ones.
+        probable: the value of a *probable* hedge, one that favours the finding or names it
+            in a short differential ("probable effusion", "likely atelectasis", "atelectasis
+            versus scar", "borderline heart size"; ``probable`` rules): ``"uncertain"``
+            (-1, CheXpert's convention: every hedge is uncertain) or ``"positive"`` (1; the
+            other hedges, "may represent", "possible", "cannot be excluded", stay -1).
+            ``cue_kind`` in the evidence tells the two apart either way.
 
     Returns:
         The label DataFrame (float32 columns) or, with ``explain=True``, ``(labels,
@@ -193,13 +211,14 @@ def label_reports(texts, *, vocabulary: str = "chexpert", explain: bool = False,
         raise RadHarmonyError(f"Unknown vocabulary {vocabulary!r}",
                               expected=f"one of {VOCABULARIES}", found=repr(vocabulary),
                               fix="pass vocabulary='chexpert' or 'canonical'")
+    check_choice("probable", probable, tuple(PROBABLE))
     compiled = resolve_rules(rules)
     items, index = _items(texts)
     cols = columns(vocabulary)
     col_feeds = feeds(vocabulary)
     no_finding = NO_FINDING[vocabulary]
     nf_else = np.nan if vocabulary == "chexpert" else 0.0
-    labeler = _Labeler(compiled, explain)
+    labeler = _Labeler(compiled, explain, probable)
     values = np.full((len(items), len(cols)), np.nan, dtype=np.float32)
     col_pos = {c: i for i, c in enumerate(cols)}
     evidence: list[tuple] = []

@@ -8,7 +8,9 @@ line; blank lines are skipped):
 
 * ``mention``: the pattern names the finding; cues around it decide 1 / 0 / -1;
 * ``normal``: the pattern states the finding is absent ("normal heart size"): 0;
-* ``uncertain``: the pattern states the finding is borderline ("borderline heart size"): -1;
+* ``uncertain``: the pattern hedges the finding whatever the cues: -1;
+* ``probable``: the pattern states the finding at its mildest ("borderline heart size"): -1,
+  or 1 with ``label_reports(..., probable="positive")``;
 * ``exclude``: the pattern is *not* a mention ("pericardial effusion" guards
   ``pleural_effusion``); its text is consumed so no rule matches inside it;
 * ``anaphor``: a definite mention ("the nodule", "this nodule") that refers back: it counts
@@ -17,7 +19,9 @@ line; blank lines are skipped):
   granuloma ... the nodule") and is dropped.
 
 ``kind<TAB>position<TAB>pattern`` -- cue rules. ``kind`` is ``negation`` (0), ``uncertain``
-(-1), ``pseudo`` (looks like a negation but is not: "no change in", decides 1), ``ignore``
+(-1), ``probable`` (a hedge that favours the finding or names it in a short differential:
+"probable", "likely", "X versus Y"; -1 like any hedge, 1 with ``probable="positive"``),
+``pseudo`` (looks like a negation but is not: "no change in", decides 1), ``ignore``
 (the mention is not counted: "evaluation for pneumothorax is limited") or
 ``terminator`` (ends a cue's scope: "but", "however", "which", ";"). ``position`` says where
 the cue stands relative to the mention: ``pre``, ``post`` or ``any`` (terminators: ``any``).
@@ -42,14 +46,14 @@ from ..errors import RadHarmonyError
 from .findings import FINDINGS
 
 #: bump when the labelling algorithm changes (the rules' own hash is part of the cache key)
-LABELER_VERSION = "1.4"
+LABELER_VERSION = "1.5"
 RULES_DIR = Path(__file__).with_name("rules")
 #: language -> the folder of its built-in rules ("es": PadChest's stemmed Spanish text)
 LANGUAGES = {"en": RULES_DIR, "es": RULES_DIR / "es"}
 MENTION_HEADER = ("finding", "kind", "pattern")
 CUE_HEADER = ("kind", "position", "pattern")
-MENTION_KINDS = ("mention", "normal", "uncertain", "exclude", "anaphor")
-CUE_KINDS = ("pseudo", "uncertain", "negation", "ignore", "terminator")
+MENTION_KINDS = ("mention", "normal", "uncertain", "probable", "exclude", "anaphor")
+CUE_KINDS = ("pseudo", "uncertain", "probable", "negation", "ignore", "terminator")
 POSITIONS = ("pre", "post", "any")
 _NO_BOUNDARY = set(";:,.!-/&'\" \t")
 

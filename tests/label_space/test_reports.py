@@ -95,6 +95,20 @@ def one(text, col, **kw):
     ("Possible left lung nodule. The nodule is 8 mm.", "nodule", 1.0),
     ("The previously described nodule is unchanged.", "nodule", 1.0),
     ("The lung has a nodule.", "nodule", 1.0),
+    # a hydropneumothorax holds fluid: an effusion too, but "no hydropneumothorax" is silent
+    ("Right pleural effusion with air fluid level.", "Pleural Effusion", 1.0),
+    ("Small right hydropneumothorax.", "pleural_effusion", 1.0),
+    ("No hydropneumothorax.", "Pleural Effusion", None),
+    ("No hydropneumothorax.", "pleural_effusion", None),
+    # "reticular-nodular ... opacities" is reticulonodular; "nodularity" a lesion, not a nodule
+    ("Reticular-nodular pleural-parenchymal opacities.", "nodule", None),
+    ("Reticular-nodular pleural-parenchymal opacities.", "lung_opacity", 1.0),
+    ("Residual mass/nodularity seen on CT.", "nodule", None),
+    ("Residual mass/nodularity seen on CT.", "lung_lesion", 1.0),
+    # "unlikely" hedges; "concern is for" hedges
+    ("Pneumonia is unlikely.", "Pneumonia", -1.0),
+    ("Findings less likely to represent pneumonia.", "Pneumonia", -1.0),
+    ("Although this could be scar, concern is for nodule.", "nodule", -1.0),
     # exclusions
     ("Small pericardial effusion.", "Pleural Effusion", None),
     ("Subcutaneous emphysema in the neck.", "Pneumothorax", None),
@@ -102,6 +116,58 @@ def one(text, col, **kw):
 def test_snippets(text, col, value):
     kw = {} if col in CHEXPERT_14 else {"vocabulary": "canonical"}
     assert one(text, col, **kw) == value
+
+
+@pytest.mark.parametrize("text, col, default, positive", [
+    # probable hedges: -1 by default (CheXpert), 1 with probable="positive"
+    ("Probable small left effusion.", "Pleural Effusion", -1.0, 1.0),
+    ("Bibasilar opacity, probably atelectasis.", "Atelectasis", -1.0, 1.0),
+    ("Opacity most likely represents atelectasis.", "Atelectasis", -1.0, 1.0),
+    ("A small effusion is likely.", "Pleural Effusion", -1.0, 1.0),
+    ("Atelectasis versus scarring.", "Atelectasis", -1.0, 1.0),
+    ("Infiltrate vs. atelectasis.", "Atelectasis", -1.0, 1.0),
+    ("Borderline heart size.", "Cardiomegaly", -1.0, 1.0),
+    ("The heart is borderline in size.", "Cardiomegaly", -1.0, 1.0),
+    ("Indeterminate right upper lobe nodule.", "Lung Lesion", -1.0, 1.0),
+    # the other hedges stay -1
+    ("Possible small effusion.", "Pleural Effusion", -1.0, -1.0),
+    ("Blunting may represent a small effusion.", "Pleural Effusion", -1.0, -1.0),
+    ("Pneumonia cannot be excluded.", "Pneumonia", -1.0, -1.0),
+    ("Findings suggestive of pulmonary edema.", "Edema", -1.0, -1.0),
+    ("A small effusion is possible.", "Pleural Effusion", -1.0, -1.0),
+    ("Pneumonia is unlikely.", "Pneumonia", -1.0, -1.0),
+    # an earlier hedge of the clause is not lifted by "versus"
+    ("Question left basilar atelectasis versus infiltrate.", "Lung Opacity", -1.0, -1.0),
+    ("Question left basilar atelectasis versus infiltrate.", "Atelectasis", -1.0, -1.0),
+    ("Opacity may represent atelectasis versus scar.", "Atelectasis", -1.0, -1.0),
+    ("No effusion; atelectasis versus scar.", "Atelectasis", -1.0, 1.0),
+    # stated and negated mentions do not move
+    ("Small left pleural effusion.", "Pleural Effusion", 1.0, 1.0),
+    ("No pneumothorax.", "Pneumothorax", 0.0, 0.0),
+])
+def test_probable_hedges(text, col, default, positive):
+    assert one(text, col) == default
+    assert one(text, col, probable="uncertain") == default
+    assert one(text, col, probable="positive") == positive
+
+
+def test_probable_evidence_and_errors():
+    from radharmony.errors import RadHarmonyError
+
+    text = "IMPRESSION:\nProbable small left effusion. Possible pneumonia."
+    labels, ev = label_reports([text], explain=True, probable="positive")
+    ev = ev.set_index("label")
+    assert ev.loc["Pleural Effusion", "value"] == 1.0
+    assert ev.loc["Pleural Effusion", "cue_kind"] == "probable"
+    assert ev.loc["Pleural Effusion", "cue"] == "Probable"
+    assert ev.loc["Pneumonia", "value"] == -1.0 and ev.loc["Pneumonia", "cue_kind"] == "uncertain"
+    # No Finding: a probable finding is abnormal whichever way it is valued
+    assert labels["No Finding"].isna().all()
+    _, ev = label_reports(["Borderline heart size."], explain=True)
+    assert ev.set_index("label").loc["Cardiomegaly", "cue_kind"] == "probable"
+    with pytest.raises(RadHarmonyError, match="probable") as err:
+        label_reports(["x"], probable="yes")
+    assert "'uncertain'" in str(err.value) and "'positive'" in str(err.value)
 
 
 def test_canonical_ids_are_vocabulary_findings():
@@ -253,6 +319,24 @@ def test_openi_odd_ids_f1():
         assert f1[label] >= floor, (label, f1[label])
 
 
+def test_openi_odd_ids_f1_graded():
+    """The graded protocol: probable hedges labelled 1, and only 1 counted as present."""
+    from radharmony.reports.evaluate_openi import PRIMARY, evaluate
+    from tests.txv_data import txv_file
+
+    path = txv_file("NLMCXR_reports.tgz")
+    table = evaluate(path, ids="odd", n_boot=0, protocol="graded").set_index("label")
+    f1 = table.loc[list(PRIMARY), "f1"]
+    # measured (docs/report_labels.md): macro 0.9496; nodule below the 0.90 goal
+    floors = {"cardiomegaly": 0.94, "pleural_effusion": 0.95, "pneumothorax": 0.95,
+              "lung_opacity": 0.98, "nodule": 0.87}
+    for label, floor in floors.items():
+        assert f1[label] >= floor, (label, f1[label])
+    assert f1.mean() >= 0.945
+    issue = evaluate(path, ids="odd", n_boot=0).set_index("label")
+    assert (table["predicted"] <= issue["predicted"]).all()  # only hedges leave the count
+
+
 def test_cli_label_reports(tmp_path):
     import argparse
 
@@ -274,6 +358,15 @@ def test_cli_label_reports(tmp_path):
     assert {"patient_id", "study_id", "image_path", "Cardiomegaly"} <= set(df.columns)
     ev = pd.read_parquet(tmp_path / "labels.explain.parquet")
     assert {"sentence", "mention", "cue"} <= set(ev.columns)
+    import json
+
+    assert json.loads(table.schema.metadata[b"radharmony.report_labels"])["probable"] == \
+        "uncertain"
+    args = parser.parse_args(["label-reports", "rexgradient_train", "--root", str(root),
+                              "-o", str(out), "--probable", "positive"])
+    assert args.func(args) == 0
+    meta = json.loads(pq.read_table(out).schema.metadata[b"radharmony.report_labels"])
+    assert meta["probable"] == "positive"
 
 
 def test_openi_hedging_counts_stated_and_hedged_mentions(tmp_path):
@@ -292,6 +385,8 @@ def test_openi_hedging_counts_stated_and_hedged_mentions(tmp_path):
         (6, "Lungs are clear.", "Possible cardiomegaly.", ["Cardiomegaly/borderline"]),
         (8, "No pleural effusion.", "Normal.", ["normal"]),
         (10, "Lungs are clear.", "Normal.", ["No Indexing"]),
+        (12, "Probable small right effusion.", "No acute disease.",
+         ["Pleural Effusion/right/small"]),
         (3, "Large right pleural effusion.", "Effusion.", ["Pleural Effusion/right/large"]),
     ]
     path = tmp_path / "NLMCXR_reports.tgz"
@@ -303,10 +398,12 @@ def test_openi_hedging_counts_stated_and_hedged_mentions(tmp_path):
             tar.addfile(info, io.BytesIO(data))
     t = hedging(path, ids="even").set_index("label")
     eff, card = t.loc["pleural_effusion"], t.loc["cardiomegaly"]
-    assert (eff["positives"], eff["stated"], eff["stated_tagged"]) == (1, 1, 1)
+    assert (eff["positives"], eff["stated"], eff["stated_tagged"]) == (2, 1, 1)
+    assert (eff["probable"], eff["probable_tagged"]) == (1, 1)
     assert (eff["hedged"], eff["hedged_tagged"]) == (1, 0)
-    assert eff["f1"] == pytest.approx(2 / 3) and eff["f1_stated_only"] == 1.0
-    assert (card["stated"], card["hedged"], card["hedged_tagged"]) == (0, 1, 1)
+    assert eff["f1"] == pytest.approx(4 / 5) and eff["f1_stated_only"] == pytest.approx(2 / 3)
+    assert eff["f1_graded"] == 1.0
+    assert (card["stated"], card["probable"], card["hedged"], card["hedged_tagged"]) == (0, 0, 1, 1)
     assert hedging(path, ids="odd").set_index("label").loc["pleural_effusion", "stated"] == 1
     assert hedging(path, ids="all").set_index("label").loc["pleural_effusion", "stated"] == 2
     with pytest.raises(RadHarmonyError, match="ids"):
