@@ -501,3 +501,13 @@ def test_padchest_table_faults_name_the_file_and_study(tmp_path):
                  '3, x .,RNN_model,"[\'normal\']"\n')
     got = read_padchest_reports(p)
     assert got["study_id"].tolist() == ["1"] and got["terms"].tolist() == [["pleural effusion"]]
+
+
+def test_report_labels_doc_examples_run():
+    """The ``>>>`` examples of docs/report_labels.md give what they show."""
+    import doctest
+    from pathlib import Path
+
+    doc = Path(__file__).resolve().parents[2] / "docs" / "report_labels.md"
+    result = doctest.testfile(str(doc), module_relative=False)
+    assert result.attempted >= 4 and result.failed == 0
