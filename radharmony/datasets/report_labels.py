@@ -9,9 +9,12 @@ NaN; a row without a report is all NaN). They *replace* the dataset's shipped la
 and ``spec.label_map`` (CheXpert's, reused) describe exactly what the table holds. The spec is
 the instance's (:func:`report_spec`); the sample ids and the registry key do not change.
 
+``report_probable="positive"`` labels probable hedges ("probable", "likely", "X versus Y",
+"borderline") 1 instead of -1 (:func:`~radharmony.reports.label_reports`'s ``probable=``).
+
 The labels are computed once per harmonize and kept in the table cache; the labeler key
 (:func:`radharmony.reports.labeler_key`: labeler version + a hash of every rule) is part of the
-harmonizer's :meth:`arguments`, so changed rules are a cache miss.
+harmonizer's :meth:`arguments`, so changed rules are a cache miss (and so is a changed ``report_probable``).
 
 >>> from radharmony.datasets.rexgradient import ReXGradientTrainHarmonizer
 >>> h = ReXGradientTrainHarmonizer("train_metadata_view_position.json", labels="report")
@@ -60,29 +63,41 @@ def _rules_argument(rules):
     return out
 
 
-def report_label_columns(reports: pd.Series, *, rules=None) -> pd.DataFrame:
+def _probable_argument(value) -> str:
+    from ..reports.labeler import PROBABLE
+
+    return check_choice("report_probable", value, tuple(PROBABLE))
+
+
+def report_label_columns(reports: pd.Series, *, rules=None,
+                         probable: str = "uncertain") -> pd.DataFrame:
     """The 14 CheXpert columns (CheXpert order, float32) of ``reports``; each distinct
     report text is labelled once."""
     from ..reports import label_reports
 
     labels = label_reports(reports.reset_index(drop=True), vocabulary="chexpert",
-                           rules=list(rules) if rules else None)
+                           rules=list(rules) if rules else None, probable=probable)
     return labels[list(CHEXPERT_LABELS)].set_axis(reports.index)
 
 
 class ReportLabelsHarmonizer:
     """Mixin for a harmonizer whose dataset ships reports: adds ``labels=`` and
-    ``report_rules=`` (see the module docstring). Put it first in the bases."""
+    ``report_rules=`` / ``report_probable=`` (see the module docstring). Put it first in the
+    bases."""
 
     def __init__(self, csv_path=None, base_image_dir=None, *, labels: str | None = None,
-                 report_rules=None, labeler: str | None = None):
+                 report_rules=None, labeler: str | None = None,
+                 report_probable: str = "uncertain"):
         super().__init__(csv_path, base_image_dir)
         self.labels = check_choice("labels", labels, LABEL_SOURCES)
         self.report_rules = _rules_argument(report_rules)
-        if self.report_rules and self.labels is None:
-            raise RadHarmonyError("report_rules given without labels='report'",
-                                  expected="labels='report' with report_rules",
-                                  found=f"labels=None, report_rules={self.report_rules}",
+        self.report_probable = _probable_argument(report_probable)
+        if (self.report_rules or self.report_probable != "uncertain") and self.labels is None:
+            raise RadHarmonyError("report_rules or report_probable given without "
+                                  "labels='report'",
+                                  expected="labels='report' with report_rules / report_probable",
+                                  found=f"labels=None, report_rules={self.report_rules}, "
+                                        f"report_probable={self.report_probable!r}",
                                   fix="pass labels='report' too")
         if self.labels == "report":
             from ..reports import labeler_key
@@ -98,6 +113,8 @@ class ReportLabelsHarmonizer:
         if self.labels is not None:
             args.update(labels=self.labels, report_rules=None if self.report_rules is None
                         else list(self.report_rules), labeler=self.labeler)
+            if self.report_probable != "uncertain":
+                args.update(report_probable=self.report_probable)
         return args
 
     def _harmonize_inputs(self, inputs):
@@ -116,28 +133,32 @@ class ReportLabelsHarmonizer:
         shipped.spec = type(self).spec  # the dataset's own table first
         df = super(ReportLabelsHarmonizer, shipped)._harmonize_inputs(inputs)
         df = df.drop(columns=list(type(self).spec.label_cols))
-        labels = report_label_columns(df["report"], rules=self.report_rules)
+        labels = report_label_columns(df["report"], rules=self.report_rules,
+                                      probable=self.report_probable)
         df = pd.concat([df, labels], axis=1)
         return validate(df, self.spec, source=str(inputs.metadata))
 
 
 class ReportLabelsDataset:
     """Mixin for a dataset whose harmonizer takes ``labels=``: the dataset takes
-    ``labels="report"`` (and ``report_rules=``), builds its harmonizer with them and uses the
-    report spec. Put it first in the bases."""
+    ``labels="report"`` (and ``report_rules=``, ``report_probable=``), builds its harmonizer
+    with them and uses the report spec. Put it first in the bases."""
 
     def __init__(self, base_image_dir, csv_path=None, *, labels: str | None = None,
-                 report_rules=None, **kwargs):
+                 report_rules=None, report_probable: str = "uncertain", **kwargs):
         labels = check_choice("labels", labels, LABEL_SOURCES)
+        report_probable = _probable_argument(report_probable)
         if labels == "report":
             given = kwargs.get("harmonizer")
             if kwargs.get("harmonized_df") is None and kwargs.get("harmonizer_path") is None \
                     and given is None:
                 kwargs["harmonizer"] = self.harmonizer_class(
-                    csv_path, base_image_dir, labels="report", report_rules=report_rules)
+                    csv_path, base_image_dir, labels="report", report_rules=report_rules,
+                    report_probable=report_probable)
             kwargs.setdefault("spec", report_spec(type(self).spec))
-        elif report_rules is not None:
-            raise RadHarmonyError("report_rules given without labels='report'",
-                                  expected="labels='report' with report_rules",
+        elif report_rules is not None or report_probable != "uncertain":
+            raise RadHarmonyError("report_rules or report_probable given without "
+                                  "labels='report'",
+                                  expected="labels='report' with report_rules / report_probable",
                                   found="labels=None", fix="pass labels='report' too")
         super().__init__(base_image_dir, csv_path, **kwargs)

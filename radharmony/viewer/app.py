@@ -75,7 +75,8 @@ def clean_spans(spans, *, report: str | None) -> list[dict]:
     return sorted(out, key=lambda s: (s["start"], s["end"]))
 
 
-def report_label_evidence(report: str | None, *, rules=None) -> list[dict]:
+def report_label_evidence(report: str | None, *, rules=None,
+                          probable: str = "uncertain") -> list[dict]:
     """The report labeler's CheXpert labels of ``report`` with what decided each:
     ``[{"name", "value", "sentence", "mention": {"start", "end"} | None, "cue": {...} |
     None, "cue_kind", "rule"}]``; offsets are into ``report`` (the deciding phrase to
@@ -84,7 +85,7 @@ def report_label_evidence(report: str | None, *, rules=None) -> list[dict]:
         return []
     from ..reports import label_reports
 
-    _, ev = label_reports([report], explain=True, rules=rules)
+    _, ev = label_reports([report], explain=True, rules=rules, probable=probable)
     out = []
     for r in ev.itertuples(index=False):
         def span(a, b):
@@ -101,6 +102,11 @@ def _report_rules(dataset):
     """The user rule files a report-labelled dataset was built with (None: built-in)."""
     rules = getattr(getattr(dataset, "harmonizer", None), "report_rules", None)
     return list(rules) if rules else None
+
+
+def _report_probable(dataset) -> str:
+    """How the report-labelled dataset values probable hedges (``report_probable``)."""
+    return getattr(getattr(dataset, "harmonizer", None), "report_probable", "uncertain")
 
 
 def _plain(value: Any) -> Any:
@@ -275,7 +281,8 @@ class ViewerApp:
             "fields": {c: _plain(row[c]) for c in s.spec.extra_cols if c in row.index},
             "labels": [{"name": c, "value": _plain(row[c])} for c in s.label_cols],
             "report": report, "sections": report_sections(report), "report_spans": [],
-            "report_labels": report_label_evidence(report, rules=_report_rules(s.dataset)),
+            "report_labels": report_label_evidence(report, rules=_report_rules(s.dataset),
+                                                   probable=_report_probable(s.dataset)),
             "boxes": [], "width": None, "height": None, "image_error": None}
         try:
             sample = self._sample(s, i)
@@ -284,8 +291,9 @@ class ViewerApp:
             return out
         if isinstance(sample.get("report"), str) and sample["report"] != out["report"]:
             out["report"] = sample["report"]
-            out["report_labels"] = report_label_evidence(out["report"],
-                                                         rules=_report_rules(s.dataset))
+            out["report_labels"] = report_label_evidence(
+                out["report"], rules=_report_rules(s.dataset),
+                probable=_report_probable(s.dataset))
             out["sections"] = report_sections(sample["report"])
         out["report_spans"] = clean_spans(sample.get("report_spans"), report=out["report"])
         img = sample["img"]

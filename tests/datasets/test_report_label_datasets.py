@@ -135,3 +135,45 @@ def test_bad_arguments():
     h = ReXGradientTrainHarmonizer("x.json", labels="report", labeler="report-labels-0-old")
     with pytest.raises(RadHarmonyError, match="made with labeler"):
         h._harmonize_inputs(None)
+
+
+def test_report_probable_positive(tmp_path):
+    """report_probable="positive": probable hedges 1; its own cache entry; saved and loaded."""
+    from radharmony import load_harmonizer
+    from radharmony.reports import label_reports
+
+    import json
+
+    root = write_rexgradient(tmp_path / "r", images=False, studies={"train": 12})
+    meta = root.parent / "download" / "metadata" / "train_metadata_view_position.json"
+    studies = json.loads(meta.read_text())
+    hedges = ["Probable small left effusion.", "Atelectasis versus scar.",
+              "Borderline heart size.", "Possible small effusion."]
+    for i, entry in enumerate(studies.values()):
+        entry["Impression"] = hedges[i % len(hedges)]
+    meta.write_text(json.dumps(studies))
+    cache = tmp_path / "cache"
+    plain = ReXGradientTrainHarmonizer(base_image_dir=root, labels="report")
+    graded = ReXGradientTrainHarmonizer(base_image_dir=root, labels="report",
+                                        report_probable="positive")
+    assert "report_probable" not in plain.arguments()
+    assert graded.arguments()["report_probable"] == "positive"
+    t_plain, t_graded = plain.harmonize(cache_dir=cache), graded.harmonize(cache_dir=cache)
+    want = label_reports(t_graded["report"].reset_index(drop=True), probable="positive")
+    np.testing.assert_array_equal(t_graded[list(chexpert.LABELS)].to_numpy(),
+                                  want[list(chexpert.LABELS)].to_numpy())
+    a, b = t_plain[list(chexpert.LABELS)].to_numpy(), t_graded[list(chexpert.LABELS)].to_numpy()
+    moved = ~((a == b) | (np.isnan(a) & np.isnan(b)))
+    assert moved.any()  # the probable hedges written above
+    assert (a[moved] == -1).all() and (b[moved] == 1).all()
+    back = load_harmonizer(graded.save(tmp_path / "g.parquet"))
+    assert back.report_probable == "positive"
+    ds = ReXGradientTrainDataset(root, labels="report", report_probable="positive",
+                                 cache_dir=None)
+    assert ds.harmonizer.report_probable == "positive"
+    with pytest.raises(RadHarmonyError, match="report_probable"):
+        ReXGradientTrainHarmonizer("x.json", labels="report", report_probable="maybe")
+    with pytest.raises(RadHarmonyError, match="without labels='report'"):
+        ReXGradientTrainHarmonizer("x.json", report_probable="positive")
+    with pytest.raises(RadHarmonyError, match="without labels='report'"):
+        ReXGradientTrainDataset(root, report_probable="positive", cache_dir=None)
