@@ -129,7 +129,7 @@ class _Labeler:
             elif cs >= me:
                 if rule.kind == "terminator":
                     break
-                if rule.kind == "ignore":
+                if rule.kind == "ignore" and rule.target != "pre":
                     return None, cue
                 if post is None and rule.target != "pre":
                     post = cue

@@ -89,7 +89,8 @@ class Rule:
 
 class _Matcher:
     """One alternation of many rules (no capturing groups: sre keeps its fast path) and the
-    lookup of which rule produced a match (cached by the matched text)."""
+    lookup of which rule produced a match (cached by the matched text; a rule with a
+    lookaround, whose match depends on the text around, is checked again each time)."""
 
     def __init__(self, rules: list[Rule]):
         order = sorted(range(len(rules)), key=lambda i: -len(rules[i].pattern))
@@ -104,24 +105,87 @@ class _Matcher:
             self.order += idx
         self.rules = rules
         self.regex = re.compile("|".join(parts) if parts else r"(?!x)x")
-        self._which: dict[str, Rule] = {}
+        # rules with a lookaround, in order, with their pattern stripped of it (any context)
+        self._contextual = [(k, rules[i], re.compile(_translate(_strip_lookarounds(
+            rules[i].pattern)))) for k, i in enumerate(self.order)
+            if _strip_lookarounds(rules[i].pattern) != rules[i].pattern]
+        plain = {id(r) for _, r, _ in self._contextual}
+        self._plain_order = [i for i in self.order if id(rules[i]) not in plain]
+        self._rank = {id(rules[i]): k for k, i in enumerate(self.order)}
+        self._which: dict[str, tuple[list[Rule], Rule | None]] = {}
 
     def which(self, low: str, start: int, end: int) -> Rule:
         text = low[start:end]
-        rule = self._which.get(text)
-        if rule is None:
-            first = None
-            for i in self.order:
-                m = self.rules[i].regex.match(low, start)
-                if m is not None:
-                    first = first or self.rules[i]
-                    if m.end() == end:
-                        rule = self.rules[i]
-                        break
-            rule = rule or first
+        entry = self._which.get(text)
+        if entry is None:
+            entry = self._resolve(low, start, end, text)
             if len(self._which) < 100_000:
-                self._which[text] = rule
-        return rule
+                self._which[text] = entry
+        candidates, base = entry
+        for rule in candidates:  # a lookaround rule ahead of the plain one, if it holds here
+            m = rule.regex.match(low, start)
+            if m is not None and m.end() == end:
+                return rule
+        return base if base is not None else self._scan(low, start, end, self.order)
+
+    def _resolve(self, low: str, start: int, end: int, text: str):
+        """The plain rule that matched ``text`` and the lookaround rules before it in order
+        that could match the same text in another context."""
+        base = self._scan(low, start, end, self._plain_order)
+        rank = self._rank[id(base)] if base is not None else len(self.order)
+        return [r for k, r, loose in self._contextual
+                if k < rank and loose.fullmatch(text)], base
+
+    def _scan(self, low: str, start: int, end: int, order) -> Rule | None:
+        first = None
+        for i in order:
+            m = self.rules[i].regex.match(low, start)
+            if m is not None:
+                first = first or self.rules[i]
+                if m.end() == end:
+                    return self.rules[i]
+        return first
+
+
+def _strip_lookarounds(pattern: str) -> str:
+    """``pattern`` without its lookahead / lookbehind groups (``(?=...)``, ``(?!...)``,
+    ``(?<=...)``, ``(?<!...)``)."""
+    out, i, in_class = [], 0, False
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            out.append(pattern[i:i + 2])
+            i += 2
+            continue
+        if in_class or c != "(" or not re.match(r"\(\?(?:=|!|<=|<!)", pattern[i:]):
+            in_class = (c != "]") if in_class else c == "["
+            out.append(c)
+            i += 1
+            continue
+        i = _group_end(pattern, i) + 1
+    return "".join(out)
+
+
+def _group_end(pattern: str, i: int) -> int:
+    """The index of the ")" that closes the group opened at ``pattern[i]``."""
+    depth, in_class = 0, False
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return len(pattern)
 
 
 class Rules:

@@ -109,6 +109,29 @@ def one(text, col, **kw):
     ("Pneumonia is unlikely.", "Pneumonia", -1.0),
     ("Findings less likely to represent pneumonia.", "Pneumonia", -1.0),
     ("Although this could be scar, concern is for nodule.", "nodule", -1.0),
+    # devices OpenI's anonymized text keeps: a tip, leads, clips, a shunt
+    ("Right chest XXXX tip in the mid SVC.", "Support Devices", 1.0),
+    ("Overlying external cardiac monitor leads.", "Support Devices", 1.0),
+    ("Clips overlie the right medial hilum.", "Support Devices", 1.0),
+    ("VP shunt tubing is identified.", "Support Devices", 1.0),
+    ("Vague density related to the scapular tip.", "Support Devices", None),
+    ("Shunt vascularity.", "Support Devices", None),
+    ("Pain leads to splinting.", "Support Devices", None),
+    # a broken device is not a fracture; a disclaimer about fractures is not one
+    ("Left central venous catheter fracture.", "Fracture", None),
+    ("Left central venous catheter fracture.", "Support Devices", 1.0),
+    ("Fracture of the lateral most fixation screw.", "Fracture", None),
+    ("Please note that fractures may not be demonstrated.", "Fracture", None),
+    ("Limited exam, for evaluation of fractures.", "Fracture", None),
+    ("Old right rib fractures.", "Fracture", 1.0),
+    # curvature of the spine; a finding that limits the evaluation is still a finding
+    ("Mild dextrocurvature of the thoracic spine.", "scoliosis", 1.0),
+    ("S-shaped spine curvature.", "scoliosis", 1.0),
+    ("Moderate scoliosis and rotation limits evaluation of the mediastinum.", "scoliosis", 1.0),
+    # more hedges
+    ("Opacity which may be compatible with pneumonia.", "Pneumonia", -1.0),
+    ("Please correlate clinically for pneumonia.", "Pneumonia", -1.0),
+    ("A superimposed pneumonia would be a consideration.", "Pneumonia", -1.0),
     # exclusions
     ("Small pericardial effusion.", "Pleural Effusion", None),
     ("Subcutaneous emphysema in the neck.", "Pneumothorax", None),
@@ -168,6 +191,30 @@ def test_probable_evidence_and_errors():
     with pytest.raises(RadHarmonyError, match="probable") as err:
         label_reports(["x"], probable="yes")
     assert "'uncertain'" in str(err.value) and "'positive'" in str(err.value)
+
+
+def test_rule_lookup_follows_the_context_of_each_match():
+    """A rule with a lookaround ("catheter fracture" is not a fracture) decides by the text
+    around each match, not by what the same words meant in an earlier report."""
+    texts = ["Rib fracture.", "Catheter fracture.", "Displaced fracture.", "Lead fracture."]
+    assert label_reports(texts)["Fracture"].tolist()[0] == 1.0
+    got = label_reports(texts)["Fracture"].tolist()
+    assert got[0] == 1.0 and math.isnan(got[1]) and got[2] == 1.0 and math.isnan(got[3])
+    got = label_reports(texts[::-1])["Fracture"].tolist()
+    assert math.isnan(got[0]) and got[1] == 1.0 and math.isnan(got[2]) and got[3] == 1.0
+    leads = label_reports(["Monitor leads.", "This leads to atelectasis.", "ECG leads."])
+    assert leads["Support Devices"].tolist()[::2] == [1.0, 1.0]
+    assert math.isnan(leads["Support Devices"].iloc[1])
+
+
+def test_strip_lookarounds():
+    from radharmony.reports.rules import _strip_lookarounds
+
+    assert _strip_lookarounds(r"leads?(?! to\b)") == "leads?"
+    assert _strip_lookarounds(r"(?:(?<=catheter\s)|(?<=lead\s))fractures?") == "(?:|)fractures?"
+    assert _strip_lookarounds(r"clear(?= (?!(?:and|with)\b)[a-z])") == "clear"
+    assert _strip_lookarounds(r"a[(?=]b") == r"a[(?=]b"  # in a class: literal characters
+    assert _strip_lookarounds(r"x\(?=y") == r"x\(?=y"  # an escaped bracket
 
 
 def test_canonical_ids_are_vocabulary_findings():
