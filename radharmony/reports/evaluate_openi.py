@@ -49,6 +49,17 @@ GOLD: dict[str, tuple[str, ...]] = {
     "subcutaneous_emphysema": ("Subcutaneous Emphysema",),
     "support_devices": ("Catheters, Indwelling", "Implanted Medical Device", "Medical Device",
                         "Tube, Inserted", "Stents", "Surgical Instruments"),
+    "copd": ("Pulmonary Disease, Chronic Obstructive",),
+    "interstitial_lung_disease": ("Lung Diseases, Interstitial",),
+    "bronchiectasis": ("Bronchiectasis",),
+    "tuberculosis": ("Tuberculosis",),
+    # calcinosis anywhere, and aortic atherosclerosis (a calcified aorta on a chest film)
+    "calcification": ("Calcinosis", "Atherosclerosis"),
+    "aortic_calcification": ("Calcinosis/aorta", "Calcinosis/aorta, thoracic",
+                             "Atherosclerosis/aorta", "Atherosclerosis/aorta, thoracic"),
+    "foreign_object": ("Foreign Bodies",),
+    "clavicle_fracture": ("Fractures, Bone/clavicle",),
+    "pneumoperitoneum": ("Pneumoperitoneum",),
 }
 PRIMARY = ("cardiomegaly", "pleural_effusion", "pneumothorax", "lung_opacity", "nodule")
 #: protocol -> (``probable=`` of the labeler, the values scored as "mentioned as present").

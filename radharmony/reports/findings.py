@@ -24,7 +24,10 @@ FINDINGS: tuple[str, ...] = (
     "lung_opacity", "infiltration", "edema", "consolidation", "pneumonia", "atelectasis",
     "pneumothorax", "hydropneumothorax", "pleural_effusion", "pleural_thickening",
     "pleural_other", "fracture", "rib_fracture", "support_devices", "emphysema", "fibrosis",
-    "hiatal_hernia", "granuloma", "scoliosis", "subcutaneous_emphysema")
+    "hiatal_hernia", "granuloma", "scoliosis", "subcutaneous_emphysema", "copd",
+    "interstitial_lung_disease", "bronchiectasis", "tuberculosis", "calcification",
+    "aortic_calcification", "foreign_object", "clavicle_fracture", "pneumomediastinum",
+    "pneumoperitoneum")
 
 NO_FINDING = {"chexpert": "No Finding", "canonical": "no_finding"}
 
@@ -53,7 +56,8 @@ CANONICAL_CHILDREN: dict[str, tuple[str, ...]] = {
     "pneumothorax": ("hydropneumothorax",),
     "pleural_effusion": ("hydropneumothorax",),  # air and fluid in the pleural space
     "pleural_other": ("pleural_thickening",),
-    "fracture": ("rib_fracture",),
+    "fracture": ("rib_fracture", "clavicle_fracture"),
+    "calcification": ("aortic_calcification",),
 }
 
 #: CheXpert column -> findings whose positive/uncertain mentions only also feed it ("no

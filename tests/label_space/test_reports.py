@@ -132,6 +132,25 @@ def one(text, col, **kw):
     ("Opacity which may be compatible with pneumonia.", "Pneumonia", -1.0),
     ("Please correlate clinically for pneumonia.", "Pneumonia", -1.0),
     ("A superimposed pneumonia would be a consideration.", "Pneumonia", -1.0),
+    # findings beyond CheXpert's 14 (canonical ids)
+    ("Hyperinflation consistent with COPD.", "copd", 1.0),
+    ("Chronic obstructive pulmonary disease.", "copd", 1.0),
+    ("Known interstitial lung disease.", "interstitial_lung_disease", 1.0),
+    ("Cylindrical bronchiectasis in the lower lobes.", "bronchiectasis", 1.0),
+    ("No evidence of active tuberculosis.", "tuberculosis", 0.0),
+    ("Calcified right hilar lymph nodes.", "calcification", 1.0),
+    ("The thoracic aorta is tortuous and calcified.", "aortic_calcification", 1.0),
+    ("Heavily calcified and mildly tortuous aorta.", "aortic_calcification", 1.0),
+    ("Aortic atherosclerosis.", "aortic_calcification", 1.0),
+    ("Aortic atherosclerosis.", "calcification", 1.0),  # a child feeds its parent
+    ("Calcified granuloma in the left base.", "calcification", None),  # a granuloma
+    ("Bilateral nipple piercings.", "foreign_object", 1.0),
+    ("Bullet fragments over the left chest.", "foreign_object", 1.0),
+    ("Healed fracture of the left clavicle.", "clavicle_fracture", 1.0),
+    ("Healed fracture of the left clavicle.", "fracture", 1.0),
+    ("No pneumomediastinum.", "pneumomediastinum", 0.0),
+    ("No free air under the diaphragm.", "pneumoperitoneum", 0.0),
+    ("Free intraperitoneal air.", "pneumoperitoneum", 1.0),
     # exclusions
     ("Small pericardial effusion.", "Pleural Effusion", None),
     ("Subcutaneous emphysema in the neck.", "Pneumothorax", None),
