@@ -14,7 +14,8 @@ the instance's (:func:`report_spec`); the sample ids and the registry key do not
 
 The labels are computed once per harmonize and kept in the table cache; the labeler key
 (:func:`radharmony.reports.labeler_key`: labeler version + a hash of every rule) is part of the
-harmonizer's :meth:`arguments`, so changed rules are a cache miss (and so is a changed ``report_probable``).
+harmonizer's :meth:`arguments`, so changed rules are a cache miss (and so is a changed
+``report_probable``).
 
 >>> from radharmony.datasets.rexgradient import ReXGradientTrainHarmonizer
 >>> h = ReXGradientTrainHarmonizer("train_metadata_view_position.json", labels="report")

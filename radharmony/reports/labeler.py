@@ -10,7 +10,8 @@ cues of its sentence (``cues.tsv``):
    probable ("likely", "X versus Y") -> -1 (1 with ``probable="positive"``),
    pseudo-negation ("no change in") -> 1; an ``ignore`` cue ("limits evaluation for")
    drops the mention (the clause speaks of the examination, not the finding), and so does
-   an ``ignore`` cue anywhere after it in the clause ("evaluation for ... is limited");
+   a ``post`` / ``any`` ignore cue anywhere after it in the clause ("evaluation for ... is
+   limited"; a ``pre`` one there, "scoliosis limits evaluation of ...", does not);
 3. else the nearest cue *after* it: "is not seen" -> 0, "cannot be excluded" -> -1;
 4. else the mention is positive (1). A ``normal`` rule ("normal heart size") gives 0, an
    ``uncertain`` rule -1 and a ``probable`` one ("borderline heart size") -1 (or 1),
