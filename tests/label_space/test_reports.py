@@ -474,6 +474,18 @@ def test_openi_hedging_counts_stated_and_hedged_mentions(tmp_path):
     assert hedging(path, ids="all").set_index("label").loc["pleural_effusion", "stated"] == 2
     with pytest.raises(RadHarmonyError, match="ids"):
         hedging(path, ids="mixed")
+    # errors() under each protocol: the hedged effusion is a false positive only when every
+    # hedge counts; the hedged ("possible") cardiomegaly a false negative only when graded
+    from radharmony.reports.evaluate_openi import errors, evaluate
+
+    assert errors(path, "pleural_effusion")["number"].tolist() == [4]
+    assert errors(path, "pleural_effusion", protocol="graded").empty
+    assert errors(path, "cardiomegaly").empty
+    assert errors(path, "cardiomegaly", protocol="graded")["number"].tolist() == [6]
+    graded = evaluate(path, ids="even", n_boot=0, protocol="graded").set_index("label")
+    assert graded.loc["pleural_effusion", "f1"] == 1.0
+    with pytest.raises(RadHarmonyError, match="protocol"):
+        evaluate(path, protocol="strict")
 
 
 # -- Spanish rules: PadChest's stemmed reports ---------------------------------------------------
