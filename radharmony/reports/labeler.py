@@ -75,13 +75,11 @@ class _Labeler:
 
     def label_text(self, text: str, spans: list[tuple[str, int, int]], out: dict) -> None:
         low = _lower(text)
-        which = self.rules.mentions.which
+        mentions = self.rules.mentions
         for section, s, e in spans:
             sentences = None
             cue_cache: dict[int, list] = {}
-            for m in self.mention_rx.finditer(low, s, e):
-                ms, me = m.span()
-                rule = which(low, ms, me)
+            for ms, me, rule in mentions.finditer(low, s, e):
                 if rule.kind == "exclude" or rule.kind == "anaphor" and not any(
                         out.get(f, (0.0,))[0] != 0.0 for f in rule.findings):
                     continue
@@ -105,9 +103,7 @@ class _Labeler:
                         out[finding] = (value, ev)
 
     def _cues(self, low: str, ss: int, se: int) -> list:
-        which = self.rules.cues.which
-        return [(c.start(), c.end(), which(low, c.start(), c.end()))
-                for c in self.cue_rx.finditer(low, ss, se)]
+        return list(self.rules.cues.finditer(low, ss, se))
 
     def _decide(self, cues: list, ms: int, me: int):
         """The value of the mention at ``[ms, me)`` and the cue that decided it. A cue that

@@ -29,13 +29,15 @@ the cue stands relative to the mention: ``pre``, ``post`` or ``any`` (terminator
 Patterns are Python regular expressions matched on the lower-cased text; a space matches
 any run of whitespace, and a pattern that begins (ends) with a letter, digit or group only
 matches at a word start (end). Named groups and inline flags are refused. At one position the
-longer pattern is tried first, and matches never overlap: "cannot be excluded" (uncertain)
-hides the "not" inside it, "no change in" (pseudo) hides its "no".
+rule with the longest match wins (a tie goes to the longer pattern text, then to the file
+order), and matches never overlap: "cannot be excluded" (uncertain) hides the "not" inside
+it, "no change in" (pseudo) hides its "no".
 """
 
 from __future__ import annotations
 
 import functools
+from bisect import bisect_right
 import hashlib
 import re
 from dataclasses import dataclass, field
@@ -44,6 +46,12 @@ from typing import Iterable
 
 from ..errors import RadHarmonyError
 from .findings import FINDINGS
+
+try:  # the regex parser, for the first characters a rule can match (stable since 3.0)
+    from re import _constants as _sre_constants, _parser as _sre_parser
+except ImportError:  # Python 3.10
+    import sre_constants as _sre_constants
+    import sre_parse as _sre_parser
 
 #: bump when the labelling algorithm changes (the rules' own hash is part of the cache key)
 LABELER_VERSION = "1.5"
@@ -113,8 +121,38 @@ class _Matcher:
         self._plain_order = [i for i in self.order if id(rules[i]) not in plain]
         self._rank = {id(rules[i]): k for k, i in enumerate(self.order)}
         self._which: dict[str, tuple[list[Rule], Rule | None]] = {}
+        # longest match: per first character, the (rank, rule) pairs that can start with it
+        firsts = [_first_chars(_translate(rules[i].pattern)) for i in self.order]
+        anywhere = [k for k, f in enumerate(firsts) if f is None]
+        self._by_first: dict[str, tuple[list[int], list[Rule]]] = {}
+        for ch in {c for f in firsts if f for c in f}:
+            ks = sorted({k for k, f in enumerate(firsts) if f and ch in f} | set(anywhere))
+            self._by_first[ch] = (ks, [rules[self.order[k]] for k in ks])
+        self._anywhere = (anywhere, [rules[self.order[k]] for k in anywhere])
+
+    def finditer(self, low: str, start: int, end: int):
+        """``(start, end, rule)`` of every match in ``low[start:end]``, left to right, without
+        overlaps; at each position the rule with the longest match wins (ties: the longer
+        pattern text, then the file order)."""
+        search, pos = self.regex.search, start
+        while True:
+            m = search(low, pos, end)
+            if m is None:
+                return
+            s, e = m.span()
+            rule = self.which(low, s, e)
+            # the alternation took the first rule in order that matches here; a later one
+            # (shorter pattern text) that can start with this character may match more
+            ranks, bucket = self._by_first.get(low[s], self._anywhere)
+            for later in bucket[bisect_right(ranks, self._rank[id(rule)]):]:
+                lm = later.regex.match(low, s, end)
+                if lm is not None and lm.end() > e:
+                    rule, e = later, lm.end()
+            yield s, e, rule
+            pos = e
 
     def which(self, low: str, start: int, end: int) -> Rule:
+        """The rule that produced the alternation's match ``low[start:end]``."""
         text = low[start:end]
         entry = self._which.get(text)
         if entry is None:
@@ -145,6 +183,60 @@ class _Matcher:
                 if m.end() == end:
                     return self.rules[i]
         return first
+
+
+def _first_chars(pattern: str) -> set[str] | None:
+    """The characters a match of ``pattern`` can start with, or None (any, or unknown)."""
+    try:
+        first, _ = _first_of_seq(_sre_parser.parse(pattern))
+    except Exception:  # an unknown construct: every position is a candidate
+        return None
+    return first
+
+
+def _first_of_seq(items) -> tuple[set[str] | None, bool]:
+    acc: set[str] = set()
+    for op, av in items:
+        first, empty = _first_of_item(op, av)
+        if first is None:
+            return None, False
+        acc |= first
+        if not empty:
+            return acc, False
+    return acc, True
+
+
+def _first_of_item(op, av) -> tuple[set[str] | None, bool]:
+    """(first characters, can be empty) of one parsed regex item."""
+    c = _sre_constants
+    if op is c.LITERAL:
+        return {chr(av)}, False
+    if op is c.IN:
+        out: set[str] = set()
+        for o, a in av:
+            if o is c.LITERAL:
+                out.add(chr(a))
+            elif o is c.RANGE and a[1] - a[0] <= 256:
+                out |= {chr(x) for x in range(a[0], a[1] + 1)}
+            else:
+                return None, False
+        return out, False
+    if op is c.SUBPATTERN:
+        return _first_of_seq(av[-1])
+    if op is c.BRANCH:
+        out, empty = set(), False
+        for branch in av[1]:
+            first, e = _first_of_seq(branch)
+            if first is None:
+                return None, False
+            out, empty = out | first, empty or e
+        return out, empty
+    if op in (c.MAX_REPEAT, c.MIN_REPEAT):
+        first, empty = _first_of_seq(av[2])
+        return first, empty or av[0] == 0
+    if op in (c.AT, c.ASSERT, c.ASSERT_NOT):  # zero width
+        return set(), True
+    return None, False
 
 
 def _strip_lookarounds(pattern: str) -> str:

@@ -226,6 +226,30 @@ def test_rule_lookup_follows_the_context_of_each_match():
     assert math.isnan(leads["Support Devices"].iloc[1])
 
 
+def test_longest_match_wins_whatever_the_pattern_length(tmp_path):
+    """At one position the rule matching the most text wins, not the longer-written one: a
+    short user cue beats the built-in "could(?: be| represent| ...)?" hedge."""
+    f = tmp_path / "cues.tsv"
+    f.write_text("kind\tposition\tpattern\nignore\tpre\tcould shadow\n")
+    text = "Bony overlap could shadow a small nodule."
+    assert one(text, "Lung Lesion") == -1.0  # built-in: "could" hedges
+    assert one(text, "Lung Lesion", rules=f) is None  # the longer match drops the mention
+    _, ev = label_reports(["Bony overlap could shadow a nodule. Could be a nodule."],
+                         explain=True, rules=f)
+    assert ev.set_index("label").loc["Lung Lesion", "cue"] == "Could be"
+
+
+def test_first_chars():
+    from radharmony.reports.rules import _first_chars
+
+    assert _first_chars("no") == {"n"}
+    assert _first_chars("(?:could|may) be") == {"c", "m"}
+    assert _first_chars("(?:left )?rib") == {"l", "r"}
+    assert _first_chars("[a-c]x") == {"a", "b", "c"}
+    assert _first_chars(r"(?<!\w)(?:no)") == {"n"}  # a lookbehind has no width
+    assert _first_chars(r"\w+") is None  # any word character: every position
+
+
 def test_strip_lookarounds():
     from radharmony.reports.rules import _strip_lookarounds
 
