@@ -70,6 +70,12 @@ def _probable_argument(value) -> str:
     return check_choice("report_probable", value, tuple(PROBABLE))
 
 
+def _without_report_labels(found: str) -> RadHarmonyError:
+    return RadHarmonyError("report_rules or report_probable given without labels='report'",
+                           expected="labels='report' with report_rules / report_probable",
+                           found=found, fix="pass labels='report' too")
+
+
 def report_label_columns(reports: pd.Series, *, rules=None,
                          probable: str = "uncertain") -> pd.DataFrame:
     """The 14 CheXpert columns (CheXpert order, float32) of ``reports``; each distinct
@@ -94,12 +100,8 @@ class ReportLabelsHarmonizer:
         self.report_rules = _rules_argument(report_rules)
         self.report_probable = _probable_argument(report_probable)
         if (self.report_rules or self.report_probable != "uncertain") and self.labels is None:
-            raise RadHarmonyError("report_rules or report_probable given without "
-                                  "labels='report'",
-                                  expected="labels='report' with report_rules / report_probable",
-                                  found=f"labels=None, report_rules={self.report_rules}, "
-                                        f"report_probable={self.report_probable!r}",
-                                  fix="pass labels='report' too")
+            raise _without_report_labels(f"labels=None, report_rules={self.report_rules}, "
+                                         f"report_probable={self.report_probable!r}")
         if self.labels == "report":
             from ..reports import labeler_key
 
@@ -158,8 +160,5 @@ class ReportLabelsDataset:
                     report_probable=report_probable)
             kwargs.setdefault("spec", report_spec(type(self).spec))
         elif report_rules is not None or report_probable != "uncertain":
-            raise RadHarmonyError("report_rules or report_probable given without "
-                                  "labels='report'",
-                                  expected="labels='report' with report_rules / report_probable",
-                                  found="labels=None", fix="pass labels='report' too")
+            raise _without_report_labels("labels=None")
         super().__init__(base_image_dir, csv_path, **kwargs)

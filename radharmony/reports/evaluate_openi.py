@@ -130,6 +130,11 @@ def _reports(path: str | Path, ids: str) -> pd.DataFrame:
     return select_ids(df, df["number"], ids)
 
 
+def _protocol(protocol: str) -> tuple[str, tuple[float, ...]]:
+    """``(probable=, present values)`` of a :data:`PROTOCOLS` name (checked)."""
+    return PROTOCOLS[check_choice("protocol", protocol, tuple(PROTOCOLS))]
+
+
 def _prf(gold: np.ndarray, pred: np.ndarray) -> tuple[float, float, float]:
     tp = int((gold & pred).sum())
     fp, fn = int((~gold & pred).sum()), int((gold & ~pred).sum())
@@ -144,7 +149,7 @@ def evaluate(path: str | Path, *, ids: str = "odd", n_boot: int = 1000, seed: in
     """Precision / recall / F1 (bootstrap 95 % intervals over reports) per :data:`GOLD`
     column on the ``"odd"``, ``"even"`` or ``"all"`` report ids, scored as ``protocol``
     (:data:`PROTOCOLS`) says."""
-    probable, present = PROTOCOLS[check_choice("protocol", protocol, tuple(PROTOCOLS))]
+    probable, present = _protocol(protocol)
     df = _reports(path, ids)
     pred = label_reports(df["sections"], vocabulary="canonical", rules=rules,
                          probable=probable)
@@ -180,7 +185,7 @@ def errors(path: str | Path, label: str, *, ids: str = "even", rules=None,
            protocol: str = "issue") -> pd.DataFrame:
     """The false positives and false negatives of one label under ``protocol`` (for rule
     development: use the even ids)."""
-    probable, present = PROTOCOLS[check_choice("protocol", protocol, tuple(PROTOCOLS))]
+    probable, present = _protocol(protocol)
     df = _reports(path, ids)
     pred, ev = label_reports(df["sections"], vocabulary="canonical", explain=True, rules=rules,
                              probable=probable)

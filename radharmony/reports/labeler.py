@@ -70,8 +70,6 @@ class _Labeler:
         self.rules, self.explain = rules, explain
         self.fixed = {**_FIXED, "probable": PROBABLE[probable]}
         self.cue_value = {**_CUE_VALUE, "probable": PROBABLE[probable]}
-        self.mention_rx = rules.mentions.regex
-        self.cue_rx = rules.cues.regex
 
     def label_text(self, text: str, spans: list[tuple[str, int, int]], out: dict) -> None:
         low = _lower(text)

@@ -114,9 +114,9 @@ class _Matcher:
         self.rules = rules
         self.regex = re.compile("|".join(parts) if parts else r"(?!x)x")
         # rules with a lookaround, in order, with their pattern stripped of it (any context)
-        self._contextual = [(k, rules[i], re.compile(_translate(_strip_lookarounds(
-            rules[i].pattern)))) for k, i in enumerate(self.order)
-            if _strip_lookarounds(rules[i].pattern) != rules[i].pattern]
+        loose = {i: _strip_lookarounds(rules[i].pattern) for i in self.order}
+        self._contextual = [(k, rules[i], re.compile(_translate(loose[i])))
+                            for k, i in enumerate(self.order) if loose[i] != rules[i].pattern]
         plain = {id(r) for _, r, _ in self._contextual}
         self._plain_order = [i for i in self.order if id(rules[i]) not in plain]
         self._rank = {id(rules[i]): k for k, i in enumerate(self.order)}
