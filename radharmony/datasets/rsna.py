@@ -30,7 +30,7 @@ import pandas as pd
 from ..table.harmonizer import BaseHarmonizer, Inputs
 from ..data.dataset import BaseRadiologicalDataset
 from ..errors import MetadataError
-from ..spec import DatasetSpec
+from ..spec import DatasetSpec, Identity
 from ..table.read_json import read_json_file
 from ..table.locate import find_optional
 from ..table.read_csv import lists_by, numeric_columns, read_table, records, require_columns
@@ -49,6 +49,8 @@ LABEL_MAP = {LABEL: (("lung_opacity", "narrower"), ("pneumonia", "approximate"))
 #: image files looked for, best first: the release's DICOMs, then converted copies
 IMAGE_SUFFIXES = (".dcm", ".png", ".jpg", ".jpeg")
 SPEC = DatasetSpec(
+    identity=Identity("nih_cxr14", link="column", column="nih_image",  # the mapping file
+                      pattern=r"^(\d{8})_"),
     key="rsna_pneumonia", title="RSNA Pneumonia Detection Challenge (stage 2 train)",
     metadata_files=("stage_2_train_labels.csv", "kaggle_stage_2_train_labels.csv.zip"),
     label_cols=(LABEL,), label_map=LABEL_MAP,
