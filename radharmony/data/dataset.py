@@ -27,6 +27,7 @@ from ..annotations.demographics import table_demographics
 from . import batches, precache, sampling
 from .filetable import FileTable
 from .checks import drop_missing
+from .exclude import excluded_rows
 from .splits import assign_folds
 from ..errors import (ImageReadError, PathSafetyError, RadHarmonyError, RowsDroppedWarning,
                       UnsupportedOutputWarning, check_choice)
@@ -98,6 +99,9 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
         spec: the table's :class:`~radharmony.spec.DatasetSpec` (default: the class's, from
             its harmonizer); a table built elsewhere passes its own.
         image_roots: with ``spec.root_col``, the image root of each value of that column.
+        exclude: sample ids to leave out (a list, or a file of one id a line such as
+            :meth:`radharmony.audit.AuditReport.write_exclusions` writes); ids of other
+            datasets are ignored; the rows left out are counted in a warning.
     """
 
     harmonizer_class: ClassVar[type[BaseHarmonizer] | None] = None
@@ -128,7 +132,7 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
                  harmonizer_path: str | os.PathLike | None = None, on_missing: str = "raise",
                  spec: DatasetSpec | None = None,
                  image_roots: Mapping[str, str | os.PathLike] | None = None,
-                 cache_key: str = "identity"):
+                 cache_key: str = "identity", exclude=None):
         self.spec = spec if spec is not None else type(self).spec
         if base_image_dir is None and harmonizer_path is not None and harmonized_df is None \
                 and self.harmonizer_class is not None:  # the image root saved with the table
@@ -162,6 +166,10 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
         if on_missing == "drop":
             df = drop_missing(df, self.base_image_dir, owner=type(self).__name__)
         self._set_table(df)
+        if exclude is not None:  # sample ids a user leaves out (e.g. an audit's duplicates)
+            keep = excluded_rows(self.rows.ids, exclude, owner=type(self).__name__)
+            if not keep.all():
+                self._set_table(self.harmonized_df.iloc[np.flatnonzero(keep)], derived=True)
         self._load_kernels(df)
         if "bbox" in self.outputs and self.rows.boxes is None:
             warnings.warn(f"{type(self).__name__}: output_bbox=True but its table has no "
