@@ -168,12 +168,14 @@ def _labels(ds, df: pd.DataFrame, split: np.ndarray) -> pd.DataFrame:
     v = derived.to_numpy(np.float64)
     keys = pd.DataFrame({"source": sources, "split": pd.Series(split, dtype=object)
                          .fillna("(none)").to_numpy(object)})
+    known = {src: ~np.isnan(v[idx]).all(axis=0)  # findings a source speaks to anywhere
+             for src, idx in keys.groupby("source", sort=False).indices.items()}
     rows = []
     for (src, sp), idx in keys.groupby(["source", "split"], sort=False).indices.items():
         part = v[idx]
         for k, f in enumerate(derived.columns):
             col = part[:, k]
-            if np.isnan(col).all():
+            if not known[src][k]:
                 continue
             rows.append((src, sp, f, int((col == 1).sum()), int((col == 0).sum()),
                          int((col == -1).sum()), int(np.isnan(col).sum())))
