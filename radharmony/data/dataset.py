@@ -12,6 +12,7 @@ folds) in :mod:`radharmony.data.subsets`; this module builds the table they read
 
 from __future__ import annotations
 
+import inspect
 import os
 import warnings
 from itertools import repeat
@@ -64,12 +65,43 @@ class TableRows:
                    roots=roots)
 
 
+def constructor_signature(cls: type) -> inspect.Signature:
+    """The arguments ``cls(...)`` takes: each ``__init__`` from
+    :class:`BaseRadiologicalDataset` up to ``cls``, a mixin's ``*args`` / ``**kwargs``
+    standing for the arguments it passes on (so ``help()`` and editors show them all)."""
+    P = inspect.Parameter
+    mro = cls.__mro__
+    chain = [k for k in reversed(mro[:mro.index(BaseRadiologicalDataset) + 1])
+             if "__init__" in k.__dict__]
+    params: list[inspect.Parameter] = []
+    for klass in chain:
+        own = list(inspect.signature(klass.__dict__["__init__"]).parameters.values())[1:]
+        kinds = {p.kind for p in own}
+        named = {p.name for p in own}
+        positional = [p for p in own if p.kind in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD)]
+        keyword = [p for p in own if p.kind is P.KEYWORD_ONLY]
+        passed = [p for p in params if p.name not in named]
+        if P.VAR_POSITIONAL in kinds:
+            positional += [p for p in passed if p.kind is not P.KEYWORD_ONLY]
+        if P.VAR_KEYWORD in kinds:
+            keyword += [p.replace(kind=P.KEYWORD_ONLY) for p in passed
+                        if p not in positional]
+        params = positional + keyword
+    return inspect.Signature(params)
+
+
 class BaseRadiologicalDataset(SampleReads, Subsets, torch.utils.data.Dataset):
     """Samples of one dataset split as dicts: ``img`` (1, 224, 224) in [-1, 1], ``sample_id``
     and the requested outputs.
 
+    The first three arguments may be given by position, in the reference library's order
+    ``(base_image_dir, csv_path, transform)``; every other one by keyword. Every dataset class
+    (mixins included) takes this signature (``inspect.signature`` shows it in full).
+
     Args:
-        base_image_dir: root that the table's ``image_path`` values are relative to.
+        base_image_dir: root that the table's ``image_path`` values are relative to; may be
+            omitted with ``harmonizer_path=`` or ``harmonizer=`` (the root saved with the
+            harmonizer is used).
         csv_path: the dataset's metadata file; auto-discovered when omitted.
         output_cls, output_mask, output_report, output_bbox: add ``cls``, ``mask``,
             ``report``, ``bbox``. A flag the dataset cannot provide warns and adds nothing.
@@ -93,8 +125,9 @@ class BaseRadiologicalDataset(SampleReads, Subsets, torch.utils.data.Dataset):
         on_missing: ``"raise"`` (default): a row whose image file is absent raises when its
             sample is read; ``"drop"``: such rows are dropped when the dataset is built, with a
             warning giving their count and first paths.
-        spec: the table's :class:`~radharmony.spec.DatasetSpec` (default: the class's, from
-            its harmonizer); a table built elsewhere passes its own.
+        spec: the table's :class:`~radharmony.spec.DatasetSpec` (default: that of the
+            ``harmonizer`` / ``harmonizer_path`` given, e.g. with ``labels="report"``'s label
+            columns, else the class's); a table built elsewhere passes its own.
         image_roots: with ``spec.root_col``, the image root of each value of that column.
     """
 
@@ -114,24 +147,37 @@ class BaseRadiologicalDataset(SampleReads, Subsets, torch.utils.data.Dataset):
         if cls.__dict__.get("harmonizer_class") is not None:
             cls.spec = cls.harmonizer_class.spec
             cls.LABEL_COLS, cls.EXTRA_OUTPUT_COLS = spec_columns(cls.spec)
+        cls.__signature__ = constructor_signature(cls)
 
-    def __init__(self, base_image_dir: str | os.PathLike | None,
-                 csv_path: str | os.PathLike | None = None,
+    def __init__(self, base_image_dir: str | os.PathLike | None = None,
+                 csv_path: str | os.PathLike | None = None, transform: Callable | None = None,
                  *, output_cls: bool = False, output_mask: bool = False,
                  output_report: bool = False, output_bbox: bool = False,
                  bbox_annotator: str | None = None, bbox_merge_iou: float | None = None,
-                 transform: Callable | None = None, cache_dir: str | os.PathLike | None = "./cache",
+                 cache_dir: str | os.PathLike | None = "./cache",
                  dtype: torch.dtype = torch.bfloat16, harmonized_df: pd.DataFrame | None = None,
                  harmonizer: BaseHarmonizer | None = None,
                  harmonizer_path: str | os.PathLike | None = None, on_missing: str = "raise",
                  spec: DatasetSpec | None = None,
                  image_roots: Mapping[str, str | os.PathLike] | None = None,
                  cache_key: str = "identity"):
-        self.spec = spec if spec is not None else type(self).spec
-        if base_image_dir is None and harmonizer_path is not None and harmonized_df is None \
-                and self.harmonizer_class is not None:  # the image root saved with the table
+        if harmonized_df is None and harmonizer_path is not None \
+                and self.harmonizer_class is not None:
             harmonizer, harmonizer_path = self.harmonizer_class.load(harmonizer_path), None
-            base_image_dir = harmonizer.base_image_dir
+        if harmonized_df is None and isinstance(harmonizer, BaseHarmonizer) \
+                and harmonizer.spec.key == type(self).spec.key:  # what the harmonizer holds:
+            if base_image_dir is None:  # the image root saved with the table
+                base_image_dir = harmonizer.base_image_dir
+            if spec is None:  # its table's columns (e.g. labels="report")
+                spec = harmonizer.spec
+        self.spec = spec if spec is not None else type(self).spec
+        if not (transform is None or callable(transform)
+                or isinstance(transform, DefaultTransform)):
+            raise RadHarmonyError(f"{type(self).__name__}'s transform must be callable",
+                                  expected="None, a DefaultTransform or a callable on the sample "
+                                  "dict (e.g. a MONAI Compose)", found=repr(transform),
+                                  fix="the positional arguments are (base_image_dir, csv_path, "
+                                  "transform); pass the others (output_cls=...) by keyword")
         if base_image_dir is None and not (self.spec.root_col and image_roots):
             raise RadHarmonyError(f"{type(self).__name__} needs base_image_dir",
                                   expected="the folder the images are under", found="None",
