@@ -163,7 +163,8 @@ class ReportLabelsDataset:
             raise _without_report_labels("labels=None")
         # a given harmonizer brings its own labels (the base class takes its spec)
         super().__init__(base_image_dir, csv_path, transform, **kwargs)
-        if labels == "report" and getattr(self.harmonizer, "labels", "report") != "report":
+        if labels == "report" and given and kwargs.get("harmonized_df") is None \
+                and getattr(self.harmonizer, "labels", "report") != "report":
             raise RadHarmonyError(f"{type(self).__name__}(labels='report') got a harmonizer "
                                   "made without labels='report'",
                                   expected="a harmonizer made with labels='report'",
