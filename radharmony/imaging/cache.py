@@ -195,7 +195,7 @@ class ImageCache:
                 if f.name in self.opened_packs or f.name in self._bad_packs:
                     continue
                 try:
-                    self.opened_packs[f.name] = Pack(f)
+                    self.opened_packs[f.name] = Pack(f, self.salt)
                 except (ValueError, KeyError, TypeError, IndexError, OSError,
                         struct.error) as exc:
                     warnings.warn(f"Cache pack {f} failed its check ({exc}); removing it, its "
