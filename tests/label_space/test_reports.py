@@ -240,7 +240,7 @@ def test_longest_match_wins_whatever_the_pattern_length(tmp_path):
 
 
 def test_first_chars():
-    from radharmony.reports.rules import _first_chars
+    from radharmony.reports.matcher import _first_chars
 
     assert _first_chars("no") == {"n"}
     assert _first_chars("(?:could|may) be") == {"c", "m"}
@@ -251,7 +251,7 @@ def test_first_chars():
 
 
 def test_strip_lookarounds():
-    from radharmony.reports.rules import _strip_lookarounds
+    from radharmony.reports.matcher import _strip_lookarounds
 
     assert _strip_lookarounds(r"leads?(?! to\b)") == "leads?"
     assert _strip_lookarounds(r"(?:(?<=catheter\s)|(?<=lead\s))fractures?") == "(?:|)fractures?"
