@@ -98,6 +98,9 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
         spec: the table's :class:`~radharmony.spec.DatasetSpec` (default: the class's, from
             its harmonizer); a table built elsewhere passes its own.
         image_roots: with ``spec.root_col``, the image root of each value of that column.
+        level, max_images, view_order, prior: ``level="study"`` gives study samples (every
+            view of a study, report sections, optionally the prior study): see
+            :mod:`radharmony.studies`.
     """
 
     harmonizer_class: ClassVar[type[BaseHarmonizer] | None] = None
@@ -117,6 +120,17 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
             cls.spec = cls.harmonizer_class.spec
             cls.LABEL_COLS, cls.EXTRA_OUTPUT_COLS = spec_columns(cls.spec)
 
+    def __new__(cls, *args, level: str = "image", max_images: int | None = None,
+                view_order=None, prior: bool = False, **kwargs):
+        """``level="study"`` returns a :class:`radharmony.studies.StudyDataset` over this
+        dataset (``max_images``, ``view_order``, ``prior``: see there)."""
+        if level == "image" and max_images is None and view_order is None and not prior:
+            return super().__new__(cls)
+        from ..studies.dataset import study_dataset
+
+        return study_dataset(cls, args, kwargs, level=level, max_images=max_images,
+                             view_order=view_order, prior=prior) or super().__new__(cls)
+
     def __init__(self, base_image_dir: str | os.PathLike | None,
                  csv_path: str | os.PathLike | None = None,
                  *, output_cls: bool = False, output_mask: bool = False,
@@ -128,7 +142,9 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
                  harmonizer_path: str | os.PathLike | None = None, on_missing: str = "raise",
                  spec: DatasetSpec | None = None,
                  image_roots: Mapping[str, str | os.PathLike] | None = None,
-                 cache_key: str = "identity"):
+                 cache_key: str = "identity", level: str = "image",
+                 max_images: int | None = None, view_order=None, prior: bool = False):
+        del level, max_images, view_order, prior  # study level: see __new__
         self.spec = spec if spec is not None else type(self).spec
         if base_image_dir is None and harmonizer_path is not None and harmonized_df is None \
                 and self.harmonizer_class is not None:  # the image root saved with the table

@@ -1,0 +1,263 @@
+"""Study-level samples: every image of a study in one sample, with its report's sections.
+
+``XDataset(root, level="study", max_images=K, view_order=(...), prior=False)`` builds the
+dataset's image-level table as usual and returns a :class:`StudyDataset` over it (see
+:func:`study_dataset`). The image cache is the image-level dataset's own (one entry per image,
+shared with image-level use); splits and folds group by patient as at image level, so a
+study's patient -- and its prior -- is on one side only.
+
+A sample (:data:`SAMPLE_KEYS`): ``study_id``, ``patient_id``, ``img`` (K, 1, S, S) with
+``img_mask`` (K,) bool (True for a real image; padding is -1), ``views`` and ``sample_ids``
+of the real images in order (``view_order``, frontal first), ``key_image`` (position of
+ReXrank's single-image choice: the first PA, else the first AP, else 0), the sections
+``indication``, ``history``, ``comparison``, ``technique``, ``findings``, ``impression``
+(None when absent) and ``report``. With ``prior=True`` also ``prior_study_id``,
+``prior_img``, ``prior_img_mask``, ``prior_views``, ``prior_findings``, ``prior_impression``
+and ``prior_days`` (None / empty / all-False when the study has no prior).
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Callable
+
+import numpy as np
+import torch
+
+from ..data import batches, handoff, sampling
+from ..data.splits import assign_folds
+from ..errors import RadHarmonyError, StudyWarning, check_choice
+from .index import build_index, check_max_images, check_view_order
+from .priors import find_priors
+from .sections import SECTION_KEYS
+
+SAMPLE_KEYS = ("study_id", "patient_id", "img", "img_mask", "views", "sample_ids",
+               "key_image", *SECTION_KEYS, "report")
+PRIOR_KEYS = ("prior_study_id", "prior_img", "prior_img_mask", "prior_views",
+              "prior_findings", "prior_impression", "prior_days")
+LEVELS = ("image", "study")
+
+
+def study_dataset(cls, args: tuple, kwargs: dict, *, level: str, max_images=None,
+                  view_order=None, prior: bool = False):
+    """What ``cls(*args, level=..., ...)`` returns: the image-level dataset itself for
+    ``level="image"`` (study options refused), a :class:`StudyDataset` over it for
+    ``"study"``."""
+    check_choice("level", level, LEVELS)
+    if level == "image":
+        if max_images is not None or view_order is not None or prior:
+            raise RadHarmonyError(f"{cls.__name__}: max_images, view_order and prior are "
+                                  "study-level options", expected="level='study' with them",
+                                  found="level='image'", fix="pass level='study'")
+        return None
+    return StudyDataset(cls(*args, **kwargs), max_images=max_images, view_order=view_order,
+                        prior=prior)
+
+
+class StudyDataset(torch.utils.data.Dataset):
+    """The studies of an image-level dataset ``images`` as samples (see the module doc).
+
+    Args:
+        images: an image-level radharmony dataset (built-in pipeline or a user transform).
+        max_images: K, images per sample; a study with more keeps its first K in view order
+            (one :class:`~radharmony.errors.StudyWarning` counts them). None: the largest study.
+        view_order: the order of a study's images by view; other views follow, table order.
+        prior: add the patient's previous study (:mod:`radharmony.studies.priors`).
+    """
+
+    #: a callable run on every study sample (set by get_datasets / get_folds)
+    sample_transform: Callable | None = None
+
+    def __init__(self, images, *, max_images: int | None = None, view_order=None,
+                 prior: bool = False):
+        self.images = images
+        self.view_order = check_view_order(view_order)
+        self.prior = bool(prior)
+        owner = type(images).__name__
+        self.index = build_index(images.harmonized_df, max_images=check_max_images(max_images),
+                                 view_order=self.view_order, root_col=images.spec.root_col,
+                                 owner=owner)
+        self.max_images = self.index.max_images
+        self.prior_of = self.prior_days = None
+        if self.prior:
+            first = np.array([r[0] for r in self.index.rows], np.int64)
+            self.prior_of, self.prior_days = find_priors(
+                first, self.index.patient_ids, self.index.study_ids, images.harmonized_df,
+                images.spec, owner=owner)
+        views = images.harmonized_df["view"].to_numpy(object)
+        self._views = [views[r].tolist() for r in self.index.rows]
+
+    # -- the table ---------------------------------------------------------------------------
+    @property
+    def spec(self):
+        return self.images.spec
+
+    @property
+    def harmonized_df(self):
+        """The image-level table behind the studies (read-only)."""
+        return self.images.harmonized_df
+
+    @property
+    def studies(self):
+        """One row per study: ids, image counts, ``key_image``, sections, ``report``."""
+        df = self.index.table()
+        if self.prior:
+            df["prior_study_id"] = [self.index.study_ids[p] if p >= 0 else None
+                                    for p in self.prior_of]
+            df["prior_days"] = self.prior_days
+        return df
+
+    @property
+    def study_ids(self) -> np.ndarray:
+        return self.index.study_ids
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __repr__(self) -> str:
+        return (f"StudyDataset({type(self.images).__name__}: {len(self)} studies, "
+                f"{sum(len(r) for r in self.index.rows)} images, max_images="
+                f"{self.max_images}, prior={self.prior})")
+
+    # -- splits ------------------------------------------------------------------------------
+    def _on_images(self, images, transform=None) -> "StudyDataset":
+        with warnings.catch_warnings():  # counted once, when the whole dataset was built
+            warnings.simplefilter("ignore", StudyWarning)
+            new = StudyDataset(images, max_images=self.max_images,
+                               view_order=self.view_order, prior=self.prior)
+        if transform is not None and not callable(transform):
+            raise RadHarmonyError("A train_transform / val_transform must be callable",
+                                  expected="a callable on the study sample dict",
+                                  found=repr(transform), fix="pass a callable (or None)")
+        new.sample_transform = transform
+        return new
+
+    def get_datasets(self, n_splits: int | None = None, *, seed: int = 0,
+                     train_transform=None, val_transform=None):
+        """As the image-level :meth:`get_datasets`: ``None``: one dataset; ``n``:
+        ``(train, val)`` grouped by patient (the same patients as at image level)."""
+        if n_splits is None:
+            return self._on_images(self.images.get_datasets(), train_transform)
+        return self.get_folds(n_splits, seed=seed, train_transform=train_transform,
+                              val_transform=val_transform)[0]
+
+    def get_folds(self, n_splits: int = 5, *, seed: int = 0, train_transform=None,
+                  val_transform=None) -> list[tuple]:
+        """``n_splits`` ``(train, val)`` pairs grouped by patient; the val sides cover every
+        study exactly once."""
+        images = self.images
+        folds = assign_folds(images.harmonized_df[images.spec.group_col], n_splits, seed=seed)
+        return [(self._on_images(images._subset(np.flatnonzero(folds != k)), train_transform),
+                 self._on_images(images._subset(np.flatnonzero(folds == k)), val_transform))
+                for k in range(n_splits)]
+
+    def filter(self, mask) -> "StudyDataset":
+        """The studies where ``mask`` (one bool per study, or a callable on :attr:`studies`)
+        is True."""
+        if callable(mask):
+            mask = mask(self.studies)
+        mask = np.asarray(mask)
+        if mask.dtype != bool or mask.shape != (len(self),):
+            raise RadHarmonyError("filter() needs one boolean per study",
+                                  expected=f"a boolean array of length {len(self)}",
+                                  found=f"dtype {mask.dtype}, shape {mask.shape}",
+                                  fix="build it from ds.studies")
+        keep = np.sort(np.concatenate([self._all_rows(i) for i in np.flatnonzero(mask)]
+                                      or [np.empty(0, np.int64)]))
+        return self._on_images(self.images._subset(keep), self.sample_transform)
+
+    def _all_rows(self, i: int) -> np.ndarray:
+        sid = self.index.study_ids[i]
+        return np.flatnonzero(self.images.harmonized_df["study_id"].to_numpy(object) == sid)
+
+    # -- images --------------------------------------------------------------------------------
+    def _quantized(self, rows: np.ndarray) -> np.ndarray:
+        ds = self.images
+        if ds.image_cache is not None:
+            return batches.read_quantized(ds, rows)[0]
+        return np.stack([ds.load_image(int(r))[0] for r in rows])
+
+    def _images(self, studies: list[int]) -> torch.Tensor:
+        """``(len(studies), K, 1, S, S)`` of those studies (index >= len(self) + p: none)."""
+        ds, k = self.images, self.max_images
+        rows = [self.index.rows[s] if s >= 0 else np.empty(0, np.int64) for s in studies]
+        flat = np.concatenate(rows) if rows else np.empty(0, np.int64)
+        pos = np.concatenate([j * k + np.arange(len(r)) for j, r in enumerate(rows)]) \
+            if rows else np.empty(0, np.int64)
+        if ds.user_transform is not None:  # the user's transform gives each image's tensor
+            imgs = [ds[int(r)]["img"] for r in flat]
+            shape = tuple(imgs[0].shape) if imgs else (1, ds.pipeline.size, ds.pipeline.size)
+            out = torch.full((len(studies) * k, *shape), -1.0, dtype=ds.dtype)
+            for p, img in zip(pos, imgs):
+                out[p] = img
+            return out.view(len(studies), k, *shape)
+        size = ds.pipeline.size
+        q = self._quantized(flat) if len(flat) else None
+        dtype = q.dtype if q is not None else np.uint8 if ds.pipeline.bits == 8 else np.uint16
+        padded = np.zeros((len(studies) * k, size, size), dtype)
+        if q is not None:
+            padded[pos] = q
+        return batches.to_batch_tensor(ds, padded).view(len(studies), k, 1, size, size)
+
+    def _mask(self, s: int) -> torch.Tensor:
+        m = torch.zeros(self.max_images, dtype=torch.bool)
+        if s >= 0:
+            m[:len(self.index.rows[s])] = True
+        return m
+
+    # -- samples ------------------------------------------------------------------------------
+    def _check(self, index) -> int:
+        n = len(self)
+        if not -n <= index < n:
+            raise IndexError(f"index {index} out of range for {n} studies")
+        return int(index) % n
+
+    def __getitem__(self, index: int) -> dict:
+        return self.__getitems__([index])[0] if self.sample_transform is None else \
+            self._finish(self._samples([self._check(index)])[0])
+
+    def __getitems__(self, indices) -> list[dict]:
+        """The studies of ``indices`` read as one batch (``DataLoader(ds, batch_size=B)``
+        calls this): one read of all their images, one conversion."""
+        idx = [self._check(i) for i in indices]
+        samples, tensors = self._samples(idx, whole=True)
+        if self.sample_transform is not None:
+            return [self._finish(s) for s in samples]
+        rows = {k: v.unbind(0) for k, v in tensors.items()}
+        for j, s in enumerate(samples):
+            for k in tensors:
+                s[k] = rows[k][j]
+        return handoff.mark(samples, tensors, rows)
+
+    def _samples(self, idx: list[int], whole: bool = False):
+        priors = [int(self.prior_of[i]) for i in idx] if self.prior else []
+        imgs = self._images(idx + priors)
+        tensors = {"img": imgs[:len(idx)],
+                   "img_mask": torch.stack([self._mask(i) for i in idx])}
+        if self.prior:
+            tensors["prior_img"] = imgs[len(idx):]
+            tensors["prior_img_mask"] = torch.stack([self._mask(p) for p in priors])
+        ix, ids = self.index, self.images.rows.ids
+        out = []
+        for j, i in enumerate(idx):
+            s = {"study_id": ix.study_ids[i], "patient_id": ix.patient_ids[i],
+                 "img": tensors["img"][j], "img_mask": tensors["img_mask"][j],
+                 "views": list(self._views[i]), "sample_ids": ids[ix.rows[i]].tolist(),
+                 "key_image": int(ix.key_image[i]), **ix.sections[i], "report": ix.reports[i]}
+            if self.prior:
+                p = priors[j]
+                s.update({"prior_study_id": ix.study_ids[p] if p >= 0 else None,
+                          "prior_img": tensors["prior_img"][j],
+                          "prior_img_mask": tensors["prior_img_mask"][j],
+                          "prior_views": list(self._views[p]) if p >= 0 else [],
+                          "prior_findings": ix.sections[p]["findings"] if p >= 0 else None,
+                          "prior_impression": ix.sections[p]["impression"] if p >= 0 else None,
+                          "prior_days": None if p < 0 or np.isnan(self.prior_days[i])
+                          else int(self.prior_days[i])})
+            out.append(s)
+        return (out, tensors) if whole else out
+
+    def _finish(self, sample: dict) -> dict:
+        if self.sample_transform is None:
+            return sample
+        return sampling.after_transform(self.sample_transform(sample), self.images.dtype)
