@@ -122,11 +122,11 @@ class BaseRadiologicalDataset(torch.utils.data.Dataset):
 
     def __new__(cls, *args, level: str = "image", max_images: int | None = None,
                 view_order=None, prior: bool = False, **kwargs):
-        """``level="study"`` returns a :class:`radharmony.studies.StudyDataset` over this
+        """``level="study"`` returns a :class:`radharmony.data.studies.StudyDataset` over this
         dataset (``max_images``, ``view_order``, ``prior``: see there)."""
         if level == "image" and max_images is None and view_order is None and not prior:
             return super().__new__(cls)
-        from ..studies.dataset import study_dataset
+        from .studies import study_dataset
 
         return study_dataset(cls, args, kwargs, level=level, max_images=max_images,
                              view_order=view_order, prior=prior) or super().__new__(cls)

@@ -22,14 +22,15 @@ import warnings
 from typing import Callable
 
 import numpy as np
+import pandas as pd
 import torch
 
-from ..data import batches, handoff, sampling
-from ..data.splits import assign_folds
+from . import batches, handoff, sampling
+from .splits import assign_folds
 from ..errors import RadHarmonyError, StudyWarning, check_choice
-from .index import build_index, check_max_images, check_view_order
-from .priors import find_priors
-from .sections import SECTION_KEYS
+from ..studies.index import build_index, check_max_images, check_view_order
+from ..studies.priors import find_priors
+from ..studies.sections import SECTION_KEYS
 
 SAMPLE_KEYS = ("study_id", "patient_id", "img", "img_mask", "views", "sample_ids",
                "key_image", *SECTION_KEYS, "report")
@@ -102,8 +103,8 @@ class StudyDataset(torch.utils.data.Dataset):
         """One row per study: ids, image counts, ``key_image``, sections, ``report``."""
         df = self.index.table()
         if self.prior:
-            df["prior_study_id"] = [self.index.study_ids[p] if p >= 0 else None
-                                    for p in self.prior_of]
+            df["prior_study_id"] = pd.Series([self.index.study_ids[p] if p >= 0 else None
+                                              for p in self.prior_of], dtype=object)
             df["prior_days"] = self.prior_days
         return df
 
