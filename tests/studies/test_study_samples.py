@@ -17,6 +17,8 @@ from radharmony.studies import SECTION_KEYS
 from radharmony.studies.index import build_index
 from radharmony.studies.priors import find_priors
 
+from study_fixtures import rex_fake, rex_real  # noqa: F401 (fixtures)
+
 FIELDS = {"indication": "Indication", "comparison": "Comparison", "findings": "Findings",
           "impression": "Impression"}
 

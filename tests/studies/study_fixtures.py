@@ -1,4 +1,4 @@
-"""Study-level fixtures: the real ReXGradient test excerpt with fake PNGs, a fake replica."""
+"""Study-level fixtures (imported by the study tests): the real ReXGradient test excerpt with fake PNGs, a fake replica."""
 
 from __future__ import annotations
 
@@ -11,16 +11,7 @@ import pytest
 from radharmony.fake import write_rexgradient
 from radharmony.fake.images import synthetic_cxr, write_png
 
-#: ../shared beside the repository (real-format samples); absent on users' machines
-SHARED = Path(__file__).resolve().parents[3] / "shared"
-
-
-def shared_file(*parts: str) -> Path:
-    p = SHARED.joinpath(*parts)
-    if not p.is_file():
-        pytest.skip(f"{p} is not available (../shared is absent)")
-    return p
-
+from conftest import shared_file
 
 @pytest.fixture(scope="session")
 def rex_real(tmp_path_factory):
