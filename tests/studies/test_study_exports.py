@@ -102,3 +102,25 @@ def test_llava_json(study_ds, tmp_path):
     assert e["conversations"][1]["value"].startswith("Findings: ")
     with pytest.raises(ExportError, match="level='study'"):
         to_parquet(study_ds.images, tmp_path / "x")
+
+
+def test_cli_study_export_and_info(tmp_path, capsys):
+    from radharmony.cli.main import main
+    from radharmony.fake import write_rexgradient
+
+    write_rexgradient(tmp_path, studies={"test": 6}, seed=4, image_size=(48, 40))
+    meta = str(tmp_path / "download" / "metadata" / "test_metadata_view_position.json")
+    root = str(tmp_path / "deid_png")
+    assert main(["info", "rexgradient_test", "--root", root, "--csv-path", meta,
+                 "--level", "study", "--json", "-q"]) == 0
+    info = json.loads(capsys.readouterr().out)[0]["study_level"]
+    assert info["studies"] == 6 and sum(info["images_per_study"].values()) == 6
+    assert set(info["sections"]) == set(SECTION_KEYS)
+    for fmt in ("webdataset", "parquet", "llava"):
+        assert main(["export", "rexgradient_test", "--root", root, "--csv-path", meta,
+                     "--level", "study", "--format", fmt, "-o", str(tmp_path / fmt),
+                     "--json", "-q"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["studies"] == 6 and out["format"] == fmt
+    assert main(["export", "rexgradient_test", "--root", root, "--format", "parquet", "-o",
+                 str(tmp_path / "x"), "-q"]) == 2  # parquet needs --level study
