@@ -173,38 +173,77 @@ class StudyDataset(torch.utils.data.Dataset):
 
     # -- images --------------------------------------------------------------------------------
     def _quantized(self, rows: np.ndarray) -> np.ndarray:
+        """The quantized ``(n, S, S)`` images of image rows ``rows`` (through the cache)."""
         ds = self.images
         if ds.image_cache is not None:
             return batches.read_quantized(ds, rows)[0]
         return np.stack([ds.load_image(int(r))[0] for r in rows])
 
+    def _converted(self, rows: np.ndarray) -> torch.Tensor:
+        """Image rows ``rows`` as ``(n, 1, S, S)`` in the dataset's dtype, in a scratch
+        buffer reused by the next call: a batch held in one pack is converted straight out
+        of its memory map (as the image-level batched read does), any other gathered first."""
+        ds, size = self.images, self.images.pipeline.size
+        shape = (len(rows), 1, size, size)
+        scratch = self.__dict__.get("_scratch")
+        if scratch is None or scratch.dtype != ds.dtype or len(scratch) < len(rows) \
+                or scratch.shape[1:] != shape[1:]:
+            scratch = self._scratch = torch.empty((max(len(rows), 64), *shape[1:]),
+                                                  dtype=ds.dtype)
+        out = scratch[:len(rows)]
+        if ds.image_cache is not None:
+            found = batches._find(ds, rows)  # the batched read's own lookup and pack path
+            direct = batches._one_pack(ds, found)
+            if direct is not None:
+                pack, records = direct
+                return ds.pipeline.to_tensor(pack.data, ds.dtype, rows=records, out=out)
+            q = batches._gather(ds, rows, found, None)[0]
+        else:
+            q = self._quantized(rows)
+        return ds.pipeline.to_tensor(q, ds.dtype, out=out)
+
     def _images(self, studies: list[int]) -> torch.Tensor:
-        """``(len(studies), K, 1, S, S)`` of those studies (index >= len(self) + p: none)."""
+        """``(len(studies), K, 1, S, S)`` of those studies (-1: no study), padding -1."""
         ds, k = self.images, self.max_images
         rows = [self.index.rows[s] if s >= 0 else np.empty(0, np.int64) for s in studies]
         flat = np.concatenate(rows) if rows else np.empty(0, np.int64)
-        pos = np.concatenate([j * k + np.arange(len(r)) for j, r in enumerate(rows)]) \
-            if rows else np.empty(0, np.int64)
         if ds.user_transform is not None:  # the user's transform gives each image's tensor
-            imgs = [ds[int(r)]["img"] for r in flat]
-            shape = tuple(imgs[0].shape) if imgs else (1, ds.pipeline.size, ds.pipeline.size)
-            out = torch.full((len(studies) * k, *shape), -1.0, dtype=ds.dtype)
-            for p, img in zip(pos, imgs):
-                out[p] = img
-            return out.view(len(studies), k, *shape)
+            imgs = [[ds[int(i)]["img"] for i in r] for r in rows]
+            first = next((im for r in imgs for im in r), None)
+            shape = tuple(first.shape) if first is not None else \
+                (1, ds.pipeline.size, ds.pipeline.size)
+            out = torch.full((len(studies), k, *shape), -1.0, dtype=ds.dtype)
+            for j, r in enumerate(imgs):
+                for i, img in enumerate(r):
+                    out[j, i] = img
+            return out
         size = ds.pipeline.size
-        q = self._quantized(flat) if len(flat) else None
-        dtype = q.dtype if q is not None else np.uint8 if ds.pipeline.bits == 8 else np.uint16
-        padded = np.zeros((len(studies) * k, size, size), dtype)
-        if q is not None:
-            padded[pos] = q
-        return batches.to_batch_tensor(ds, padded).view(len(studies), k, 1, size, size)
+        shape = (len(studies) * k, 1, size, size)
+        out = handoff.own_batch(shape, ds.dtype) if torch.utils.data.get_worker_info() is None \
+            else handoff.worker_batch(shape, ds.dtype)
+        out = torch.empty(shape, dtype=ds.dtype) if out is None else out
+        # each study's images are one block of slots, copied as bytes by numpy (torch would
+        # split each small copy over its threads, costly when the cores are busy)
+        dst = out.view(torch.uint8).numpy().reshape(shape[0], -1)
+        src = self._converted(flat).view(torch.uint8).numpy().reshape(len(flat), -1) \
+            if len(flat) else None
+        pad = self.__dict__.get("_pad")
+        if pad is None or pad.shape != dst.shape[1:]:  # one padding image's bytes (all -1)
+            pad = self._pad = torch.full(shape[1:], -1.0, dtype=ds.dtype).view(
+                torch.uint8).numpy().reshape(-1)
+        start = 0
+        for j, r in enumerate(rows):
+            n = len(r)
+            if n:
+                dst[j * k:j * k + n] = src[start:start + n]
+            if n < k:
+                dst[j * k + n:(j + 1) * k] = pad
+            start += n
+        return out.view(len(studies), k, 1, size, size)
 
-    def _mask(self, s: int) -> torch.Tensor:
-        m = torch.zeros(self.max_images, dtype=torch.bool)
-        if s >= 0:
-            m[:len(self.index.rows[s])] = True
-        return m
+    def _masks(self, studies: list[int]) -> torch.Tensor:
+        n = torch.tensor([len(self.index.rows[s]) if s >= 0 else 0 for s in studies])
+        return torch.arange(self.max_images)[None, :] < n[:, None]
 
     # -- samples ------------------------------------------------------------------------------
     def _check(self, index) -> int:
@@ -233,11 +272,10 @@ class StudyDataset(torch.utils.data.Dataset):
     def _samples(self, idx: list[int], whole: bool = False):
         priors = [int(self.prior_of[i]) for i in idx] if self.prior else []
         imgs = self._images(idx + priors)
-        tensors = {"img": imgs[:len(idx)],
-                   "img_mask": torch.stack([self._mask(i) for i in idx])}
+        masks = self._masks(idx + priors)
+        tensors = {"img": imgs[:len(idx)], "img_mask": masks[:len(idx)]}
         if self.prior:
-            tensors["prior_img"] = imgs[len(idx):]
-            tensors["prior_img_mask"] = torch.stack([self._mask(p) for p in priors])
+            tensors["prior_img"], tensors["prior_img_mask"] = imgs[len(idx):], masks[len(idx):]
         ix, ids = self.index, self.images.rows.ids
         out = []
         for j, i in enumerate(idx):
