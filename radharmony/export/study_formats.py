@@ -103,7 +103,8 @@ def to_llava(ds, path: str | os.PathLike, *, answer: str = "findings",
     missing = len(ds) - len(joined)
     if missing:
         warnings.warn(f"to_llava(answer={answer!r}): {missing} of {len(ds)} studies have no "
-                      f"{answer.replace('_', ' and ')} and were left out"
+                      f"{'findings' if answer == 'findings' else 'findings or impression'} and were "
+                      "left out"
                       + (f", first: {left_out[:SHOW]}" if left_out else ""),
                       StudyWarning, stacklevel=2)
     return manifest
