@@ -1,0 +1,102 @@
+"""SLAKE (Liu et al. 2021, cc-by-4.0): the English chest X-ray questions.
+
+Source of truth: HF ``BoKelvin/SLAKE`` ``train.json``, ``validation.json`` (``validate.json``
+in the original release) and ``test.json`` -- JSON lists, one object per question: ``img_id,
+img_name, question, answer, q_lang, location, modality, answer_type, base_type,
+content_type, triple, qid``; ``imgs.zip`` extracted to ``imgs/xmlab<N>/source.jpg``
+(``base_image_dir`` = ``imgs/``).
+
+Kept: ``modality == "X-Ray"`` and ``q_lang == "en"`` (the Chinese rows ask the same questions
+again). The three files are one table with ``split`` (``train`` / ``valid`` / ``test``;
+``split_raw`` the file's name). SLAKE has no patient ids: each image (``img_id``) is its own
+patient and study. ``task`` is ``content_type``, ``category`` is ``location``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import MetadataError
+from ..table.harmonizer import Inputs
+from ..table.read_json import read_json_file
+from ..vqa.dataset import VQADataset
+from ..vqa.harmonizer import BaseVQAHarmonizer
+from ..vqa.table import vqa_spec
+
+#: split file -> split, in reading order (``validate.json`` is the original release's name)
+FILES = {"train.json": "train", "validation.json": "valid", "validate.json": "valid",
+         "test.json": "test"}
+FORMATS = {"OPEN": "open", "CLOSED": "closed"}
+SPEC = vqa_spec("slake_chest", "SLAKE (English chest X-ray questions)",
+                metadata_files=("train.json",), extra=("task", "category", "split", "split_raw"),
+                access="HF BoKelvin/SLAKE (cc-by-4.0); original at med-vqa.com/slake")
+
+
+def _text(v):
+    return None if v is None else str(v)
+
+
+class SLAKEChestHarmonizer(BaseVQAHarmonizer):
+    """SLAKE: 14,028 questions (English and Chinese) over 642 images; X-ray English kept."""
+
+    spec = SPEC
+    metadata_description = "the SLAKE question files (train.json beside validation/test)"
+
+    def inputs(self, path: Path) -> Inputs:
+        return Inputs(path, {name: path.with_name(name) if path.with_name(name).is_file()
+                             else None for name in FILES if name != path.name})
+
+    def read(self, inputs: Inputs) -> list:
+        """``[(file name, its questions), ...]`` for each split file present."""
+        out = []
+        for name, path in [(inputs.metadata.name, inputs.metadata), *inputs.files.items()]:
+            if path is None:
+                continue
+            raw = read_json_file(path, what="a JSON list of questions")
+            if not isinstance(raw, list):
+                raise MetadataError(f"{path} has the wrong top-level type",
+                                    expected="a JSON list of questions",
+                                    found=type(raw).__name__, fix="pass the file as shipped")
+            out.append((name, raw))
+        return out
+
+    @classmethod
+    def columns(cls, raw: list, *, source: str) -> dict[str, list]:
+        rows = []
+        for name, questions in raw:
+            for i, q in enumerate(questions):
+                if not isinstance(q, dict) or "img_name" not in q or "qid" not in q:
+                    raise MetadataError(f"{source}: {name} entry {i} is not a question",
+                                        expected="an object with qid and img_name",
+                                        found=repr(q)[:80], fix="pass the file as shipped")
+                if q.get("modality") != "X-Ray" or q.get("q_lang") != "en":
+                    continue
+                fmt = FORMATS.get(str(q.get("answer_type", "")).strip().upper())
+                if fmt is None:
+                    raise MetadataError(f"{source}: {name} question {q['qid']!r} has "
+                                        f"answer_type {q.get('answer_type')!r}",
+                                        expected="OPEN or CLOSED",
+                                        found=repr(q.get("answer_type")),
+                                        fix="correct that entry")
+                rows.append((name, q, fmt))
+        ids = [str(q["img_id"]) for _, q, _ in rows]
+        n = len(rows)
+        return {"question_id": [str(q["qid"]) for _, q, _ in rows], "patient_id": ids,
+                "study_id": ids, "image_paths": [[str(q["img_name"])] for _, q, _ in rows],
+                "view_positions": [[None] for _ in rows],
+                "question": [_text(q.get("question")) for _, q, _ in rows],
+                "answer": [_text(q.get("answer")) for _, q, _ in rows],
+                "answer_format": [f for _, _, f in rows], "options": [[] for _ in rows],
+                "answer_letter": [None] * n, "explanation": [None] * n,
+                "task": [_text(q.get("content_type")) for _, q, _ in rows],
+                "category": [_text(q.get("location")) for _, q, _ in rows],
+                "split": [FILES.get(name) for name, _, _ in rows],
+                "split_raw": [name.rsplit(".", 1)[0] for name, _, _ in rows]}
+
+
+class SLAKEChestDataset(VQADataset):
+    """SLAKE English X-ray questions; ``base_image_dir`` is the extracted ``imgs/``."""
+    harmonizer_class = SLAKEChestHarmonizer
+
+
+__all__ = ["SLAKEChestHarmonizer", "SLAKEChestDataset"]
