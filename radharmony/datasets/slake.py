@@ -14,8 +14,6 @@ patient and study. ``task`` is ``content_type``, ``category`` is ``location``.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from ..errors import MetadataError
 from ..table.harmonizer import Inputs
 from ..table.read_json import read_json_file
@@ -42,23 +40,12 @@ class SLAKEChestHarmonizer(BaseVQAHarmonizer):
     spec = SPEC
     metadata_description = "the SLAKE question files (train.json beside validation/test)"
 
-    def inputs(self, path: Path) -> Inputs:
-        return Inputs(path, {name: path.with_name(name) if path.with_name(name).is_file()
-                             else None for name in FILES if name != path.name})
+    FILES = FILES
 
     def read(self, inputs: Inputs) -> list:
         """``[(file name, its questions), ...]`` for each split file present."""
-        out = []
-        for name, path in [(inputs.metadata.name, inputs.metadata), *inputs.files.items()]:
-            if path is None:
-                continue
-            raw = read_json_file(path, what="a JSON list of questions")
-            if not isinstance(raw, list):
-                raise MetadataError(f"{path} has the wrong top-level type",
-                                    expected="a JSON list of questions",
-                                    found=type(raw).__name__, fix="pass the file as shipped")
-            out.append((name, raw))
-        return out
+        return self.read_files(inputs, lambda p: read_json_file(
+            p, what="a JSON list of questions"))
 
     @classmethod
     def columns(cls, raw: list, *, source: str) -> dict[str, list]:

@@ -7,16 +7,46 @@ and the one schema validation checks it (:mod:`radharmony.table.questions`).
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable, ClassVar
 
 import pandas as pd
 
-from ..table.harmonizer import BaseHarmonizer
+from ..errors import MetadataError
+from ..table.harmonizer import BaseHarmonizer, Inputs
 from .table import question_frame
 
 
 class BaseVQAHarmonizer(BaseHarmonizer):
-    """One row per question; see :func:`radharmony.vqa.vqa_spec` for the columns."""
+    """One row per question; see :func:`radharmony.vqa.vqa_spec` for the columns.
+
+    A set shipped as several files of one kind beside each other (one per split or per
+    question type) lists their names in :attr:`FILES`: :meth:`inputs` declares those found
+    beside the metadata file and :meth:`read_files` reads each.
+    """
+
+    #: file name -> what it holds (a split, a question type), in reading order
+    FILES: ClassVar[dict[str, str]] = {}
+
+    def inputs(self, path: Path) -> Inputs:
+        return Inputs(path, {n: path.with_name(n) if path.with_name(n).is_file() else None
+                             for n in self.FILES if n != path.name})
+
+    def read_files(self, inputs: Inputs, read: Callable[[Path], Any], *,
+                   kind: type = list) -> list[tuple[str, Any]]:
+        """``[(file name, read(file)), ...]``: the metadata file, then each of :attr:`FILES`
+        present; a file whose content is not a ``kind`` is refused naming it."""
+        out = []
+        for name, path in [(inputs.metadata.name, inputs.metadata), *inputs.files.items()]:
+            if path is None:
+                continue
+            raw = read(path)
+            if not isinstance(raw, kind):
+                raise MetadataError(f"{path} has the wrong top-level type",
+                                    expected=f"a JSON {kind.__name__} of questions",
+                                    found=type(raw).__name__, fix="pass the file as shipped")
+            out.append((name, raw))
+        return out
 
     @classmethod
     def columns(cls, raw: Any, *, source: str) -> dict[str, list]:
