@@ -15,9 +15,6 @@ within a file); ``answer`` joins the answer list with ``", "`` (an empty list: n
 
 from __future__ import annotations
 
-from ..errors import MetadataError
-from ..table.harmonizer import Inputs
-from ..table.read_json import read_json_file
 from ..vqa.dataset import VQADataset
 from ..vqa.harmonizer import BaseVQAHarmonizer
 from ..vqa.table import TAXONOMY, vqa_spec
@@ -43,20 +40,10 @@ class MIMICCXRVQAHarmonizer(BaseVQAHarmonizer):
     FILES = FILES
     metadata_description = "the MIMIC-CXR-VQA question files (train.json beside valid/test)"
 
-    def read(self, inputs: Inputs) -> list:
-        return self.read_files(inputs, lambda p: read_json_file(
-            p, what="a JSON list of questions"))
-
     @classmethod
     def columns(cls, raw: list, *, source: str) -> dict[str, list]:
-        rows = []
-        for name, questions in raw:
-            for i, q in enumerate(questions):
-                if not isinstance(q, dict) or not isinstance(q.get("image_path"), str):
-                    raise MetadataError(f"{source}: {name} entry {i} is not a question",
-                                        expected="an object with an image_path",
-                                        found=repr(q)[:80], fix="pass the file as shipped")
-                rows.append((name, q))
+        rows = list(cls.entries(raw, source=source, required=("idx", "image_path",
+                                                               "subject_id", "study_id")))
         get = [(name, q.get) for name, q in rows]
         n = len(rows)
         return {"question_id": [f"{FILES.get(name, name)}_{g('idx')}" for name, g in get],

@@ -15,11 +15,9 @@ patient and study. ``task`` is ``content_type``, ``category`` is ``location``.
 from __future__ import annotations
 
 from ..errors import MetadataError
-from ..table.harmonizer import Inputs
-from ..table.read_json import read_json_file
 from ..vqa.dataset import VQADataset
 from ..vqa.harmonizer import BaseVQAHarmonizer
-from ..vqa.table import vqa_spec
+from ..vqa.table import text, vqa_spec
 
 #: split file -> split, in reading order (``validate.json`` is the original release's name)
 FILES = {"train.json": "train", "validation.json": "valid", "validate.json": "valid",
@@ -30,53 +28,36 @@ SPEC = vqa_spec("slake_chest", "SLAKE (English chest X-ray questions)",
                 access="HF BoKelvin/SLAKE (cc-by-4.0); original at med-vqa.com/slake")
 
 
-def _text(v):
-    return None if v is None else str(v)
-
-
 class SLAKEChestHarmonizer(BaseVQAHarmonizer):
     """SLAKE: 14,028 questions (English and Chinese) over 642 images; X-ray English kept."""
 
     spec = SPEC
     metadata_description = "the SLAKE question files (train.json beside validation/test)"
-
     FILES = FILES
-
-    def read(self, inputs: Inputs) -> list:
-        """``[(file name, its questions), ...]`` for each split file present."""
-        return self.read_files(inputs, lambda p: read_json_file(
-            p, what="a JSON list of questions"))
 
     @classmethod
     def columns(cls, raw: list, *, source: str) -> dict[str, list]:
         rows = []
-        for name, questions in raw:
-            for i, q in enumerate(questions):
-                if not isinstance(q, dict) or "img_name" not in q or "qid" not in q:
-                    raise MetadataError(f"{source}: {name} entry {i} is not a question",
-                                        expected="an object with qid and img_name",
-                                        found=repr(q)[:80], fix="pass the file as shipped")
-                if q.get("modality") != "X-Ray" or q.get("q_lang") != "en":
-                    continue
-                fmt = FORMATS.get(str(q.get("answer_type", "")).strip().upper())
-                if fmt is None:
-                    raise MetadataError(f"{source}: {name} question {q['qid']!r} has "
-                                        f"answer_type {q.get('answer_type')!r}",
-                                        expected="OPEN or CLOSED",
-                                        found=repr(q.get("answer_type")),
-                                        fix="correct that entry")
-                rows.append((name, q, fmt))
+        for name, q in cls.entries(raw, source=source, required=("qid", "img_id", "img_name")):
+            if q.get("modality") != "X-Ray" or q.get("q_lang") != "en":
+                continue
+            fmt = FORMATS.get(str(q.get("answer_type", "")).strip().upper())
+            if fmt is None:
+                raise MetadataError(f"{source}: {name} question {q['qid']!r} has answer_type "
+                                    f"{q.get('answer_type')!r}", expected="OPEN or CLOSED",
+                                    found=repr(q.get("answer_type")), fix="correct that entry")
+            rows.append((name, q, fmt))
         ids = [str(q["img_id"]) for _, q, _ in rows]
         n = len(rows)
         return {"question_id": [str(q["qid"]) for _, q, _ in rows], "patient_id": ids,
                 "study_id": ids, "image_paths": [[str(q["img_name"])] for _, q, _ in rows],
                 "view_positions": [[None] for _ in rows],
-                "question": [_text(q.get("question")) for _, q, _ in rows],
-                "answer": [_text(q.get("answer")) for _, q, _ in rows],
+                "question": [text(q.get("question")) for _, q, _ in rows],
+                "answer": [text(q.get("answer")) for _, q, _ in rows],
                 "answer_format": [f for _, _, f in rows], "options": [[] for _ in rows],
                 "answer_letter": [None] * n, "explanation": [None] * n,
-                "task": [_text(q.get("content_type")) for _, q, _ in rows],
-                "category": [_text(q.get("location")) for _, q, _ in rows],
+                "task": [text(q.get("content_type")) for _, q, _ in rows],
+                "category": [text(q.get("location")) for _, q, _ in rows],
                 "split": [FILES.get(name) for name, _, _ in rows],
                 "split_raw": [name.rsplit(".", 1)[0] for name, _, _ in rows]}
 

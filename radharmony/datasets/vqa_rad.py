@@ -16,14 +16,11 @@ answers (``2``) become text.
 from __future__ import annotations
 
 import posixpath
-from pathlib import Path
 
 from ..errors import MetadataError
-from ..table.harmonizer import Inputs
-from ..table.read_json import read_json_file
 from ..vqa.dataset import VQADataset
 from ..vqa.harmonizer import BaseVQAHarmonizer
-from ..vqa.table import vqa_spec
+from ..vqa.table import text, vqa_spec
 
 ORGAN = "CHEST"
 FORMATS = {"OPEN": "open", "CLOSED": "closed"}
@@ -33,35 +30,16 @@ SPEC = vqa_spec("vqa_rad_chest", "VQA-RAD (chest X-rays)",
                 access="OSF (osf.io/89kps) or HF flaviagiammarino/vqa-rad, CC0-1.0")
 
 
-def _text(v):
-    return None if v is None else str(v)
-
-
 class VQARADChestHarmonizer(BaseVQAHarmonizer):
     """VQA-RAD chest X-ray questions (of 2,248 questions over 315 images)."""
 
     spec = SPEC
     metadata_description = "the VQA-RAD question file (VQA_RAD Dataset Public.json)"
 
-    def inputs(self, path: Path) -> Inputs:
-        return Inputs(path)
-
-    def read(self, inputs: Inputs) -> list:
-        raw = read_json_file(inputs.metadata, what="a JSON list of questions")
-        if not isinstance(raw, list):
-            raise MetadataError(f"{inputs.metadata} has the wrong top-level type",
-                                expected="a JSON list of questions", found=type(raw).__name__,
-                                fix="pass VQA_RAD Dataset Public.json as shipped")
-        return raw
-
     @classmethod
     def columns(cls, raw: list, *, source: str) -> dict[str, list]:
         rows = []
-        for i, q in enumerate(raw):
-            if not isinstance(q, dict) or "image_name" not in q or "qid" not in q:
-                raise MetadataError(f"{source}: entry {i} is not a question",
-                                    expected="an object with qid and image_name",
-                                    found=repr(q)[:80], fix="pass the file as shipped")
+        for _, q in cls.entries(raw, source=source, required=("qid", "image_name")):
             if str(q.get("image_organ", "")).strip().upper() != ORGAN:
                 continue
             fmt = FORMATS.get(str(q.get("answer_type", "")).strip().upper())
@@ -72,18 +50,18 @@ class VQARADChestHarmonizer(BaseVQAHarmonizer):
             rows.append((q, fmt))
         image = [str(q["image_name"]) for q, _ in rows]
         stem = [posixpath.splitext(n)[0] for n in image]
-        phrase = [_text(q.get("phrase_type")) for q, _ in rows]
+        phrase = [text(q.get("phrase_type")) for q, _ in rows]
         return {"question_id": [str(q["qid"]) for q, _ in rows], "patient_id": stem,
                 "study_id": stem, "image_paths": [[n] for n in image],
                 "view_positions": [[None] for _ in rows],
-                "question": [_text(q.get("question")) for q, _ in rows],
-                "answer": [_text(q.get("answer")) for q, _ in rows],
+                "question": [text(q.get("question")) for q, _ in rows],
+                "answer": [text(q.get("answer")) for q, _ in rows],
                 "answer_format": [f for _, f in rows], "options": [[] for _ in rows],
                 "answer_letter": [None] * len(rows), "explanation": [None] * len(rows),
-                "task": [_text(q.get("question_type")) for q, _ in rows],
+                "task": [text(q.get("question_type")) for q, _ in rows],
                 "split": [None if p is None else "test" if p.startswith("test") else "train"
                           for p in phrase], "split_raw": phrase,
-                "image_organ": [_text(q.get("image_organ")) for q, _ in rows]}
+                "image_organ": [text(q.get("image_organ")) for q, _ in rows]}
 
 
 class VQARADChestDataset(VQADataset):

@@ -8,12 +8,13 @@ and the one schema validation checks it (:mod:`radharmony.table.questions`).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Iterator
 
 import pandas as pd
 
 from ..errors import MetadataError
 from ..table.harmonizer import BaseHarmonizer, Inputs
+from ..table.read_json import read_json_file
 from .table import question_frame
 
 
@@ -31,6 +32,24 @@ class BaseVQAHarmonizer(BaseHarmonizer):
     def inputs(self, path: Path) -> Inputs:
         return Inputs(path, {n: path.with_name(n) if path.with_name(n).is_file() else None
                              for n in self.FILES if n != path.name})
+
+    def read(self, inputs: Inputs) -> list:
+        """The default: the metadata file and :attr:`FILES`, each a JSON list of questions."""
+        return self.read_files(inputs, lambda p: read_json_file(
+            p, what="a JSON list of questions"))
+
+    @staticmethod
+    def entries(raw: list, *, source: str, required: tuple[str, ...]
+                ) -> Iterator[tuple[str, dict]]:
+        """``(file name, question)`` of every question :meth:`read_files` read; an entry that
+        is no object holding the ``required`` keys is refused naming file and entry."""
+        for name, questions in raw:
+            for i, q in enumerate(questions):
+                if not isinstance(q, dict) or any(k not in q for k in required):
+                    raise MetadataError(f"{source}: {name} entry {i} is not a question",
+                                        expected=f"an object with {list(required)}",
+                                        found=repr(q)[:80], fix="pass the file as shipped")
+                yield name, q
 
     def read_files(self, inputs: Inputs, read: Callable[[Path], Any], *,
                    kind: type = list) -> list[tuple[str, Any]]:

@@ -54,6 +54,11 @@ def normalise_options(options, *, where: str = "question") -> list[str]:
     return [f"{chr(65 + k)}. {t.strip()}" for k, t in enumerate(texts)]
 
 
+def text(value) -> str | None:
+    """A field as text (numbers as written: ``2`` -> ``"2"``); None stays None."""
+    return None if value is None else str(value)
+
+
 def option_text(options: list[str], letter: str) -> str | None:
     """The text of option ``letter`` (``"B"``) of normalised ``options``; None when absent."""
     for o in options:
