@@ -14,15 +14,13 @@ patient and study. ``task`` is ``content_type``, ``category`` is ``location``.
 
 from __future__ import annotations
 
-from ..errors import MetadataError
 from ..vqa.dataset import VQADataset
 from ..vqa.harmonizer import BaseVQAHarmonizer
-from ..vqa.table import text, vqa_spec
+from ..vqa.table import text, typed_format, vqa_spec
 
 #: split file -> split, in reading order (``validate.json`` is the original release's name)
 FILES = {"train.json": "train", "validation.json": "valid", "validate.json": "valid",
          "test.json": "test"}
-FORMATS = {"OPEN": "open", "CLOSED": "closed"}
 SPEC = vqa_spec("slake_chest", "SLAKE (English chest X-ray questions)",
                 metadata_files=("train.json",), extra=("task", "category", "split", "split_raw"),
                 access="HF BoKelvin/SLAKE (cc-by-4.0); original at med-vqa.com/slake")
@@ -41,12 +39,8 @@ class SLAKEChestHarmonizer(BaseVQAHarmonizer):
         for name, q in cls.entries(raw, source=source, required=("qid", "img_id", "img_name")):
             if q.get("modality") != "X-Ray" or q.get("q_lang") != "en":
                 continue
-            fmt = FORMATS.get(str(q.get("answer_type", "")).strip().upper())
-            if fmt is None:
-                raise MetadataError(f"{source}: {name} question {q['qid']!r} has answer_type "
-                                    f"{q.get('answer_type')!r}", expected="OPEN or CLOSED",
-                                    found=repr(q.get("answer_type")), fix="correct that entry")
-            rows.append((name, q, fmt))
+            rows.append((name, q, typed_format(q.get("answer_type"), where=f"{source}: {name} "
+                                               f"question {q['qid']!r}")))
         ids = [str(q["img_id"]) for _, q, _ in rows]
         n = len(rows)
         return {"question_id": [str(q["qid"]) for _, q, _ in rows], "patient_id": ids,

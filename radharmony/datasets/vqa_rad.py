@@ -17,13 +17,11 @@ from __future__ import annotations
 
 import posixpath
 
-from ..errors import MetadataError
 from ..vqa.dataset import VQADataset
 from ..vqa.harmonizer import BaseVQAHarmonizer
-from ..vqa.table import text, vqa_spec
+from ..vqa.table import text, typed_format, vqa_spec
 
 ORGAN = "CHEST"
-FORMATS = {"OPEN": "open", "CLOSED": "closed"}
 SPEC = vqa_spec("vqa_rad_chest", "VQA-RAD (chest X-rays)",
                 metadata_files=("VQA_RAD Dataset Public.json",),
                 extra=("task", "split", "split_raw", "image_organ"),
@@ -42,12 +40,8 @@ class VQARADChestHarmonizer(BaseVQAHarmonizer):
         for _, q in cls.entries(raw, source=source, required=("qid", "image_name")):
             if str(q.get("image_organ", "")).strip().upper() != ORGAN:
                 continue
-            fmt = FORMATS.get(str(q.get("answer_type", "")).strip().upper())
-            if fmt is None:
-                raise MetadataError(f"{source}: question {q['qid']!r} has answer_type "
-                                    f"{q.get('answer_type')!r}", expected="OPEN or CLOSED",
-                                    found=repr(q.get("answer_type")), fix="correct that entry")
-            rows.append((q, fmt))
+            rows.append((q, typed_format(q.get("answer_type"),
+                                         where=f"{source}: question {q['qid']!r}")))
         image = [str(q["image_name"]) for q, _ in rows]
         stem = [posixpath.splitext(n)[0] for n in image]
         phrase = [text(q.get("phrase_type")) for q, _ in rows]

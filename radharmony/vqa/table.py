@@ -67,6 +67,20 @@ def option_text(options: list[str], letter: str) -> str | None:
     return None
 
 
+#: an ``answer_type`` as shipped (stripped, upper-cased) -> ``answer_format``
+ANSWER_TYPES = {"OPEN": "open", "CLOSED": "closed"}
+
+
+def typed_format(answer_type, *, where: str) -> str:
+    """``answer_format`` from a shipped ``answer_type`` (``"OPEN"``, ``"CLOSED "``, ...)."""
+    fmt = ANSWER_TYPES.get(str(answer_type).strip().upper())
+    if fmt is None:
+        raise MetadataError(f"{where} has answer_type {answer_type!r}",
+                            expected="OPEN or CLOSED", found=repr(answer_type),
+                            fix="correct that entry")
+    return fmt
+
+
 def answer_format(answer) -> str:
     """``"closed"`` for a yes/no answer, else ``"open"`` (sources without an answer type)."""
     return "closed" if isinstance(answer, str) and answer.strip().lower() in _YES_NO \
