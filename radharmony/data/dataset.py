@@ -29,6 +29,7 @@ from ..annotations.demographics import table_demographics
 from .checks import drop_missing
 from .reads import SampleReads
 from .subsets import Subsets
+from .exclude import excluded_rows
 from ..errors import RadHarmonyError, UnsupportedOutputWarning, check_choice
 from ..imaging.cache import ImageCache
 from ..imaging import png
@@ -132,6 +133,9 @@ class BaseRadiologicalDataset(SampleReads, Subsets, torch.utils.data.Dataset):
         level, max_images, view_order, prior: ``level="study"`` gives study samples (every
             view of a study, report sections, optionally the prior study): see
             :mod:`radharmony.studies`.
+        exclude: sample ids to leave out (a list, or a file of one id a line such as
+            :meth:`radharmony.audit.AuditReport.write_exclusions` writes); ids of other
+            datasets are ignored; the rows left out are counted in a warning.
     """
 
     harmonizer_class: ClassVar[type[BaseHarmonizer] | None] = None
@@ -175,7 +179,8 @@ class BaseRadiologicalDataset(SampleReads, Subsets, torch.utils.data.Dataset):
                  spec: DatasetSpec | None = None,
                  image_roots: Mapping[str, str | os.PathLike] | None = None,
                  cache_key: str = "identity", level: str = "image",
-                 max_images: int | None = None, view_order=None, prior: bool = False):
+                 max_images: int | None = None, view_order=None, prior: bool = False,
+                 exclude=None):
         del level, max_images, view_order, prior  # study level: see __new__
         if harmonized_df is None and harmonizer_path is not None \
                 and self.harmonizer_class is not None:
@@ -222,6 +227,10 @@ class BaseRadiologicalDataset(SampleReads, Subsets, torch.utils.data.Dataset):
         if on_missing == "drop":
             df = drop_missing(df, self.base_image_dir, owner=type(self).__name__)
         self._set_table(df)
+        if exclude is not None:  # sample ids a user leaves out (e.g. an audit's duplicates)
+            keep = excluded_rows(self.rows.ids, exclude, owner=type(self).__name__)
+            if not keep.all():
+                self._set_table(self.harmonized_df.iloc[np.flatnonzero(keep)], derived=True)
         self._load_kernels(df)
         if "bbox" in self.outputs and self.rows.boxes is None:
             warnings.warn(f"{type(self).__name__}: output_bbox=True but its table has no "
