@@ -16,6 +16,15 @@ SPLIT_NAMES = ("train", "valid", "test")
 #: applied to the raw ``view_position``), the age in years and the sex (``"M"``/``"F"``/None)
 #: read from the columns the spec names (``age_col``, ``sex_col``; NaN / None without them).
 DERIVED_COLUMNS = ("sample_id", "view", "age_years", "sex")
+#: Columns every question-level table (``DatasetSpec.row_unit == "question"``: one row per VQA
+#: question, see :mod:`radharmony.vqa`) holds after the required ones, with their types.
+#: ``image_path`` / ``view_position`` are then the question's key image (PA, else AP, else its
+#: first) and ``image_paths`` / ``view_positions`` all its images.
+QUESTION_COLUMNS = {"question_id": "text", "question": "text", "answer": "text",
+                    "answer_format": "text", "options": "json", "answer_letter": "text",
+                    "explanation": "text", "image_paths": "json", "view_positions": "json"}
+
+
 #: how a dataset's rows name the patients of their identity family (see :class:`Identity`)
 LINKS = ("same", "column", "path", "none")
 
@@ -86,6 +95,9 @@ class DatasetSpec:
             :func:`radharmony.annotations.demographics.parse_age_years`.
         study_date_col: the study date (``YYYYMMDD`` or year) a birth-year age is taken at.
         sex_col: the table column holding the patient's sex, read into ``sex``.
+        row_unit: what one row of the table is: ``"image"`` (``image_path`` unique) or
+            ``"question"`` (a VQA question: ``question_id`` unique, the
+            :data:`QUESTION_COLUMNS` checked; see :mod:`radharmony.table.questions`).
         identity: the identity family the dataset's patients belong to (:class:`Identity`);
             None: its patients are its own.
     """
@@ -110,6 +122,7 @@ class DatasetSpec:
     age_format: str = "years"
     study_date_col: str | None = None
     sex_col: str | None = None
+    row_unit: str = "image"
     identity: Identity | None = None
 
     @property

@@ -79,6 +79,19 @@ SPEC = DatasetSpec(
 REPORT_ROOTS = {"reports": "files", "reports_extracted": "mimic-cxr-reports/files"}
 
 
+def image_file(subject, study, dicom) -> str:
+    """``files/p10/p10000032/s50414267/<dicom>.jpg`` -- where MIMIC-CXR-JPG keeps an image
+    (also the image link of the MIMIC-based VQA sets)."""
+    subject, study = str(subject), str(study)
+    return f"files/p{subject[:2]}/p{subject}/s{study}/{dicom}.jpg"
+
+
+def files_path(path: str) -> str:
+    """An image path of a MIMIC-based set relative to MIMIC-CXR-JPG's root: ``p10/...`` (the
+    form relative to ``files/``) gains its ``files/``; ``files/p10/...`` stays."""
+    return path if path.startswith("files/") or not path[:1] == "p" else "files/" + path
+
+
 def report_file(subject: str, study: str) -> str:
     """``files/p10/p10000032/s50414267.txt`` -- where MIMIC-CXR keeps a study's report."""
     return f"files/p{subject[:2]}/p{subject}/s{study}.txt"

@@ -96,6 +96,27 @@ def write_mimic(root: str | Path, *, n_subjects: int = 3, seed: int = 0, images:
     return root
 
 
+def studies(root: str | Path) -> list[dict]:
+    """The studies of a replica :func:`write_mimic` wrote under ``root``, in file order:
+    ``subject``, ``study``, ``date``, ``split`` and parallel ``dicoms`` / ``views`` lists (the
+    VQA replicas built over MIMIC ask about these)."""
+    import pandas as pd
+
+    root = Path(root)
+    meta = pd.read_csv(root / "mimic-cxr-2.0.0-metadata.csv.gz", dtype=str,
+                       keep_default_na=False)
+    split = pd.read_csv(root / "mimic-cxr-2.0.0-split.csv.gz", dtype=str)
+    part = dict(zip(split["dicom_id"], split["split"]))
+    out: dict = {}
+    for r in meta.itertuples():
+        s = out.setdefault(r.study_id, {"subject": r.subject_id, "study": r.study_id,
+                                        "date": int(r.StudyDate), "split": part[r.dicom_id],
+                                        "dicoms": [], "views": []})
+        s["dicoms"].append(r.dicom_id)
+        s["views"].append(r.ViewPosition)
+    return list(out.values())
+
+
 @register_fake("mimic_cxr_jpg", "mimic_cxr_jpg_test")
 def make(root: Path) -> dict:
     """Contract-suite maker (both keys share the replica): 6 patients, JPEGs and reports, two
