@@ -148,3 +148,20 @@ def test_banding_finds_what_all_pairs_finds(n, seed, close, flips):
     want = {(x, y) for x, y, z in zip(a, b, dist) if z <= 15}
     assert set(zip(i.tolist(), j.tolist())) == want
     assert (d == hamming(hashes[i], hashes[j])).all()
+
+
+def test_sides_of_a_merge_are_audited_as_splits(replica):
+    from radharmony import merge
+
+    _, ds, _, planted, _, r = replica
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        train, val = merge([ds]).get_datasets(3, seed=1)
+        sides = audit({"train": train, "val": val}, progress=False)
+    side = {**dict.fromkeys(train.sample_ids, "train"), **dict.fromkeys(val.sample_ids, "val")}
+    ids = ds.sample_ids
+    assert sides.summary()["pairs"] == r.summary()["pairs"]
+    assert sides.summary()["straddling_split"] == sum(side[ids[a]] != side[ids[b]]
+                                                      for a, b in planted)
+    assert set(sides.images["split"]) == {"train", "val"}
+    assert set(sides.labels["source"]) == {"nih_cxr14"}
