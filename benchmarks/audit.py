@@ -11,9 +11,10 @@ Two measurements:
    re-encoded: :func:`~radharmony.fake.duplicates.altered_copy`) and 0.5 % by a byte copy.
    Reported: recall of the planted pairs, pairs found that were not planted (as a share of the
    images), and the wall time on ``--workers`` threads, split into reading/hashing and pairing.
-2. **Pairing at scale**: hashes of ``--hashes`` distinct 64 x 64 varied images plus 2 %
-   altered copies (128 px images), through :func:`radharmony.audit.hashing.near_pairs` (the banded candidate
-   search): its time, recall and false pairs at 100,000 images without writing 100,000 files.
+2. **Pairing at scale**: hashes of ``--hashes`` distinct varied images (128 px) plus 2 %
+   altered copies, through :func:`radharmony.audit.hashing.near_pairs` (the banded
+   candidate search): its time, recall and false pairs at 100,000 images without writing
+   100,000 files.
 
 The whole-audit time of 100,000 images is extrapolated linearly from the first measurement
 (reading and hashing are per image; pairing is measured at 100,000 by the second).
