@@ -25,7 +25,7 @@ NIH = get_dataset_class("nih_cxr14")
 
 @pytest.fixture(scope="module")
 def replica(tmp_path_factory):
-    root = write_nih(tmp_path_factory.mktemp("nih"), n_patients=40, size=480)
+    root = write_nih(tmp_path_factory.mktemp("nih"), n_patients=30, size=360)
     ds = NIH(root, cache_dir=None)
     files = [ds.image_file(i) for i in range(len(ds))]
     revary(files, seed=1)

@@ -176,7 +176,7 @@ MEMBERS = {
 }
 
 
-@settings(max_examples=40, deadline=None, derandomize=True,
+@settings(max_examples=25, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
 @given(chosen=st.lists(st.sampled_from(sorted(MEMBERS)), min_size=1, max_size=5, unique=True),
        data=st.data(), n_splits=st.integers(2, 4), seed=st.integers(0, 50))
