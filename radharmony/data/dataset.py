@@ -349,3 +349,7 @@ class BaseRadiologicalDataset(SampleReads, Subsets, torch.utils.data.Dataset):
         return (f"{type(self).__name__}({len(df)} images, {df['study_id'].nunique()} studies, "
                 f"{df['patient_id'].nunique()} patients, outputs={sorted(self.outputs)})")
 
+
+
+# ``__new__`` (the study-level hook) takes ``*args, **kwargs``: show the real arguments
+BaseRadiologicalDataset.__signature__ = constructor_signature(BaseRadiologicalDataset)
