@@ -75,7 +75,10 @@ def test_sample_shape_range_dtype(case):
     key, cls, kwargs, ds, _ = case
     for i in (0, len(ds) - 1):
         s = ds[i]
-        assert s["img"].shape == (1, 224, 224)
+        if cls.spec.row_unit == "question":  # a question's images stacked: (K, 1, S, S)
+            assert s["img"].ndim == 4 and s["img_mask"].shape == s["img"].shape[:1]
+            assert s["img_mask"].all() and len(s["views"]) == len(s["img"])
+        assert s["img"].shape[-3:] == (1, 224, 224)
         assert s["img"].dtype == torch.float32
         assert -1.0 <= float(s["img"].min()) and float(s["img"].max()) <= 1.0
         assert float(s["img"].max()) > float(s["img"].min())

@@ -29,6 +29,7 @@ from ..annotations.demographics import table_demographics
 from .checks import drop_missing
 from .reads import SampleReads
 from .subsets import Subsets
+from .exclude import excluded_rows
 from ..errors import RadHarmonyError, UnsupportedOutputWarning, check_choice
 from ..imaging.cache import ImageCache
 from ..imaging import png
@@ -129,6 +130,12 @@ class BaseRadiologicalDataset(SampleReads, Subsets, torch.utils.data.Dataset):
             ``harmonizer`` / ``harmonizer_path`` given, e.g. with ``labels="report"``'s label
             columns, else the class's); a table built elsewhere passes its own.
         image_roots: with ``spec.root_col``, the image root of each value of that column.
+        level, max_images, view_order, prior: ``level="study"`` gives study samples (every
+            view of a study, report sections, optionally the prior study): see
+            :mod:`radharmony.studies`.
+        exclude: sample ids to leave out (a list, or a file of one id a line such as
+            :meth:`radharmony.audit.AuditReport.write_exclusions` writes); ids of other
+            datasets are ignored; the rows left out are counted in a warning.
     """
 
     harmonizer_class: ClassVar[type[BaseHarmonizer] | None] = None
@@ -149,6 +156,17 @@ class BaseRadiologicalDataset(SampleReads, Subsets, torch.utils.data.Dataset):
             cls.LABEL_COLS, cls.EXTRA_OUTPUT_COLS = spec_columns(cls.spec)
         cls.__signature__ = constructor_signature(cls)
 
+    def __new__(cls, *args, level: str = "image", max_images: int | None = None,
+                view_order=None, prior: bool = False, **kwargs):
+        """``level="study"`` returns a :class:`radharmony.data.studies.StudyDataset` over this
+        dataset (``max_images``, ``view_order``, ``prior``: see there)."""
+        if level == "image" and max_images is None and view_order is None and not prior:
+            return super().__new__(cls)
+        from .studies import study_dataset
+
+        return study_dataset(cls, args, kwargs, level=level, max_images=max_images,
+                             view_order=view_order, prior=prior) or super().__new__(cls)
+
     def __init__(self, base_image_dir: str | os.PathLike | None = None,
                  csv_path: str | os.PathLike | None = None, transform: Callable | None = None,
                  *, output_cls: bool = False, output_mask: bool = False,
@@ -160,7 +178,10 @@ class BaseRadiologicalDataset(SampleReads, Subsets, torch.utils.data.Dataset):
                  harmonizer_path: str | os.PathLike | None = None, on_missing: str = "raise",
                  spec: DatasetSpec | None = None,
                  image_roots: Mapping[str, str | os.PathLike] | None = None,
-                 cache_key: str = "identity"):
+                 cache_key: str = "identity", level: str = "image",
+                 max_images: int | None = None, view_order=None, prior: bool = False,
+                 exclude=None):
+        del level, max_images, view_order, prior  # study level: see __new__
         if harmonized_df is None and harmonizer_path is not None \
                 and self.harmonizer_class is not None:
             harmonizer, harmonizer_path = self.harmonizer_class.load(harmonizer_path), None
@@ -206,6 +227,10 @@ class BaseRadiologicalDataset(SampleReads, Subsets, torch.utils.data.Dataset):
         if on_missing == "drop":
             df = drop_missing(df, self.base_image_dir, owner=type(self).__name__)
         self._set_table(df)
+        if exclude is not None:  # sample ids a user leaves out (e.g. an audit's duplicates)
+            keep = excluded_rows(self.rows.ids, exclude, owner=type(self).__name__)
+            if not keep.all():
+                self._set_table(self.harmonized_df.iloc[np.flatnonzero(keep)], derived=True)
         self._load_kernels(df)
         if "bbox" in self.outputs and self.rows.boxes is None:
             warnings.warn(f"{type(self).__name__}: output_bbox=True but its table has no "
