@@ -50,6 +50,7 @@ test-min:
 bench: install
 	$(BIN)/python -m benchmarks.run
 	$(BIN)/python -m benchmarks.merge
+	$(BIN)/python -m benchmarks.studies
 
 clean:
 	rm -rf $(VENV) $(MIN_VENV) cache demo_output .pytest_cache
