@@ -81,3 +81,19 @@ def test_new_findings_are_canonical_columns_and_feed_chexpert():
         assert f in columns("canonical")
     assert CHEXPERT["Edema"] == ("edema", "pulmonary_congestion", "heart_failure")
     assert CHEXPERT["Pneumonia"] == ("pneumonia", "infection")
+
+
+def test_openi_odd_ids_rules_16_rows():
+    """Measured on the held-out odd ids (docs/report_labels.md, rules 1.6), both protocols."""
+    from radharmony.reports.evaluate_openi import evaluate
+    from tests.txv_data import txv_file
+
+    path = txv_file("NLMCXR_reports.tgz")
+    floors = {"issue": {"pleural_thickening": 0.85, "edema": 0.77, "pneumonia": 0.60,
+                        "pulmonary_congestion": 0.85},
+              "graded": {"pleural_thickening": 0.90, "edema": 0.90, "pneumonia": 0.92,
+                         "pulmonary_congestion": 0.86}}
+    for protocol, labels in floors.items():
+        f1 = evaluate(path, ids="odd", n_boot=0, protocol=protocol).set_index("label")["f1"]
+        for label, floor in labels.items():
+            assert f1[label] >= floor, (protocol, label, f1[label])
