@@ -137,6 +137,10 @@ def _info_text(results: list[dict]) -> str:
                 lines.append(f"    {name:<28}{c['positive']:>8}{c['negative']:>8}"
                              f"{c['uncertain']:>8}{c['missing']:>8}   "
                              f"{100 * (c['prevalence'] or 0):.1f}%")
+        if "study_level" in r:
+            from ..studies.info import study_info_text
+
+            lines += study_info_text(r["study_level"])
         if "boxes" in r:
             b = r["boxes"]
             lines.append(f"  boxes: {b['boxes']:,} on {b['images_with_boxes']:,} images")
@@ -152,6 +156,10 @@ def cmd_info(args: argparse.Namespace) -> int:
         h = _harmonizer(key, args)
         df = h.harmonize()
         results.append({"key": key, "metadata": str(h.csv_path), **table_info(df, spec=h.spec)})
+        if getattr(args, "level", "image") == "study":
+            from ..studies.info import study_info
+
+            results[-1]["study_level"] = study_info(df, h.spec)
     emit(args, results, _info_text)
     return EXIT_OK
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from . import commands as c
 from . import evaluate, export, label_reports, new
 from . import merge as merge_cmd
+from . import studies as study_cli
 from .output import workers as _workers
 from .output import EXIT_PROBLEMS, EXIT_USAGE, UsageError, note
 from ..custom import register_config
@@ -65,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Images, studies and patients per split, view positions, "
                        "label prevalence and report coverage (reads metadata only).")
     dataset_args(p)
+    study_cli.add_info_args(p)
     p.set_defaults(func=c.cmd_info)
 
     p = sub.add_parser("harmonize", parents=[common], help="write the harmonized table",
