@@ -40,16 +40,20 @@ def _studies(app, split: str | None):
         return cache[s.spec.key]
 
 
-def _index(st, index) -> int:
+def _number(value, name: str, n: int) -> int:
+    """``value`` as an index below ``n`` (the request's ``name=`` parameter)."""
     try:
-        i = int(index)
+        i = int(value)
     except (TypeError, ValueError):
-        raise ViewerError("A study is addressed by index", expected="index=<integer>",
-                          found=repr(index)) from None
-    if not 0 <= i < len(st):
-        raise NotFound(f"Study index {i} is out of range", expected=f"0 to {len(st) - 1}",
-                       found=str(i))
+        raise ViewerError(f"A study page needs {name}=<integer>", expected=f"{name}=<integer>",
+                          found=repr(value)) from None
+    if not 0 <= i < n:
+        raise NotFound(f"{name}={i} is out of range", expected=f"0 to {n - 1}", found=str(i))
     return i
+
+
+def _index(st, index) -> int:
+    return _number(index, "index", len(st))
 
 
 def study_json(app, split: str | None, index) -> dict:
@@ -84,14 +88,7 @@ def study_png(app, split: str | None, index, j, prior) -> bytes:
         if i < 0:
             raise NotFound("This study has no prior", found=str(index))
     rows = st.index.rows[i]
-    try:
-        j = int(j)
-    except (TypeError, ValueError):
-        raise ViewerError("An image is addressed by j", expected="j=<integer>",
-                          found=repr(j)) from None
-    if not 0 <= j < len(rows):
-        raise NotFound(f"Image {j} is out of range", expected=f"0 to {len(rows) - 1}",
-                       found=str(j))
+    j = _number(j, "j", len(rows))
     arr = st._quantized(np.asarray(rows[j:j + 1], np.int64))[0]
     if arr.dtype != np.uint8:
         arr = (arr.astype(np.float32) * (255.0 / max(float(arr.max()), 1.0))).astype(np.uint8)
