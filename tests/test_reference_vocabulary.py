@@ -87,6 +87,38 @@ def test_registry_vocabulary_and_family_keys():
     assert callable(radharmony.register_dataset)
 
 
+def test_register_dataset_as_decorator_factory(monkeypatch, rex):
+    """``@register_dataset("key")`` (the reference's form) next to ``register_dataset(cls)``,
+    on a dataset class or on a harmonizer class alone."""
+    import dataclasses
+
+    from radharmony import registry
+
+    monkeypatch.setattr(registry, "_USER", {})
+
+    def harmonizer(key):
+        spec = dataclasses.replace(ReXGradientValidHarmonizer.spec, key=key)
+        return type(f"H_{key}", (ReXGradientValidHarmonizer,), {"spec": spec})
+
+    @radharmony.register_dataset("site_a")
+    class SiteA(ReXGradientValidDataset):
+        harmonizer_class = harmonizer("site_a")
+
+    assert isinstance(SiteA, type) and radharmony.get_dataset_class("site_a") is SiteA
+    SiteB = type("SiteB", (ReXGradientValidDataset,), {"harmonizer_class": harmonizer("site_b")})
+    assert radharmony.register_dataset(SiteB) is SiteB
+    assert radharmony.register_dataset()(SiteB) is SiteB
+    HC = radharmony.register_dataset("site_c")(harmonizer("site_c"))
+    assert issubclass(HC, ReXGradientValidHarmonizer)  # the harmonizer comes back unchanged
+    ds = radharmony.get_dataset_class("site_c")(rex, cache_dir=None)
+    assert ds.harmonized_df["sample_id"].str.startswith("site_c:").all()
+    assert {"site_a", "site_b", "site_c"} <= set(radharmony.list_datasets())
+    with pytest.raises(RegistryError, match="spec has key 'site_b'.*register_dataset.'site_b'."):
+        radharmony.register_dataset("other")(SiteB)
+    with pytest.raises(RegistryError, match="needs a dataset class"):
+        radharmony.register_dataset("x")(object)
+
+
 def test_get_folds_defaults_to_five(rex):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

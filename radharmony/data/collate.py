@@ -18,10 +18,12 @@ def collate(batch: list[dict]) -> dict:
     """Collate sample dicts: equal-shape tensors are stacked, everything else becomes a list.
 
     Variable-length fields (``bbox`` (N, 4), ``bbox_labels``, ``bbox_annotators``,
-    ``report_spans``, a ``report`` that may be None) stay per-sample lists, so
-    ``DataLoader(ds, collate_fn=radharmony.collate)`` never fails on them; turn the boxes into
-    one padded tensor with :func:`pad_boxes` when a model wants that. Study samples' ``img``
-    (K, 1, S, S) and ``img_mask`` (K,) of different K are padded to the largest K.
+    ``report_spans``) stay per-sample lists, so ``DataLoader(ds, collate_fn=radharmony.collate)``
+    never fails on them; turn the boxes into one padded tensor with :func:`pad_boxes` when a
+    model wants that. ``report`` is a list of ``str`` and ``has_report`` a (B,) bool tensor,
+    as torch's default collate gives them (a sample without a report has ``report`` "" and
+    ``has_report`` False; see :data:`radharmony.data.sampling.NO_REPORT`). Study samples'
+    ``img`` (K, 1, S, S) and ``img_mask`` (K,) of different K are padded to the largest K.
     """
     return collate_keys(batch, _stack_or_list)  # a batched read's rows: its tensor, no copy
 
