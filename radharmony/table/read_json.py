@@ -36,7 +36,7 @@ _LINE_ENDS = (b",\n", b"\n", b",\r\n", b"\r\n")
 
 
 def load_json(path: str | os.PathLike, *, counted: tuple[str, ...] = (),
-              entry_fields: tuple[str, ...] | None = None):
+              entry_fields: tuple[str, ...] | None = None, raw_fields: tuple[str, ...] = ()):
     """Parse the JSON file at ``path``; raises ``ValueError`` (or ``UnicodeDecodeError``).
 
     ``entry_fields``: for a top-level object of objects (ReXGradient's studies), keep only
@@ -44,7 +44,10 @@ def load_json(path: str | os.PathLike, *, counted: tuple[str, ...] = (),
     None) instead of dicts: with :mod:`msgspec` installed the other keys are skipped unparsed,
     which halves the parse of a large file and the time to free it. Read the fields with
     :func:`entry_columns`. Plain dicts come back when msgspec is absent or the file is not an
-    object of objects (callers handle both).
+    object of objects (callers handle both). ``raw_fields`` (among ``entry_fields``) are kept
+    unparsed, as views into the file's bytes (which they keep alive), for :func:`decoded` to
+    parse where needed (e.g. once per study of a file repeating a study's fields in every
+    entry).
 
     A JSON object with a repeated key loses all but the last value in every JSON reader. For
     each name in ``counted`` (a key of the entries of a top-level object or list, e.g.
@@ -56,7 +59,7 @@ def load_json(path: str | os.PathLike, *, counted: tuple[str, ...] = (),
     data = _read_bytes(path)
     raw = {name: data.count(b'"' + name.encode() + b'"') for name in counted}  # one scan each
     if entry_fields and msgspec is not None:
-        records = _parse_records(data, tuple(entry_fields))
+        records = _parse_records(data, tuple(entry_fields), tuple(raw_fields))
         if records is not None and all(
                 raw[name] == sum(1 for e in records.values()
                                  if getattr(e, name, None) is not None) for name in counted):
@@ -123,12 +126,22 @@ def _parse(data: bytearray):
 
 
 @functools.lru_cache(maxsize=None)
-def _decoder(fields: tuple[str, ...]):
-    record = msgspec.defstruct("Record", [(f, Any, None) for f in fields], gc=False)
+def _decoder(fields: tuple[str, ...], raw: tuple[str, ...] = ()):
+    record = msgspec.defstruct("Record", [(f, msgspec.Raw if f in raw else Any, None)
+                                          for f in fields], gc=False)
     return msgspec.json.Decoder(dict[str, record])
 
 
-def _parse_records(data: bytearray, fields: tuple[str, ...]) -> dict | None:
+def decoded(value):
+    """A field :func:`load_json` kept unparsed (``raw_fields``), parsed; anything else as
+    it is (also what a reader without msgspec returns)."""
+    if msgspec is not None and isinstance(value, msgspec.Raw):
+        return msgspec.json.decode(value)
+    return value
+
+
+def _parse_records(data: bytearray, fields: tuple[str, ...], raw: tuple[str, ...] = ()
+                   ) -> dict | None:
     """``{key: record}`` of a top-level object of objects, or None when the file is not one
     (or holds non-strict JSON): the caller then parses it in full."""
     if not data.isascii():  # msgspec skips the fields it does not keep without checking them
@@ -138,7 +151,7 @@ def _parse_records(data: bytearray, fields: tuple[str, ...]) -> dict | None:
             return None  # the full parse names the line
     _rewrite_nan(data)
     try:
-        return _decoder(fields).decode(data)
+        return _decoder(fields, raw).decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
 

@@ -102,11 +102,12 @@ def question_frame(cols: dict, spec: DatasetSpec, *, source: str) -> pd.DataFram
     ``view_map``); a repeated ``question_id`` is refused naming both occurrences."""
     duplicate_question(cols["question_id"], source)
     vmap = spec.view_map
-    key_path, key_view = [], []
+    key_path, key_view, done = [], [], {}  # done: id of a views list shared by questions
     for paths, views in zip(cols["image_paths"], cols["view_positions"]):
-        canon = [vmap.get(v.strip().upper(), v.strip()) if isinstance(v, str) else None
-                 for v in views]
-        k = key_image(canon) if paths else 0
+        k = done.get(id(views)) if len(views) > 1 else 0
+        if k is None:
+            k = done[id(views)] = key_image([vmap.get(v.strip().upper(), v.strip())
+                                             if isinstance(v, str) else None for v in views])
         key_path.append(paths[k] if paths else None)
         key_view.append(views[k] if paths else None)
     base = {"patient_id": cols["patient_id"], "study_id": cols["study_id"],

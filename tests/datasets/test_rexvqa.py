@@ -48,8 +48,10 @@ def harmonize(tmp_path, text: str):
 
 
 def test_one_row_per_question_with_its_images_and_key_image(tmp_path):
+    other = [p.replace("S1", "S2") for p in question()["ImagePath"]]
     df = harmonize(tmp_path, json.dumps({"q1": question(), "q2": question(
-        correct_answer="A", ImageViewPosition=["LATERAL", ""])}))
+        correct_answer="A", StudyInstanceUid="S2", ImagePath=other,
+        ImageViewPosition=["LATERAL", ""])}))
     assert df["question_id"].tolist() == ["q1", "q2"]
     r = df.iloc[0]
     assert r.image_paths == ["P1/A1/studies/S1/series/E/instances/I1.png",
@@ -63,6 +65,13 @@ def test_one_row_per_question_with_its_images_and_key_image(tmp_path):
     assert r.report == "INDICATION:\nCough\n\nFINDINGS:\nClear lungs."  # NaN impression gone
     assert df.iloc[1].view_positions == ["LATERAL", None] and df.iloc[1].answer == "Yes"
     assert df.iloc[1].image_path == df.iloc[1].image_paths[0]  # no frontal: the first
+
+
+def test_a_studys_fields_are_read_once_from_its_first_question(tmp_path):
+    df = harmonize(tmp_path, json.dumps({"q1": question(), "q2": question(
+        correct_answer="A", Findings="Other text.")}))
+    assert df["report"].nunique() == 1 and df["image_paths"].iloc[0] is \
+        df["image_paths"].iloc[1]  # shared, not copied
 
 
 def test_repeated_question_id_refused_naming_it(tmp_path):
