@@ -45,6 +45,7 @@ test-min:
 bench: install
 	$(BIN)/python -m benchmarks.run
 	$(BIN)/python -m benchmarks.merge
+	$(BIN)/python -m benchmarks.vqa
 
 clean:
 	rm -rf $(VENV) $(MIN_VENV) cache demo_output .pytest_cache
