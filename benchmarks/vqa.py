@@ -6,7 +6,8 @@ The replica is the fake writer's at ReXGradient's full size (140,000 / 10,000 / 
 about 4.4 questions each: :func:`radharmony.fake.rexvqa.make_questions`), written once under
 ``<work>/rexvqa/metadata/`` and reused. Each run harmonizes the three split files one after
 the other in a fresh process (no table cache), timing the three ``harmonize()`` calls
-together (wall and CPU time) and taking the process's peak RSS; the fastest run counts for time (the timeit
+together (wall and CPU time) and taking the process's peak RSS; the fastest run counts for
+time (the timeit
 convention on a shared machine), the largest for memory. Targets: <= 10 s, <= 2 GB.
 """
 
@@ -87,7 +88,8 @@ def main(argv=None) -> None:
         return
     r = bench(Path(args.work), args.runs)
     print(f"ReXVQA harmonize, {r['questions']:,} questions ({r['json_gb']} GB of JSON): "
-          f"{r['seconds']} s (runs {r['runs']}; CPU {r['cpu_seconds']} s), peak RSS {r['peak_rss_gb']} GB; targets "
+          f"{r['seconds']} s (runs {r['runs']}; CPU {r['cpu_seconds']} s), peak RSS "
+          f"{r['peak_rss_gb']} GB; targets "
           f"<= {TARGET_S:g} s and <= {TARGET_GB:g} GB: {'met' if r['met'] else 'NOT met'}")
 
 

@@ -21,7 +21,7 @@ from typing import ClassVar
 
 from ..errors import MetadataError
 from ..table.harmonizer import Inputs
-from ..table.read_json import decoded, entry_columns, load_json
+from ..table.read_json import decoded, entry_columns, iter_json_entries
 from ..vqa.dataset import VQADataset
 from ..vqa.harmonizer import BaseVQAHarmonizer
 from ..vqa.table import TAXONOMY, normalise_options, option_text, vqa_spec
@@ -76,6 +76,14 @@ class ReXVQARaw:
                 studies[uid] = {"question": qid, **{f: decoded(get(f)) for f in STUDY_FIELDS}}
         return cls(list(questions), fields, studies)
 
+    def extend(self, other: "ReXVQARaw") -> None:
+        """Append the questions of ``other`` (a later chunk of the same file)."""
+        self.ids += other.ids
+        for f, values in other.fields.items():
+            self.fields[f] += values
+        for uid, study in other.studies.items():
+            self.studies.setdefault(uid, study)
+
 
 # -- harmonizer -----------------------------------------------------------------------------------
 class _ReXVQAHarmonizer(BaseVQAHarmonizer):
@@ -89,15 +97,26 @@ class _ReXVQAHarmonizer(BaseVQAHarmonizer):
         return Inputs(path)
 
     def read(self, inputs: Inputs) -> ReXVQARaw:
-        """The question file: question fields as columns, study fields once per study; a
-        repeated question id is refused naming it."""
-        raw = load_json(inputs.metadata, counted=("correct_answer",),
-                        entry_fields=QUESTION_FIELDS + STUDY_FIELDS, raw_fields=STUDY_FIELDS)
-        if not isinstance(raw, dict):
-            raise MetadataError(f"{inputs.metadata} has the wrong top-level type",
-                                expected="a JSON object keyed by question id",
-                                found=type(raw).__name__, fix="re-download the question file")
-        return ReXVQARaw.of(raw, source=str(inputs.metadata))  # the file's bytes freed here
+        """The question file: question fields as columns, study fields once per study, read
+        a chunk of questions at a time (the file's bytes are never all held); a repeated
+        question id is refused naming it."""
+        out = ReXVQARaw([], {f: [] for f in QUESTION_FIELDS}, {})
+        for part in iter_json_entries(inputs.metadata, counted=("correct_answer",),
+                                      entry_fields=QUESTION_FIELDS + STUDY_FIELDS,
+                                      raw_fields=STUDY_FIELDS):
+            if not isinstance(part, dict):
+                raise MetadataError(f"{inputs.metadata} has the wrong top-level type",
+                                    expected="a JSON object keyed by question id",
+                                    found=type(part).__name__,
+                                    fix="re-download the question file")
+            out.extend(ReXVQARaw.of(part, source=str(inputs.metadata)))
+        if len(set(out.ids)) != len(out.ids):
+            seen: set = set()
+            again = next(q for q in out.ids if q in seen or seen.add(q))
+            raise MetadataError(f"{inputs.metadata}: a JSON object repeats a key",
+                                expected="each question id once", found=f"question id "
+                                f"{again!r} twice", fix="merge or rename the repeated question")
+        return out
 
     @classmethod
     def columns(cls, raw, *, source: str) -> dict[str, list]:

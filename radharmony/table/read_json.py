@@ -56,7 +56,50 @@ def load_json(path: str | os.PathLike, *, counted: tuple[str, ...] = (),
     parsed again recording every object's keys, and a repeated key raises a
     :class:`MetadataError` naming the key and the file.
     """
-    data = _read_bytes(path)
+    return _load(_read_bytes(path), path, counted, entry_fields, raw_fields)
+
+
+#: where one top-level entry ends and the next begins in an object written with a two-space
+#: indent (``json.dump(obj, fh, indent=2)``): the indent gives the depth, and a JSON string
+#: holds no raw newline, so nothing else matches
+_ENTRY_END = b'\n  },\n  "'
+#: bytes of the file :func:`iter_json_entries` reads at a time
+CHUNK_BYTES = 64 << 20
+
+
+def iter_json_entries(path: str | os.PathLike, *, entry_fields: tuple[str, ...],
+                      raw_fields: tuple[str, ...] = (), counted: tuple[str, ...] = (),
+                      chunk_bytes: int | None = None):
+    """:func:`load_json` of a large top-level object a chunk of entries at a time: yields
+    ``{key: record}`` dicts (plain dicts without msgspec), holding about ``chunk_bytes`` of the
+    file at once instead of all of it. Chunks are cut between entries of an object written
+    with a two-space indent (ReXGradient's and ReXVQA's files); any other file comes whole, in
+    one piece. A key repeated *across* chunks is the caller's to find."""
+    chunk_bytes = chunk_bytes or CHUNK_BYTES
+    with open(path, "rb") as fh:
+        buf = bytearray(fh.read(5))
+        if buf != b'{\n  "' or msgspec is None:
+            yield load_json(path, counted=counted, entry_fields=entry_fields,
+                            raw_fields=raw_fields)
+            return
+        while True:
+            block = fh.read(chunk_bytes)
+            buf += block
+            if block:
+                cut = buf.rfind(_ENTRY_END)
+                if cut < 0:
+                    continue
+                piece = buf[:cut + 4] + b"\n}"  # through the entry's closing brace
+                del buf[:cut + 6]  # keep '  "<next key>": ...'
+                buf[:0] = b"{\n"
+            else:
+                piece, buf = buf, bytearray()
+            yield _load(piece, path, counted, entry_fields, raw_fields)
+            if not block:
+                return
+
+
+def _load(data: bytearray, path, counted, entry_fields, raw_fields):
     raw = {name: data.count(b'"' + name.encode() + b'"') for name in counted}  # one scan each
     if entry_fields and msgspec is not None:
         records = _parse_records(data, tuple(entry_fields), tuple(raw_fields))

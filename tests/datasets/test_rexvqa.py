@@ -80,6 +80,27 @@ def test_repeated_question_id_refused_naming_it(tmp_path):
         harmonize(tmp_path, '{"q7": %s, "q8": %s, "q7": %s}' % (body, body, body))
 
 
+def test_chunked_reading_equals_whole_and_finds_repeats_across_chunks(tmp_path, monkeypatch):
+    from radharmony.table import read_json
+
+    questions = {f"q{i}": question(correct_answer="ABCD"[i % 4]) for i in range(40)}
+    questions["q3"]["Impression"] = float("nan")
+    text = json.dumps(questions, indent=2)  # the files' form: NaN bare
+    whole = harmonize(tmp_path, text)
+    monkeypatch.setattr(read_json, "CHUNK_BYTES", 3000)  # about two questions a chunk
+    parts = list(read_json.iter_json_entries(tmp_path / "test_vqa_data.json",
+                                             entry_fields=("question",)))
+    assert len(parts) > 10 and sum(map(len, parts)) == 40
+    assert [k for p in parts for k in p] == list(questions)
+    chunked = harmonize(tmp_path, text)
+    import pandas as pd
+    pd.testing.assert_frame_equal(chunked, whole)
+    repeated = text[:-2] + ',\n  "q1": ' + json.dumps(question(), indent=2).replace(
+        "\n", "\n  ") + "\n}"
+    with pytest.raises(MetadataError, match="'q1' twice"):
+        harmonize(tmp_path, repeated)
+
+
 def test_answer_letter_outside_the_options_refused(tmp_path):
     with pytest.raises(SchemaError, match=r"question 'q1'.*answer letter 'E' outside"):
         harmonize(tmp_path, json.dumps({"q1": question(correct_answer="E")}))
