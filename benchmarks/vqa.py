@@ -7,8 +7,7 @@ about 4.4 questions each: :func:`radharmony.fake.rexvqa.make_questions`), writte
 ``<work>/rexvqa/metadata/`` and reused. Each run harmonizes the three split files one after
 the other in a fresh process (no table cache), timing the three ``harmonize()`` calls
 together (wall and CPU time) and taking the process's peak RSS; the fastest run counts for
-time (the timeit
-convention on a shared machine), the largest for memory. Targets: <= 10 s, <= 2 GB.
+time (the timeit convention on a shared machine), the largest for memory. Targets: <= 10 s, <= 2 GB.
 """
 
 from __future__ import annotations

@@ -16,7 +16,6 @@ counted and named when the dataset is built (``on_missing="drop"`` leaves it out
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import ClassVar
 
 from ..errors import MetadataError
@@ -24,7 +23,7 @@ from ..table.harmonizer import Inputs
 from ..table.read_json import decoded, entry_columns, iter_json_entries
 from ..vqa.dataset import VQADataset
 from ..vqa.harmonizer import BaseVQAHarmonizer
-from ..vqa.table import TAXONOMY, normalise_options, option_text, vqa_spec
+from ..vqa.table import TAXONOMY, key_images, normalise_options, option_text, vqa_spec
 from .rexgradient import (ACCESS as REXGRADIENT_ACCESS, EXTRA_OUTPUT_COLS, SECTIONS, VIEW_MAP,
                           raw_views, relative_paths, study_fields)
 
@@ -93,9 +92,6 @@ class _ReXVQAHarmonizer(BaseVQAHarmonizer):
     def metadata_description(self) -> str:  # type: ignore[override]
         return f"the ReXVQA {self.split} question file ({self.split}_vqa_data.json)"
 
-    def inputs(self, path: Path) -> Inputs:
-        return Inputs(path)
-
     def read(self, inputs: Inputs) -> ReXVQARaw:
         """The question file: question fields as columns, study fields once per study, read
         a chunk of questions at a time (the file's bytes are never all held); a repeated
@@ -129,14 +125,15 @@ class _ReXVQAHarmonizer(BaseVQAHarmonizer):
                   for s in studies]
         study = study_fields(lambda name: [s[name] for s in studies],
                              [s["question"] for s in studies], source=source)
+        keys = key_images(*zip(*images), VIEW_MAP) if images else ([], [])
         pos = {uid: j for j, uid in enumerate(raw.studies)}
         at = [pos[uid] for uid in field("StudyInstanceUid")]
         options, letters, answers = [], [], []
         for qid, opts, letter in zip(raw.ids, field("options"), field("correct_answer")):
-            n = len(opts) if type(opts) is list else 0
-            o = opts if n and [x[:3] if type(x) is str else None for x in opts] == \
-                _PREFIXES[:n] else normalise_options(opts, where=f"{source}: question "
-                                                                  f"{qid!r}")
+            # as shipped ("A. ..."): kept (the schema checks every option); else normalised
+            o = opts if type(opts) is list and opts and type(opts[0]) is str and \
+                opts[0][:3] == "A. " else normalise_options(opts, where=f"{source}: question "
+                                                                        f"{qid!r}")
             letter = letter if type(letter) is str and len(letter) == 1 and letter.isupper() \
                 else _letter(letter)
             options.append(o)
@@ -145,15 +142,14 @@ class _ReXVQAHarmonizer(BaseVQAHarmonizer):
         return {"question_id": raw.ids, "patient_id": field("PatientID"),
                 "study_id": field("StudyInstanceUid"),
                 "image_paths": [images[j][0] for j in at],
+                "image_path": [keys[0][j] for j in at],
+                "view_position": [keys[1][j] for j in at],
                 "view_positions": [images[j][1] for j in at], "question": field("question"),
                 "answer": answers, "answer_format": ["mcq"] * len(at), "options": options,
                 "answer_letter": letters, "explanation": field("correct_answer_explanation"),
                 "task": field("task_name"), "category": field("category"),
                 "subcategory": field("subcategory"),
                 **{c: [v[j] for j in at] for c, v in study.items()}}
-
-
-_PREFIXES = [f"{chr(65 + k)}. " for k in range(26)]
 
 
 def _images(qid, p, v, source: str) -> tuple[list, list]:

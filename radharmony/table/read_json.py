@@ -89,9 +89,10 @@ def iter_json_entries(path: str | os.PathLike, *, entry_fields: tuple[str, ...],
                 cut = buf.rfind(_ENTRY_END)
                 if cut < 0:
                     continue
-                piece = buf[:cut + 4] + b"\n}"  # through the entry's closing brace
-                del buf[:cut + 6]  # keep '  "<next key>": ...'
-                buf[:0] = b"{\n"
+                rest = b"{\n" + buf[cut + 6:]  # '  "<next key>": ...' (less than an entry)
+                del buf[cut + 4:]  # the piece ends with the entry's closing brace ...
+                piece, buf = buf, bytearray(rest)
+                piece += b"\n}"  # ... and the object's (no copy of the chunk)
             else:
                 piece, buf = buf, bytearray()
             yield _load(piece, path, counted, entry_fields, raw_fields)
