@@ -51,6 +51,7 @@ bench: install
 	$(BIN)/python -m benchmarks.run
 	$(BIN)/python -m benchmarks.merge
 	$(BIN)/python -m benchmarks.studies
+	$(BIN)/python -m benchmarks.vqa
 
 clean:
 	rm -rf $(VENV) $(MIN_VENV) cache demo_output .pytest_cache
