@@ -52,6 +52,7 @@ bench: install
 	$(BIN)/python -m benchmarks.merge
 	$(BIN)/python -m benchmarks.studies
 	$(BIN)/python -m benchmarks.vqa
+	$(BIN)/python -m benchmarks.audit
 
 clean:
 	rm -rf $(VENV) $(MIN_VENV) cache demo_output .pytest_cache
