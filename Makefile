@@ -52,6 +52,7 @@ docs: install
 bench: install
 	$(BIN)/python -m benchmarks.run
 	$(BIN)/python -m benchmarks.merge
+	$(BIN)/python -m benchmarks.cli_startup
 
 clean:
 	rm -rf $(VENV) $(MIN_VENV) cache demo_output .pytest_cache site

@@ -59,6 +59,16 @@ def _fake(key: str, name: str, sub: str = "") -> Callable[[Path], Path]:
     return build
 
 
+def _writer(module: str, name: str, **kwargs) -> Callable[[Path], Path]:
+    """A replica large enough for the examples' 10 patient-grouped folds."""
+    def build(tmp: Path) -> Path:
+        from importlib import import_module
+
+        writer = getattr(import_module(f"radharmony.fake.{module}"), f"write_{module}")
+        return Path(writer(tmp / name, **kwargs))
+    return build
+
+
 def _rex(sub: str = "") -> Callable[[Path], Path]:
     def build(tmp: Path) -> Path:
         from radharmony.fake import write_rexgradient
@@ -75,20 +85,30 @@ ROOTS: dict[str, Callable[[Path], Path]] = {
     "/mnt/data/ReXGradient-160K": _rex(),
     "/data/ReXGradient-160K": _rex(),
     "/data/rexgradient/deid_png": _rex("deid_png"),
-    "/data/NIH/images": _fake("nih_cxr14", "NIH"),
-    "/data/nih/images": _fake("nih_cxr14", "NIH"),
-    "/data/nih": _fake("nih_cxr14", "NIH"),
-    "/data/CheXpert-v1.0-small": _fake("chexpert", "CheXpert"),
+    "/data/NIH/images": _writer("nih", "NIH", n_patients=12),
+    "/data/nih/images": _writer("nih", "NIH", n_patients=12),
+    "/data/nih": _writer("nih", "NIH", n_patients=12),
+    "/data/CheXpert-v1.0-small": _writer("chexpert", "CheXpert", n_patients=16),
     "/data/xraydar-multimodal": _fake("xraydar_multimodal", "xraydar"),
     "/data/xraydar": _fake("xraydar_multimodal", "xraydar"),
-    "/data/PadChest": _fake("padchest", "PadChest"),
+    "/data/vindr-cxr/train": _fake("vindr_cxr", "vindr"),
+    "/data/PadChest": _writer("padchest", "PadChest", n_patients=12),
     "/data/openi/png": _fake("openi", "openi"),
 }
 
 
+def _chexlocalize(tmp: Path) -> Path:
+    """CheXlocalize's replica; its val_labels.csv is CheXpert's valid.csv (the same images)."""
+    import shutil
+
+    base = Path(_fake("chexlocalize_val", "CheXloc")(tmp))
+    shutil.copy(base / "val_labels.csv", base / "valid.csv")
+    return base
+
+
 #: page name -> data roots that stand for another replica on that page
 PAGE_ROOTS: dict[str, dict[str, Callable[[Path], Path]]] = {
-    "datasets_grounding.md": {"/data/CheXpert-v1.0-small": _fake("chexlocalize_val", "CheXloc")},
+    "datasets_grounding.md": {"/data/CheXpert-v1.0-small": _chexlocalize},
 }
 
 
@@ -101,3 +121,19 @@ def point_at_replicas(code: str, tmp: Path, built: dict[str, Path], page: str = 
                 built[root] = roots[root](tmp)
             code = code.replace(root, str(built[root]))
     return code
+
+
+def run_block(code: str, name: str, ns: dict) -> None:
+    """Run one block in ``ns``: plain code with ``exec``; a ``>>>`` session with doctest, its
+    shown outputs compared."""
+    if not code.lstrip().startswith(">>>"):
+        exec(compile(code, name, "exec"), ns)
+        return
+    import doctest
+
+    test = doctest.DocTestParser().get_doctest(code, ns, name, name, 0)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    out: list[str] = []
+    runner.run(test, out=out.append, clear_globs=False)
+    if runner.failures:
+        raise AssertionError("".join(out))

@@ -12,7 +12,7 @@ import warnings
 
 import pytest
 
-from docs_blocks import DOCS, REPO, blocks, gen_docs, pages, point_at_replicas
+from docs_blocks import DOCS, REPO, blocks, gen_docs, pages, point_at_replicas, run_block
 
 #: blocks marked ``docs-test: skip``: kept few on purpose (each needs what a test cannot have)
 MAX_SKIPPED = 8
@@ -42,7 +42,7 @@ def test_page_examples_run(page, tmp_path_factory, monkeypatch):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                exec(compile(code, f"{page.relative_to(REPO)}:{line}", "exec"), ns)
+                run_block(code, f"{page.relative_to(REPO)}:{line}", ns)
         except ModuleNotFoundError as exc:  # an optional extra this install lacks
             if exc.name and exc.name.split(".")[0] in OPTIONAL:
                 pytest.skip(f"{page.name}:{line} needs {exc.name} (an optional extra)")

@@ -30,10 +30,12 @@ def resolve_keys(name: str, *, single: bool = False) -> list[str]:
     import difflib
 
     close = difflib.get_close_matches(name, keys + list(fams), n=3)
-    raise RegistryError(f"No dataset registered under {name!r}", expected=f"one of {keys}"
-                        + ("" if single else f" or a family {sorted(fams)}"), found=repr(name),
-                        fix=f"did you mean {', '.join(map(repr, close))}?" if close else
-                        "run `radharmony list` for the valid keys")
+    guess = f": did you mean {' or '.join(map(repr, close))}?" if close else ""
+    raise RegistryError(f"No dataset registered under {name!r}{guess}",
+                        expected=f"one of the {len(keys)} keys `radharmony list` prints" +
+                        ("" if single else " or a family (every split of it)"), found=repr(name),
+                        fix=f"use {close[0]!r}" if close else
+                        "run `radharmony list` for every key, its title and access terms")
 
 
 def _harmonizer(key: str, args: argparse.Namespace):
