@@ -31,7 +31,7 @@ from ..table.harmonizer import BaseHarmonizer, Inputs
 from ..annotations.labels import UncertainLabelsMixin
 from ..data.dataset import BaseRadiologicalDataset
 from ..errors import MetadataNotFoundError
-from ..spec import DatasetSpec
+from ..spec import DatasetSpec, Identity
 from .chexpert import LABEL_MAP as CHEXPERT_LABEL_MAP
 from .report_labels import ReportLabelsDataset, ReportLabelsHarmonizer
 from ..table.locate import find_optional
@@ -61,6 +61,7 @@ SPLIT_MAP = {"train": "train", "validate": "valid", "test": "test"}  # MIMIC's n
 EXTRA_COLS = ("dicom_id", "split", "split_raw", "study_date", "study_time", "rows", "columns", "procedure",
               *NEGBIO_COLS)
 SPEC = DatasetSpec(
+    identity=Identity("mimic_cxr_jpg"),
     key="mimic_cxr_jpg", title="MIMIC-CXR-JPG 2.x",
     metadata_files=(f"mimic-cxr-{VERSION}-metadata.csv.gz", f"mimic-cxr-{VERSION}-metadata.csv"),
     label_cols=LABEL_COLS, extra_cols=EXTRA_COLS, outputs=frozenset({"cls", "report"}),
@@ -76,6 +77,19 @@ SPEC = DatasetSpec(
 #: report trees, best first: ``files/`` beside the images, or the reports archive extracted
 #: into ``mimic-cxr-reports/`` under the image root
 REPORT_ROOTS = {"reports": "files", "reports_extracted": "mimic-cxr-reports/files"}
+
+
+def image_file(subject, study, dicom) -> str:
+    """``files/p10/p10000032/s50414267/<dicom>.jpg`` -- where MIMIC-CXR-JPG keeps an image
+    (also the image link of the MIMIC-based VQA sets)."""
+    subject, study = str(subject), str(study)
+    return f"files/p{subject[:2]}/p{subject}/s{study}/{dicom}.jpg"
+
+
+def files_path(path: str) -> str:
+    """An image path of a MIMIC-based set relative to MIMIC-CXR-JPG's root: ``p10/...`` (the
+    form relative to ``files/``) gains its ``files/``; ``files/p10/...`` stays."""
+    return path if path.startswith("files/") or not path[:1] == "p" else "files/" + path
 
 
 def report_file(subject: str, study: str) -> str:

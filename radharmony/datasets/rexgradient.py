@@ -89,6 +89,32 @@ def _study_date(value, *, where: str):
                             fix="correct or null that StudyDate") from None
 
 
+def relative_paths(paths: list) -> list:
+    """``ImagePath`` values relative to ``deid_png/`` (``../deid_png/`` cut; also used by
+    ReXVQA, whose questions carry the same paths)."""
+    n = len(IMAGE_PREFIX)
+    return [p[n:] if isinstance(p, str) and p.startswith(IMAGE_PREFIX) else p for p in paths]
+
+
+def raw_views(views: list) -> list:
+    """``ImageViewPosition`` values as shipped, ``""`` -> None."""
+    return [v if isinstance(v, str) and v != "" else None for v in views]
+
+
+def study_fields(field, keys, *, source: str) -> dict[str, list]:
+    """The study columns of entries (``field(name)`` -> one value per entry, ``keys`` naming
+    them): ``report`` (the four sections joined) and :data:`EXTRA_OUTPUT_COLS`."""
+    def text(name: str) -> list:
+        return [v if type(v) is str else _optional_text(v) for v in field(name)]
+
+    return {"report": list(map(join_sections, *(section_texts(field(f)) for _, f in SECTIONS))),
+            "accession_number": text("AccessionNumber"), "patient_sex": text("PatientSex"),
+            "patient_age": text("PatientAge"),
+            "study_date": [v if type(v) is int and 0 <= v < 10**8 else  # YYYYMMDD as shipped
+                           _study_date(v, where=f"{source}: entry {key!r}")
+                           for key, v in zip(keys, field("StudyDate"))]}
+
+
 class ReXGradientRaw(dict):
     """What ``read`` returns: the split JSON object as read (a dict), carrying the parsed box
     file, when one was found, as ``boxes`` (and its path as ``boxes_source``)."""
@@ -179,25 +205,13 @@ class _ReXGradientHarmonizer(ReportLabelsHarmonizer, BaseHarmonizer):
             paths += image_paths
             views += vp
 
-        def text(name: str) -> list:
-            return [v if type(v) is str else _optional_text(v) for v in field(name)]
-
         cols = {"patient_id": field("PatientID"), "study_id": field("StudyInstanceUid"),
-                "report": list(map(join_sections,
-                                   *(section_texts(field(f)) for _, f in SECTIONS))),
-                "accession_number": text("AccessionNumber"), "patient_sex": text("PatientSex"),
-                "patient_age": text("PatientAge"),
-                "study_date": [v if type(v) is int and 0 <= v < 10**8 else  # YYYYMMDD as shipped
-                               _study_date(v, where=f"{source}: entry {key!r}")
-                               for key, v in zip(raw, field("StudyDate"))]}
+                **study_fields(field, raw, source=source)}
         reps = np.asarray(counts, dtype=np.int64)
         df = pd.DataFrame({c: pd.Series(np.repeat(pd.Series(v, dtype=object).to_numpy(),  # 1-D
                                                   reps), dtype=object) for c, v in cols.items()})
-        df.insert(2, "image_path", pd.Series(
-            [p[len(IMAGE_PREFIX):] if isinstance(p, str) and p.startswith(IMAGE_PREFIX) else p
-             for p in paths], dtype=object))
-        df.insert(3, "view_position", pd.Series(
-            [v if isinstance(v, str) and v != "" else None for v in views], dtype=object))
+        df.insert(2, "image_path", pd.Series(relative_paths(paths), dtype=object))
+        df.insert(3, "view_position", pd.Series(raw_views(views), dtype=object))
         df["study_date"] = df["study_date"].astype("Int64")
         if boxes is not None:
             df["boxes"] = _box_column(df, shapes, raw)

@@ -44,13 +44,17 @@ REPORT = ("                                 FINAL REPORT\n EXAMINATION:  CHEST (
 
 
 def write_mimic(root: str | Path, *, n_subjects: int = 3, seed: int = 0, images: bool = True,
-                image_size: tuple[int, int] = (320, 256)) -> Path:
-    """Write the replica under ``root`` and return ``root`` (the ``base_image_dir``)."""
+                image_size: tuple[int, int] = (320, 256), subjects: list[str] | None = None
+                ) -> Path:
+    """Write the replica under ``root`` and return ``root`` (the ``base_image_dir``).
+    ``subjects``: the 8-digit subject ids to write (e.g. shared with an MS-CXR replica)."""
     root = Path(root)
     rng = np.random.default_rng(seed)
     meta, chexpert, negbio, split = [], [], [], []
+    n_subjects = n_subjects if subjects is None else len(subjects)
     for s in range(n_subjects):
         subject = str(10000032 + 1_000_000 * s + int(rng.integers(0, 99999)))
+        subject = subject if subjects is None else str(subjects[s])
         for k in range(2 if s < 2 else 1):
             study = str(50000000 + int(rng.integers(0, 9999999)))
             part = ["train", "validate", "test"][s % 3]
@@ -90,6 +94,27 @@ def write_mimic(root: str | Path, *, n_subjects: int = 3, seed: int = 0, images:
               ["study_id", *[TEST_NAMES.get(c, c) for c in LABELS]],
               [[study, *rng.choice(["1.0", "0.0", "-1.0", ""], len(LABELS))] for study in test])
     return root
+
+
+def studies(root: str | Path) -> list[dict]:
+    """The studies of a replica :func:`write_mimic` wrote under ``root``, in file order:
+    ``subject``, ``study``, ``date``, ``split`` and parallel ``dicoms`` / ``views`` lists (the
+    VQA replicas built over MIMIC ask about these)."""
+    import pandas as pd
+
+    root = Path(root)
+    meta = pd.read_csv(root / "mimic-cxr-2.0.0-metadata.csv.gz", dtype=str,
+                       keep_default_na=False)
+    split = pd.read_csv(root / "mimic-cxr-2.0.0-split.csv.gz", dtype=str)
+    part = dict(zip(split["dicom_id"], split["split"]))
+    out: dict = {}
+    for r in meta.itertuples():
+        s = out.setdefault(r.study_id, {"subject": r.subject_id, "study": r.study_id,
+                                        "date": int(r.StudyDate), "split": part[r.dicom_id],
+                                        "dicoms": [], "views": []})
+        s["dicoms"].append(r.dicom_id)
+        s["views"].append(r.ViewPosition)
+    return list(out.values())
 
 
 @register_fake("mimic_cxr_jpg", "mimic_cxr_jpg_test")

@@ -126,7 +126,9 @@ def validate(df: pd.DataFrame, spec: DatasetSpec, *, source: str = "harmonized t
                                    check_relative_path(p, where=f"{source}, row {i}")
                                    for i, p in enumerate(out["image_path"])], dtype=object)
     per_root = spec.root_col is not None and spec.root_col in out.columns  # paths per root
-    dup = out.duplicated([spec.root_col, "image_path"], keep=False) if per_root else \
+    questions = spec.row_unit == "question"  # one row per question: its images repeat
+    dup = pd.Series(False, index=out.index) if questions else \
+        out.duplicated([spec.root_col, "image_path"], keep=False) if per_root else \
         out["image_path"].duplicated(keep=False)
     if dup.any():
         first = out.loc[dup, "image_path"].iloc[0]
@@ -169,6 +171,11 @@ def validate(df: pd.DataFrame, spec: DatasetSpec, *, source: str = "harmonized t
     for col in out.columns:
         if col not in done and pd.api.types.is_string_dtype(out[col]):
             out[col] = _as_object(out[col])
+    if questions:
+        from .questions import check_questions
+
+        check_questions(out, spec, source, lambda p, where: isinstance(p, str) and
+                        _plainly_clean(p) or check_relative_path(p, where=where))
     return out
 
 

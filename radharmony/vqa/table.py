@@ -1,0 +1,122 @@
+"""The question-level table every VQA dataset harmonizes to: its spec, and the pure helpers the
+dataset modules share (options, answer formats, the key image, the frame itself)."""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable, Mapping
+
+import pandas as pd
+
+from ..errors import MetadataError
+from ..spec import QUESTION_COLUMNS, REQUIRED_COLUMNS, DatasetSpec
+from ..table.questions import duplicate_question
+
+#: optional question columns, kept where the source has them
+TAXONOMY = ("task", "category", "subcategory")
+#: the columns of a difference question's reference study
+REFERENCE = ("ref_study_id", "ref_image_paths")
+#: canonical frontal views, best first, for the key image
+FRONTAL = ("PA", "AP")
+_LETTERED = re.compile(r"^\s*\(?([A-Za-z])\s*[.:)]\s*(.*)$", re.S)
+_YES_NO = {"yes", "no"}
+
+
+def vqa_spec(key: str, title: str, *, extra: Iterable[str] = (),
+             column_types: Mapping[str, str] | None = None, **kwargs) -> DatasetSpec:
+    """A question-level :class:`~radharmony.spec.DatasetSpec`: one row per question
+    (``row_unit="question"``), ``sample_id`` = ``"<key>:<question_id>"``, the
+    :data:`~radharmony.spec.QUESTION_COLUMNS` first among the extra columns, then ``extra``
+    (e.g. :data:`TAXONOMY`, :data:`REFERENCE`, ``split``/``split_raw``)."""
+    extra = tuple(extra)
+    types = {c: t for c, t in QUESTION_COLUMNS.items() if t != "text"}
+    if "ref_image_paths" in extra:
+        types["ref_image_paths"] = "json"
+    types.update(column_types or {})
+    return DatasetSpec(key=key, title=title, extra_cols=tuple(QUESTION_COLUMNS) + extra,
+                       column_types=types, id_col="question_id", row_unit="question",
+                       **kwargs)
+
+
+def normalise_options(options, *, where: str = "question") -> list[str]:
+    """Options as ``["A. text", "B. text", ...]``: ``"A: x"``, ``"(A) x"``, ``"a. x"`` are
+    re-lettered in place; plain texts get letters in order; None -> ``[]``."""
+    if options is None:
+        return []
+    if isinstance(options, str) or not isinstance(options, (list, tuple)):
+        raise MetadataError(f"{where}: options are not a list", expected="a list of options",
+                            found=repr(options)[:80], fix="check the question's options")
+    texts = [str(o) for o in options]
+    parsed = [_LETTERED.match(t) for t in texts]
+    if parsed and all(parsed) and [m.group(1).upper() for m in parsed] == \
+            [chr(65 + k) for k in range(len(texts))]:
+        texts = [m.group(2).strip() for m in parsed]
+    return [f"{chr(65 + k)}. {t.strip()}" for k, t in enumerate(texts)]
+
+
+def text(value) -> str | None:
+    """A field as text (numbers as written: ``2`` -> ``"2"``); None stays None."""
+    return None if value is None else str(value)
+
+
+def option_text(options: list[str], letter: str) -> str | None:
+    """The text of option ``letter`` (``"B"``) of normalised ``options``; None when absent."""
+    for o in options:
+        if o[0] == letter:
+            return o[3:]
+    return None
+
+
+#: an ``answer_type`` as shipped (stripped, upper-cased) -> ``answer_format``
+ANSWER_TYPES = {"OPEN": "open", "CLOSED": "closed"}
+
+
+def typed_format(answer_type, *, where: str) -> str:
+    """``answer_format`` from a shipped ``answer_type`` (``"OPEN"``, ``"CLOSED "``, ...)."""
+    fmt = ANSWER_TYPES.get(str(answer_type).strip().upper())
+    if fmt is None:
+        raise MetadataError(f"{where} has answer_type {answer_type!r}",
+                            expected="OPEN or CLOSED", found=repr(answer_type),
+                            fix="correct that entry")
+    return fmt
+
+
+def answer_format(answer) -> str:
+    """``"closed"`` for a yes/no answer, else ``"open"`` (sources without an answer type)."""
+    return "closed" if isinstance(answer, str) and answer.strip().lower() in _YES_NO \
+        else "open"
+
+
+def key_image(views: list) -> int:
+    """Index of the key image among a question's canonical ``views``: PA, else AP, else 0
+    (ReXrank's single-image choice)."""
+    for v in FRONTAL:
+        if v in views:
+            return views.index(v)
+    return 0
+
+
+def question_frame(cols: dict, spec: DatasetSpec, *, source: str) -> pd.DataFrame:
+    """The question table from column lists: ``image_paths`` / ``view_positions`` (lists per
+    question) give ``image_path`` / ``view_position`` (the key image, by the spec's
+    ``view_map``); a repeated ``question_id`` is refused naming both occurrences."""
+    duplicate_question(cols["question_id"], source)
+    vmap = spec.view_map
+    key_path, key_view = [], []
+    for paths, views in zip(cols["image_paths"], cols["view_positions"]):
+        canon = [vmap.get(v.strip().upper(), v.strip()) if isinstance(v, str) else None
+                 for v in views]
+        k = key_image(canon) if paths else 0
+        key_path.append(paths[k] if paths else None)
+        key_view.append(views[k] if paths else None)
+    base = {"patient_id": cols["patient_id"], "study_id": cols["study_id"],
+            "image_path": key_path, "view_position": key_view,
+            "report": cols.get("report") or [None] * len(key_path)}
+    order = [c for c in spec.columns if c not in REQUIRED_COLUMNS]
+    missing = [c for c in order if c not in cols]
+    if missing:
+        raise MetadataError(f"{source}: the harmonizer made no column {missing}",
+                            expected=f"columns {order}", found=sorted(cols),
+                            fix="report this as a radharmony bug")
+    data = {**base, **{c: cols[c] for c in order}}
+    return pd.DataFrame({c: pd.Series(v, dtype=object) for c, v in data.items()})
