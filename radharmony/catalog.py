@@ -19,7 +19,7 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
-from .spec import DatasetSpec
+from .spec import DatasetSpec, Identity
 
 PACKAGE = Path(__file__).resolve().parent
 INDEX = PACKAGE / "catalog.json"
@@ -58,6 +58,8 @@ def _decode(value):
 
 
 def _encode(value):
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):  # e.g. an Identity
+        return {f.name: _encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, (frozenset, set)):
         return sorted(value)
     if isinstance(value, (list, tuple)):
@@ -75,6 +77,8 @@ def _spec_from(record: dict) -> DatasetSpec:
         default = kinds[name].default
         if isinstance(default, frozenset):
             value = frozenset(value)
+        elif name == "identity" and value is not None:
+            value = Identity(**value)
         values[name] = value
     return DatasetSpec(**values)
 
