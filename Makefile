@@ -12,10 +12,15 @@ $(BIN)/python:
 
 # torch first, pinned: on these machines torch==2.13.0 is a local CPU build, while an
 # unpinned torch would pull a multi-GB CUDA build. The package itself declares torch>=2.2.
-$(STAMP): pyproject.toml | $(BIN)/python
+# Every other dependency is installed at its declared floor's release line (name==floor.*,
+# tools/min_requirements.py --constraints): the floors pyproject.toml declares are the versions
+# every `make test` (and so CI) installs and tests.
+EXTRAS := test bench eval webdataset ray config fast
+$(STAMP): pyproject.toml tools/min_requirements.py | $(BIN)/python
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[test,bench,eval,webdataset,ray,config,fast]'
+	$(PYTHON) tools/min_requirements.py --constraints $(EXTRAS) > $(VENV)/floors.txt
+	$(BIN)/python -m pip install -q -c $(VENV)/floors.txt -e '.[test,bench,eval,webdataset,ray,config,fast]'
 	$(BIN)/python -m pip install -q --no-deps torchxrayvision==1.5.7
 	touch $(STAMP)
 
@@ -45,6 +50,7 @@ test-min:
 bench: install
 	$(BIN)/python -m benchmarks.run
 	$(BIN)/python -m benchmarks.merge
+	$(BIN)/python -m benchmarks.studies
 	$(BIN)/python -m benchmarks.vqa
 
 clean:

@@ -7,10 +7,14 @@ BaseRadiologicalDataset` whose rows keep their own image root (``spec.root_col="
 their source's ``sample_id`` and a namespaced ``patient_id`` (``"<key>:<patient>"``), so splits
 and folds never put one patient on both sides.
 
-NIH ChestX-ray14 images reappear in RSNA Pneumonia (whose table names each image's NIH
-original, ``nih_image``) and in the NIH Google labels: with an NIH table in the merge, their
-patients are joined under the NIH key. SIIM-ACR images are NIH images too, but its table names
-no NIH original (its ids are new DICOM UIDs), so its patients cannot be joined: the merge warns.
+Datasets of one *identity family* (declared by each spec's ``identity``, see
+:class:`radharmony.spec.Identity` and ``docs/audit.md``) share patients: MS-CXR, Chest ImaGenome
+and CheXmask-MIMIC are MIMIC-CXR patients, RSNA Pneumonia (through ``nih_image``) and the NIH
+Google labels are NIH ChestX-ray14 patients, and so on. With two or more members of a family
+in the merge, their patients are joined under the family's name (``"nih_cxr14:00000013"``) and
+``merged.family_joins`` lists the joins. SIIM-ACR images are NIH images too, but its table
+names no NIH original (its ids are new DICOM UIDs), so its patients cannot be joined: the
+merge warns.
 
 >>> import pandas as pd
 >>> from radharmony.data.dataset import BaseRadiologicalDataset
@@ -38,6 +42,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import RadHarmonyError, UnsupportedOutputWarning, check_choice
+from .identity import join_patients, unlinked_message
 from .spec import DatasetSpec
 from .vocabulary import derive_findings, derive_report
 from .vocabulary.table import check_findings
@@ -51,12 +56,6 @@ MERGED_KEY = "merged"
 #: ``uncertain=``: what -1 becomes in ``cls`` and whether ``cls_mask`` counts it
 UNCERTAIN = {k: (UNCERTAIN_POLICIES[k], k not in ("keep", "ignore"))
              for k in ("keep", "ignore", "zeros", "ones")}  # (what sampling.cls_targets does)
-#: datasets whose patient ids are NIH ChestX-ray14's (the first one present names the group)
-NIH_KEYS = ("nih_cxr14", "nih_cxr14_google")
-#: a source column naming each row's NIH original (file stem ``<patient>_<follow-up>``)
-NIH_IMAGE_COL = "nih_image"
-#: datasets of NIH images whose tables cannot name the NIH original
-NIH_UNLINKED = ("siim_acr_ptx",)
 #: the merged table's columns before the findings
 BASE_COLUMNS = ("patient_id", "study_id", "image_path", "view_position", "report", "source",
                 "patient_age_years", "patient_sex")
@@ -81,13 +80,18 @@ class MergedDataset(BaseRadiologicalDataset):
         merge_report: per source, how many label values reached the findings (see
             :func:`merge`).
         sources: the source datasets, in merge order.
+        family_joins: one row per identity family joined (``family``, ``datasets``,
+            ``rows_linked``, ``rows_unlinked``, ``patients``, ``shared_patients``: patients
+            found in two or more of its datasets); empty when none was.
     """
 
     harmonizer_class = None
 
     def __init__(self, table: pd.DataFrame, *, spec: DatasetSpec, image_roots, findings,
-                 uncertain: str, merge_report: pd.DataFrame, sources: tuple, like):
+                 uncertain: str, merge_report: pd.DataFrame, sources: tuple, like,
+                 family_joins: pd.DataFrame | None = None):
         self.findings = tuple(findings)
+        self.family_joins = family_joins
         self.uncertain = uncertain
         self.merge_report = merge_report
         self.sources = sources
@@ -195,22 +199,11 @@ def _namespaced(key: str, values: pd.Series) -> np.ndarray:
     return (key + ":" + values.astype(str)).to_numpy(dtype=object)
 
 
-def _part(ds, wanted: tuple[str, ...], approximate: bool, nih_key: str | None):
+def _part(ds, wanted: tuple[str, ...], approximate: bool, joined):
     df = ds.harmonized_df
     key = ds.spec.key
     derived = derive_findings(df, ds.spec, findings=wanted, approximate=approximate)
-    patients = _namespaced(key, df["patient_id"])
-    joined = 0
-    if nih_key is not None and key in NIH_KEYS:
-        patients = _namespaced(nih_key, df["patient_id"])
-        joined = len(df)
-    elif nih_key is not None and NIH_IMAGE_COL in df.columns:
-        nih = df[NIH_IMAGE_COL]
-        linked = nih.notna().to_numpy()
-        if linked.any():
-            stem = nih[linked].astype(str).str.replace(r"\.png$", "", regex=True)
-            patients[linked] = _namespaced(nih_key, stem.str.replace(r"_\d+$", "", regex=True))
-        joined = int(linked.sum())
+    patients = joined.patients
     part = {"patient_id": patients, "study_id": _namespaced(key, df["study_id"]),
             "image_path": df["image_path"].to_numpy(dtype=object),
             "view_position": df["view"].to_numpy(dtype=object),
@@ -223,7 +216,7 @@ def _part(ds, wanted: tuple[str, ...], approximate: bool, nih_key: str | None):
     rep = derive_report(df, ds.spec, approximate=approximate)
     summary = (key, len(df), len(ds.spec.label_cols), int(rep["values"].sum()),
                int(rep["mapped"].sum()), int(rep["one_way"].sum()), int(rep["unknown"].sum()),
-               int(derived.isna().all(axis=1).sum()) if len(wanted) else len(df), joined)
+               int(derived.isna().all(axis=1).sum()) if len(wanted) else len(df), joined.joined)
     return part, summary
 
 
@@ -249,7 +242,8 @@ def merge(datasets: Sequence[BaseRadiologicalDataset], *, findings: Iterable[str
 
     Returns:
         A :class:`MergedDataset`. Its ``harmonized_df``: ``sample_id`` (the source's),
-        ``patient_id`` (``"<key>:<patient>"``; NIH-derived sources joined to NIH patients),
+        ``patient_id`` (``"<key>:<patient>"``; ``"<family>:<patient>"`` where two or more
+        datasets of one identity family are present, see :class:`radharmony.spec.Identity`),
         ``study_id`` (``"<key>:<study>"``), ``image_path`` (under its source's root),
         ``view_position`` (the source's canonical view), ``report``, ``source``, one float
         column per finding (1 / 0 / -1 / NaN), then ``view``, ``age_years`` and ``sex``.
@@ -257,26 +251,21 @@ def merge(datasets: Sequence[BaseRadiologicalDataset], *, findings: Iterable[str
         (known label cells), ``mapped`` (passed as is), ``one_way`` (transferred only one way:
         a narrower 1 or a broader 0), ``unknown`` (reached no finding; ``mapped + one_way +
         unknown == values``), ``rows_without_findings`` (rows kept with every finding NaN)
-        and ``patients_joined`` (rows whose patient is an NIH patient).
+        and ``patients_joined`` (rows whose patient joined its identity family's).
+        ``family_joins``: the families joined (see :class:`MergedDataset`).
     """
     check_choice("uncertain", uncertain, tuple(UNCERTAIN))
     wanted = check_findings(findings, where="merge(findings=)")
     if isinstance(datasets, Iterable) and not isinstance(datasets, BaseRadiologicalDataset):
         datasets = list(datasets)
     _check_sources(datasets)
-    keys = [ds.spec.key for ds in datasets]
-    nih_key = next((k for k in NIH_KEYS if k in keys), None)
-    if nih_key is not None:
-        for k in NIH_UNLINKED:
-            if k in keys:
-                warnings.warn(f"merge(): {k} images are NIH ChestX-ray14 images, but its table "
-                              "names no NIH original, so its patients cannot be joined to "
-                              f"{nih_key}'s: a patient may land in train and val through both. "
-                              f"Leave {k} out of patient-grouped splits with NIH, or split it "
-                              "separately", UserWarning, stacklevel=2)
+    joins, family_joins, unlinked = join_patients([(ds.harmonized_df, ds.spec)
+                                                   for ds in datasets])
+    for key, family, others, note in unlinked:
+        warnings.warn(unlinked_message(key, family, others, note), UserWarning, stacklevel=2)
     parts, summaries = [], []
-    for ds in datasets:
-        part, summary = _part(ds, wanted, approximate, nih_key)
+    for ds, joined in zip(datasets, joins):
+        part, summary = _part(ds, wanted, approximate, joined)
         parts.append(part)
         summaries.append(summary)
     ids = np.concatenate([p["sample_id"] for p in parts])
@@ -298,6 +287,9 @@ def merge(datasets: Sequence[BaseRadiologicalDataset], *, findings: Iterable[str
     report = pd.DataFrame(summaries, columns=list(REPORT_COLUMNS))
     log.info("merged %d sources, %d rows:\n%s", len(datasets), len(table),
              report.to_string(index=False))
+    if len(family_joins):
+        log.info("patients joined across identity families:\n%s",
+                 family_joins.to_string(index=False))
     if verbose:
         print(report.to_string(index=False))
     first = datasets[0]
@@ -311,7 +303,7 @@ def merge(datasets: Sequence[BaseRadiologicalDataset], *, findings: Iterable[str
     roots = {ds.spec.key: ds.base_image_dir for ds in datasets}
     return MergedDataset(table, spec=_merged_spec(wanted, outputs), image_roots=roots,
                          findings=wanted, uncertain=uncertain, merge_report=report,
-                         sources=tuple(datasets), like=first)
+                         sources=tuple(datasets), like=first, family_joins=family_joins)
 
 
 __all__ = ["MERGED_KEY", "MergeError", "MergedDataset", "UNCERTAIN", "merge"]

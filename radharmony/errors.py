@@ -101,6 +101,11 @@ class ColourImageWarning(UserWarning):
     """A colour image was converted to grayscale (its channels differed)."""
 
 
+class StudyWarning(UserWarning):
+    """Study-level samples changed or left something out, counted and named once per build
+    (images beyond ``max_images``, reports without sections, dates that cannot be read)."""
+
+
 def check_choice(name: str, value, choices: Iterable, *, what: str | None = None,
                  error: type[RadHarmonyError] = RadHarmonyError):
     """``value`` when it is one of ``choices``, else a four-part error listing them."""

@@ -22,9 +22,36 @@ def _catalog() -> dict[str, type[BaseRadiologicalDataset]]:
     return {**_builtin.CATALOG, **_USER}
 
 
-def register_dataset(cls: type[BaseRadiologicalDataset]) -> type[BaseRadiologicalDataset]:
+def register_dataset(cls_or_key=None, /):
     """Register a dataset class (with a ``harmonizer_class`` whose spec has a new ``key``) so
-    that the CLI, the viewer and :func:`get_dataset_class` find it; usable as a decorator."""
+    that the CLI, the viewer and :func:`get_dataset_class` find it. Three forms:
+
+    * ``register_dataset(MyDataset)`` (or ``@register_dataset`` above the class);
+    * ``@register_dataset("my_key")`` above the class (the reference library's form): the key
+      must be the harmonizer spec's ``key``, which the sample ids carry;
+    * either form on a harmonizer class: a plain dataset class is made for it and registered
+      (the harmonizer class is returned unchanged).
+
+    ``register_dataset()`` with no argument is a decorator too.
+    """
+    if cls_or_key is None or isinstance(cls_or_key, str):
+        return _register_as(cls_or_key)
+    return _register_as(None)(cls_or_key)
+
+
+def _register_as(key: str | None):
+    def decorate(cls):
+        if isinstance(cls, type) and issubclass(cls, BaseHarmonizer) and \
+                getattr(cls, "spec", None) is not None:
+            _register(type(f"{cls.__name__}Dataset", (BaseRadiologicalDataset,),
+                           {"harmonizer_class": cls, "__module__": cls.__module__}), key)
+            return cls
+        return _register(cls, key)
+
+    return decorate
+
+
+def _register(cls, key: str | None) -> type[BaseRadiologicalDataset]:
     h = getattr(cls, "harmonizer_class", None)
     if not (isinstance(cls, type) and issubclass(cls, BaseRadiologicalDataset) and
             isinstance(h, type) and issubclass(h, BaseHarmonizer)):
@@ -32,6 +59,12 @@ def register_dataset(cls: type[BaseRadiologicalDataset]) -> type[BaseRadiologica
                             expected="a BaseRadiologicalDataset subclass whose harmonizer_class "
                             "is a BaseHarmonizer subclass with a spec", found=repr(cls),
                             fix="set harmonizer_class on the dataset class")
+    if key is not None and key != h.spec.key:
+        raise RegistryError(f"register_dataset({key!r}) on {cls.__name__}, whose harmonizer's "
+                            f"spec has key {h.spec.key!r}",
+                            expected="the key of the harmonizer's spec (its sample ids carry it)",
+                            found=repr(key), fix=f"use @register_dataset({h.spec.key!r}), or "
+                            f"give the spec key={key!r}")
     key = h.spec.key
     if key in _builtin.CATALOG and _builtin.CATALOG[key] is not cls:
         raise RegistryError(f"Dataset key {key!r} is a built-in dataset's",

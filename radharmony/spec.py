@@ -25,6 +25,40 @@ QUESTION_COLUMNS = {"question_id": "text", "question": "text", "answer": "text",
                     "explanation": "text", "image_paths": "json", "view_positions": "json"}
 
 
+#: how a dataset's rows name the patients of their identity family (see :class:`Identity`)
+LINKS = ("same", "column", "path", "none")
+
+
+@dataclass(frozen=True)
+class Identity:
+    """The release whose patients (and images) a dataset shares: its *identity family*.
+
+    Datasets re-annotating one release (MS-CXR and Chest ImaGenome on MIMIC-CXR, CheXlocalize
+    on CheXpert, RSNA Pneumonia on NIH ChestX-ray14, ...) declare the same ``family``;
+    :func:`radharmony.merge` puts the rows of every family member present under one patient
+    namespace, so a patient is on one side of every split and fold.
+
+    Attributes:
+        family: the family's name, the registry key of its original release
+            (``"mimic_cxr_jpg"``, ``"chexpert"``, ``"nih_cxr14"``, ``"padchest"``, ...).
+        link: how a row names its family patient: ``"same"`` (``patient_id`` is the family's
+            patient id), ``"column"`` (``column`` names the family's image or patient, e.g. a
+            mapping file read into it; rows where it is empty are not linked), ``"path"``
+            (the ``image_path`` file stem does) or ``"none"`` (the images are the family's but
+            nothing in the table says which: the merge warns, quoting ``note``).
+        column: with ``link="column"``: the table column to read.
+        pattern: a regular expression whose first group is the family patient id within the
+            value read (``column`` or path stem); None: the whole value.
+        note: with ``link="none"``: what would link the rows (said in the warning).
+    """
+
+    family: str
+    link: str = "same"
+    column: str | None = None
+    pattern: str | None = None
+    note: str = ""
+
+
 @dataclass(frozen=True)
 class DatasetSpec:
     """What a dataset ships and what its harmonized table holds.
@@ -64,6 +98,8 @@ class DatasetSpec:
         row_unit: what one row of the table is: ``"image"`` (``image_path`` unique) or
             ``"question"`` (a VQA question: ``question_id`` unique, the
             :data:`QUESTION_COLUMNS` checked; see :mod:`radharmony.table.questions`).
+        identity: the identity family the dataset's patients belong to (:class:`Identity`);
+            None: its patients are its own.
     """
 
     key: str
@@ -87,6 +123,7 @@ class DatasetSpec:
     study_date_col: str | None = None
     sex_col: str | None = None
     row_unit: str = "image"
+    identity: Identity | None = None
 
     @property
     def columns(self) -> tuple[str, ...]:

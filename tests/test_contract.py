@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -10,6 +12,8 @@ import pytest
 import torch
 
 import radharmony
+from radharmony.data.dataset import BaseRadiologicalDataset
+from radharmony.imaging.pipeline import DefaultTransform
 from radharmony.table.harmonizer import BaseHarmonizer
 from radharmony.errors import UnsupportedOutputWarning
 from radharmony.fake import make_fake
@@ -278,3 +282,55 @@ def test_split_column_speaks_one_vocabulary(case):
     assert "split_raw" in df.columns, "the dataset's own split name is kept beside it"
     assert set(df["split"].dropna()) <= set(SPLIT_NAMES)
     assert (df["split"].isna() == df["split_raw"].isna()).all()
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_constructor_takes_the_base_signature(key):
+    """Every dataset class, mixins included, takes the base class's arguments: the first three
+    by position in the reference's order, the rest by keyword, with the base's defaults."""
+    base = inspect.signature(BaseRadiologicalDataset).parameters
+    params = inspect.signature(radharmony.get_dataset_class(key)).parameters
+    P = inspect.Parameter
+    assert [n for n, p in params.items() if p.kind is P.POSITIONAL_OR_KEYWORD] == \
+        ["base_image_dir", "csv_path", "transform"]
+    for name, p in base.items():
+        assert name in params, f"{key} does not take {name}="
+        assert (params[name].kind, params[name].default) == (p.kind, p.default), name
+
+
+def test_the_signature_follows_a_mixin_that_passes_arguments_on():
+    from radharmony.data.dataset import constructor_signature
+
+    class Mixin:
+        def __init__(self, *args, extra: int = 1, **kwargs):
+            super().__init__(*args, **kwargs)
+
+    class Narrow(BaseRadiologicalDataset):
+        def __init__(self, base_image_dir, *, extra2: int = 2, **kwargs):
+            super().__init__(base_image_dir, **kwargs)
+
+    params = constructor_signature(type("D", (Mixin, BaseRadiologicalDataset), {})).parameters
+    assert list(params)[:4] == ["base_image_dir", "csv_path", "transform", "extra"]
+    narrow = constructor_signature(Narrow).parameters
+    assert list(narrow)[:2] == ["base_image_dir", "extra2"]
+    assert narrow["csv_path"].kind is inspect.Parameter.KEYWORD_ONLY  # no longer positional
+
+
+def test_reference_positional_form_and_the_saved_image_root(case, tmp_path):
+    """``cls(base_image_dir, csv_path, transform)`` by position, and ``cls(harmonizer_path=)``
+    or ``cls(harmonizer=)`` without ``base_image_dir`` (the root saved with the harmonizer)."""
+    key, cls, kwargs, ds, root = case
+    rest = {k: v for k, v in kwargs.items() if k not in ("base_image_dir", "csv_path")}
+    ids = list(ds.harmonized_df["sample_id"])
+    small = cls(kwargs["base_image_dir"], kwargs.get("csv_path"), DefaultTransform(size=32),
+                **rest, cache_dir=None)
+    assert list(small.harmonized_df["sample_id"]) == ids
+    # a question-level (VQA) sample stacks its question's K images: (K, 1, 32, 32)
+    stacked = cls.spec.row_unit == "question"
+    assert small[0]["img"].shape[stacked:] == (1, 32, 32)
+    path = ds.harmonizer.save(tmp_path / "h.parquet")
+    for source in ({"harmonizer_path": path}, {"harmonizer": ds.harmonizer}):
+        back = cls(**source, **rest, cache_dir=None)
+        assert back.base_image_dir == Path(kwargs["base_image_dir"])
+        assert list(back.harmonized_df["sample_id"]) == ids
+        assert back[len(back) - 1]["sample_id"] == ids[-1]

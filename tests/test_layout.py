@@ -60,3 +60,28 @@ def test_no_two_rooms_import_each_other():
 def test_the_graph_is_read():
     graph = _imports()
     assert "table" in graph["data"] and "errors" in graph["table"]  # the check sees imports
+
+
+MAX_MODULE_LINES = 400
+
+
+def oversized_modules(package: Path = PACKAGE, limit: int = MAX_MODULE_LINES) -> list[str]:
+    """``"path: N lines"`` of every module of ``package`` longer than ``limit`` lines."""
+    sizes = {path: len(path.read_text().splitlines()) for path in package.rglob("*.py")}
+    return [f"{path.relative_to(package.parent)}: {n} lines"
+            for path, n in sorted(sizes.items()) if n > limit]
+
+
+def test_no_module_is_over_400_lines():
+    """One dataset = one module of ~100-250 lines; no module of the package over 400 (split it
+    by role: see radharmony/data/dataset.py, reads.py and subsets.py)."""
+    too_long = oversized_modules()
+    assert not too_long, "modules over 400 lines (split them):\n" + "\n".join(too_long)
+
+
+def test_the_size_check_sees_a_long_module(tmp_path):
+    package = tmp_path / "radharmony"
+    (package / "data").mkdir(parents=True)
+    (package / "data" / "long.py").write_text("x = 1\n" * 401)
+    (package / "short.py").write_text("x = 1\n" * 400)
+    assert oversized_modules(package) == ["radharmony/data/long.py: 401 lines"]

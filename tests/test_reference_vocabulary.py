@@ -75,6 +75,32 @@ def test_harmonizer_vocabulary(rex, tmp_path):
     assert ds.base_image_dir == rex and ds[0]["img"].shape == (1, 224, 224)
 
 
+def test_reference_positional_order_beyond_the_first_three(rex):
+    """Ported code may pass the reference's whole positional order (base_image_dir, csv_path,
+    transform, cache_dir, output_cls, output_mask, output_report, ...): the extra ones are
+    read as those keywords; twice or too many is a RadHarmonyError."""
+    import torch
+
+    from radharmony.data.dataset import BaseRadiologicalDataset
+    from radharmony.errors import RadHarmonyError
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds = ReXGradientValidDataset(rex, None, None, None, False, False, True, False, None,
+                                     None, None, torch.float32)
+    assert ds.cache_dir is None and ds.outputs == {"report"} and ds.dtype == torch.float32
+    with pytest.raises(RadHarmonyError, match="output_report twice.*argument 7"):
+        ReXGradientValidDataset(rex, None, None, None, False, False, True, output_report=True)
+    with pytest.raises(RadHarmonyError, match="13 positional arguments"):
+        ReXGradientValidDataset(*[None] * 13)
+
+    class Own(BaseRadiologicalDataset):  # a class with its own positional arguments
+        def __init__(self, a, b, c, d):
+            self.got = (a, b, c, d)
+
+    assert Own(1, 2, 3, 4).got == (1, 2, 3, 4)
+
+
 def test_registry_vocabulary_and_family_keys():
     assert radharmony.resolve_dataset("rexgradient", split="valid") is ReXGradientValidDataset
     assert radharmony.resolve_dataset("ReXGradientValidDataset") is ReXGradientValidDataset
@@ -85,6 +111,38 @@ def test_registry_vocabulary_and_family_keys():
     with pytest.raises(RegistryError, match="no split 'val'"):
         radharmony.resolve_dataset("rexgradient", split="val")
     assert callable(radharmony.register_dataset)
+
+
+def test_register_dataset_as_decorator_factory(monkeypatch, rex):
+    """``@register_dataset("key")`` (the reference's form) next to ``register_dataset(cls)``,
+    on a dataset class or on a harmonizer class alone."""
+    import dataclasses
+
+    from radharmony import registry
+
+    monkeypatch.setattr(registry, "_USER", {})
+
+    def harmonizer(key):
+        spec = dataclasses.replace(ReXGradientValidHarmonizer.spec, key=key)
+        return type(f"H_{key}", (ReXGradientValidHarmonizer,), {"spec": spec})
+
+    @radharmony.register_dataset("site_a")
+    class SiteA(ReXGradientValidDataset):
+        harmonizer_class = harmonizer("site_a")
+
+    assert isinstance(SiteA, type) and radharmony.get_dataset_class("site_a") is SiteA
+    SiteB = type("SiteB", (ReXGradientValidDataset,), {"harmonizer_class": harmonizer("site_b")})
+    assert radharmony.register_dataset(SiteB) is SiteB
+    assert radharmony.register_dataset()(SiteB) is SiteB
+    HC = radharmony.register_dataset("site_c")(harmonizer("site_c"))
+    assert issubclass(HC, ReXGradientValidHarmonizer)  # the harmonizer comes back unchanged
+    ds = radharmony.get_dataset_class("site_c")(rex, cache_dir=None)
+    assert ds.harmonized_df["sample_id"].str.startswith("site_c:").all()
+    assert {"site_a", "site_b", "site_c"} <= set(radharmony.list_datasets())
+    with pytest.raises(RegistryError, match="spec has key 'site_b'.*register_dataset.'site_b'."):
+        radharmony.register_dataset("other")(SiteB)
+    with pytest.raises(RegistryError, match="needs a dataset class"):
+        radharmony.register_dataset("x")(object)
 
 
 def test_get_folds_defaults_to_five(rex):

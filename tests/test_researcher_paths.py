@@ -103,6 +103,7 @@ def test_dicom_without_transfer_syntax_is_read_as_implicit_little_endian(tmp_pat
 
     from radharmony.fake.dicom import write_dicom
     from radharmony.fake.images import synthetic_cxr
+    from radharmony.imaging import dicom as dicom_mod
     from radharmony.imaging import read as read_mod
 
     img = synthetic_cxr(64, 48, rng=np.random.default_rng(0), bits=16)
@@ -112,7 +113,7 @@ def test_dicom_without_transfer_syntax_is_read_as_implicit_little_endian(tmp_pat
     del ds.file_meta.TransferSyntaxUID
     ds.save_as(bad, implicit_vr=True, little_endian=True)
     assert "TransferSyntaxUID" not in pydicom.dcmread(bad).file_meta
-    read_mod._syntax_warned = False
+    dicom_mod._syntax_warned = False
     with pytest.warns(UserWarning, match="no Transfer Syntax UID.*Implicit VR Little Endian"):
         arr, _ = read_mod.read_image(bad)
     expected, _ = read_mod.read_image(good)

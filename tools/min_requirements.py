@@ -5,6 +5,12 @@ suite there, so that every floor the package declares is one that was installed 
 
     python tools/min_requirements.py            # core dependencies
     python tools/min_requirements.py test       # plus the 'test' extra
+    python tools/min_requirements.py --constraints test bench   # pip -c form: no extras
+
+``make install`` (and so ``make test`` and CI) installs with the ``--constraints`` form of
+every extra it installs, so every declared floor's release line is the one installed and
+tested on each run; ``tests/tools/test_floors.py`` checks that the installed versions lie on
+those lines.
 """
 
 from __future__ import annotations
@@ -36,7 +42,21 @@ def floors(*extras: str) -> dict[str, str]:
 #: would fetch a CUDA build of several GB)
 APART = ("torch",)
 
-if __name__ == "__main__":
-    for name, floor in floors(*sys.argv[1:]).items():
+
+
+def pins(*extras: str, constraints: bool = False) -> list[str]:
+    """``name==floor.*`` for every dependency but :data:`APART` (``constraints``: the name
+    without its extras, as ``pip -c`` requires)."""
+    out = []
+    for name, floor in floors(*extras).items():
         if name not in APART:
-            print(f"{name}=={floor}.*")  # the floor release line, e.g. opencv 4.8.0.74
+            if constraints:
+                name = name.split("[")[0]
+            out.append(f"{name}=={floor}.*")  # the floor release line, e.g. opencv 5.1.0.95
+    return out
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    constraints = "--constraints" in args
+    print("\n".join(pins(*[a for a in args if a != "--constraints"], constraints=constraints)))

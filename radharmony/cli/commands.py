@@ -1,7 +1,8 @@
 """The work behind each ``radharmony`` subcommand (parsing is in :mod:`radharmony.cli.main`).
 
-``KEY`` is a registered dataset key (``rexgradient_train``) or, for ``info``, ``validate``,
-``cache`` and ``view``, a dataset family (``rexgradient``: every split of that module).
+``KEY`` is a registered dataset key (``rexgradient_train``) or, for ``info``, ``harmonize``,
+``validate``, ``cache`` and ``view``, a dataset family (``rexgradient``: every split of that
+module).
 """
 
 from __future__ import annotations
@@ -142,6 +143,10 @@ def _info_text(results: list[dict]) -> str:
                 lines.append(f"    {name:<28}{c['positive']:>8}{c['negative']:>8}"
                              f"{c['uncertain']:>8}{c['missing']:>8}   "
                              f"{100 * (c['prevalence'] or 0):.1f}%")
+        if "study_level" in r:
+            from ..studies.info import study_info_text
+
+            lines += study_info_text(r["study_level"])
         if "boxes" in r:
             b = r["boxes"]
             lines.append(f"  boxes: {b['boxes']:,} on {b['images_with_boxes']:,} images")
@@ -161,31 +166,62 @@ def cmd_info(args: argparse.Namespace) -> int:
         h = _harmonizer(key, args)
         df = h.harmonize()
         results.append({"key": key, "metadata": str(h.csv_path), **table_info(df, spec=h.spec)})
+        if getattr(args, "level", "image") == "study":
+            from ..studies.info import study_info
+
+            results[-1]["study_level"] = study_info(df, h.spec)
     emit(args, results, _info_text)
     return EXIT_OK
 
 
 # -- harmonize ------------------------------------------------------------------------------------
-def cmd_harmonize(args: argparse.Namespace) -> int:
-    (key,) = resolve_keys(args.key, single=True)
-    out = Path(args.out)
-    suffix = out.suffix.lower()
-    if suffix not in (".parquet", ".csv"):
-        raise UsageError(f"--out {out} must end in .parquet or .csv")
-    h = _harmonizer(key, args)
-    if suffix == ".parquet":
-        h.save(out)  # with the header that harmonizer_path= / radharmony.load_harmonizer read back
-        df = h.harmonize()
-    else:
-        from ..cells import encode_json_columns
+FORMATS = (".parquet", ".csv")
 
-        df = h.harmonize()
-        text, _ = encode_json_columns(df)  # nested values (boxes) as JSON, as the readers parse
-        out.parent.mkdir(parents=True, exist_ok=True)
-        text.to_csv(out, index=False)
-    result = {"key": key, "out": str(out), "format": suffix[1:], "rows": len(df),
-              "columns": list(df.columns), "metadata": str(h.csv_path)}
-    emit(args, result, lambda r: f"Wrote {r['rows']:,} rows of {r['key']} to {r['out']}")
+
+def harmonize_targets(keys: list[str], out: Path, fmt: str | None, *,
+                      family: bool) -> list[tuple[str, Path]]:
+    """``(key, file)`` per split: ``out`` itself for one key and a ``.parquet``/``.csv`` name,
+    else ``out/<key>.<format>`` (``fmt``, default parquet): a family writes one file per
+    split."""
+    suffix = out.suffix.lower()
+    if suffix in FORMATS and not out.is_dir():
+        if family:
+            raise UsageError(f"a dataset family writes one file per split ({', '.join(keys)}): "
+                             f"pass --out FOLDER (FOLDER/<key>.parquet; --format csv for CSV), "
+                             f"not the file {out}")
+        if fmt is not None and f".{fmt}" != suffix:
+            raise UsageError(f"--format {fmt} but --out {out} ends in {suffix}: drop one")
+        return [(keys[0], out)]
+    if suffix and not out.is_dir():
+        raise UsageError(f"--out {out} must end in .parquet or .csv, or be a folder")
+    return [(key, out / f"{key}.{fmt or 'parquet'}") for key in keys]
+
+
+def cmd_harmonize(args: argparse.Namespace) -> int:
+    keys = resolve_keys(args.key)
+    _check_csv_path(args, keys)
+    family = args.key not in keys
+    targets = harmonize_targets(keys, Path(args.out), args.format, family=family)
+    results = []
+    for key, out in progress(targets, total=len(targets), desc="harmonizing",
+                             quiet=args.quiet or len(targets) == 1, unit="split"):
+        h = _harmonizer(key, args)
+        if out.suffix == ".parquet":
+            h.save(out)  # with the header harmonizer_path= / radharmony.load_harmonizer read
+            df = h.harmonize()
+        else:
+            from ..cells import encode_json_columns
+
+            df = h.harmonize()
+            text, _ = encode_json_columns(df)  # nested values (boxes) as JSON, as read back
+            out.parent.mkdir(parents=True, exist_ok=True)
+            text.to_csv(out, index=False)
+        results.append({"key": key, "out": str(out), "format": out.suffix[1:],
+                        "rows": len(df), "columns": list(df.columns),
+                        "metadata": str(h.csv_path)})
+    emit(args, results if family else results[0], lambda r: "\n".join(
+        f"Wrote {x['rows']:,} rows of {x['key']} to {x['out']}"
+        for x in (r if family else [r])))
     return EXIT_OK
 
 

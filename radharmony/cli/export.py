@@ -16,8 +16,9 @@ from ..registry import families
 from .commands import build_dataset, resolve_keys
 from .output import EXIT_OK, EXIT_PROBLEMS, UsageError, positive as _positive
 from .output import workers as _workers
+from .studies import add_export_args, run_export as run_study_export
 
-FORMATS = ("webdataset",)
+FORMATS = ("webdataset", "llava", "parquet")  # llava, parquet: --level study
 
 
 def engine_args(p: argparse.ArgumentParser) -> None:
@@ -74,6 +75,7 @@ def add_parser(subparsers, *, parents=()) -> argparse.ArgumentParser:
                    help="failed samples: 'raise' (exit 1 after writing) or 'skip' (record, "
                    "warn, exit 1)")
     engine_args(p)
+    add_export_args(p)
     p.set_defaults(func=run)
     return p
 
@@ -109,6 +111,10 @@ def run(args: argparse.Namespace) -> int:
 
     _check_engine(args)
     ds, split = select(args)
+    if args.level == "study":
+        return run_study_export(args, ds, split)
+    if args.format != "webdataset":
+        raise UsageError(f"--format {args.format} needs --level study")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         manifest = to_webdataset(ds, args.out, shard_size=args.shard_size, split=split,

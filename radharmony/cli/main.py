@@ -10,6 +10,7 @@ from pathlib import Path
 from . import commands as c
 from . import evaluate, export, label_reports, new
 from . import merge as merge_cmd
+from . import studies as study_cli
 from .output import workers as _workers
 from .output import EXIT_PROBLEMS, EXIT_USAGE, UsageError, note
 from ..custom import register_config
@@ -65,14 +66,19 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Images, studies and patients per split, view positions, "
                        "label prevalence and report coverage (reads metadata only).")
     dataset_args(p)
+    study_cli.add_info_args(p)
     p.set_defaults(func=c.cmd_info)
 
     p = sub.add_parser("harmonize", parents=[common], help="write the harmonized table",
-                       description="Harmonize one split and write the table as Parquet (with "
-                       "the header harmonizer_path= reads) or CSV (boxes as JSON).")
-    dataset_args(p, family=False)
-    p.add_argument("--out", required=True, type=Path, metavar="FILE",
-                   help="FILE.parquet or FILE.csv")
+                       description="Harmonize a split (or every split of a dataset family) "
+                       "and write each table as Parquet (with the header harmonizer_path= "
+                       "reads) or CSV (boxes as JSON).")
+    dataset_args(p)
+    p.add_argument("--out", required=True, type=Path, metavar="PATH",
+                   help="FILE.parquet or FILE.csv for one split; a FOLDER for a family (or a "
+                   "split): one FOLDER/<key>.parquet per split")
+    p.add_argument("--format", choices=("parquet", "csv"), default=None,
+                   help="the files' format when --out is a folder (default parquet)")
     p.set_defaults(func=c.cmd_harmonize)
 
     p = sub.add_parser("validate", parents=[common], help="check metadata and image files",

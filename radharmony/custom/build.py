@@ -24,7 +24,7 @@ from ..annotations.masks import merge_masks, rle_decode
 from ..data.dataset import BaseRadiologicalDataset
 from ..errors import ImageReadError, MetadataNotFoundError
 from ..imaging.read import safe_path
-from ..spec import DatasetSpec
+from ..spec import DatasetSpec, Identity
 from ..table.harmonizer import BaseHarmonizer, Inputs
 from ..table.locate import discover
 from .config import GROUPS
@@ -69,7 +69,10 @@ def config_spec(cfg: dict) -> DatasetSpec:
         expected=dict(cfg["expected"]), access=access.strip(),
         group_col=GROUPS[cfg["splits"]["group_by"]],
         id_col="image_id" if "image" in cfg["ids"] else "image_path",
-        box_units="pixel" if pixel else "normalized", label_map=label_map)
+        box_units="pixel" if pixel else "normalized", label_map=label_map,
+        identity=None if not cfg.get("family") else Identity(
+            cfg["family"]["name"], link=cfg["family"]["link"], column=cfg["family"]["column"],
+            pattern=cfg["family"]["pattern"], note=cfg["family"]["note"]))
 
 
 class ConfigHarmonizer(BaseHarmonizer):

@@ -71,7 +71,7 @@ def read_config(path: str | os.PathLike) -> dict:
 TOP = {"key": True, "title": True, "description": False, "access": False, "licence": False,
        "license": False, "expected": False, "table": True, "ids": True, "image": True,
        "view": False, "report": False, "labels": False, "label_map": False, "boxes": False,
-       "mask": False, "extras": False, "splits": False}
+       "mask": False, "extras": False, "splits": False, "family": False}
 
 
 def validate_config(data: Any, *, where: str = "config") -> dict:
@@ -145,6 +145,7 @@ def validate_config(data: Any, *, where: str = "config") -> dict:
                    fix=f"rename it, e.g. {name}_raw")
         out["extras"][name] = c.value(spec, f"extras.{name}", constant=True)
 
+    out["family"] = _family(c, data.get("family"), out["extras"])
     splits = c.mapping(data.get("splits") or {}, "splits", {"group_by": False, "column": False,
                                                              "map": False})
     out["splits"] = {"group_by": c.choice(splits.get("group_by", "patient"), "splits.group_by",
@@ -160,6 +161,41 @@ def validate_config(data: Any, *, where: str = "config") -> dict:
     elif splits.get("map"):
         c.fail("splits.map", "needs splits.column", splits["map"], expected="the column "
                "holding each row's split", fix="add splits.column: NAME")
+    return out
+
+
+def _family(c: Checker, value, extras: dict) -> dict | None:
+    """``family: nih_cxr14`` (same patient ids) or ``family: {name, link, column, pattern,
+    note}`` (see :class:`radharmony.spec.Identity`; ``column`` is one of ``extras``)."""
+    from ..spec import LINKS
+
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = {"name": value}
+    f = c.mapping(value, "family", {"name": True, "link": False, "column": False,
+                                    "pattern": False, "note": False})
+    out = {"name": c.text(f["name"], "family.name").strip(),
+           "link": c.choice(f.get("link", "same"), "family.link", LINKS), "column": None,
+           "pattern": None, "note": c.text(f.get("note", ""), "family.note", empty=True)}
+    if out["link"] == "column":
+        if f.get("column") is None:
+            c.fail("family.column", "is needed with link: column", None, expected="the extras "
+                   "column naming each row's family image or patient", fix="add column: NAME")
+        out["column"] = c.text(f["column"], "family.column").strip()
+        if out["column"] not in extras:
+            c.fail("family.column", "is not an extras column", out["column"],
+                   expected=f"one of {sorted(extras)}", fix="add it under extras: first")
+    if f.get("pattern") is not None:
+        out["pattern"] = c.text(f["pattern"], "family.pattern")
+        try:
+            ok = re.compile(out["pattern"]).groups >= 1
+        except re.error:
+            ok = False
+        if not ok:
+            c.fail("family.pattern", "is not a regular expression with a group",
+                   out["pattern"], expected="e.g. '^(\\d{8})_' (group 1 = the patient)",
+                   fix="wrap the patient part in parentheses")
     return out
 
 

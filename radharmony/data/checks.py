@@ -4,6 +4,9 @@
   of a dataset for path safety, existence, non-emptiness and decodability, with a progress bar
   and optional worker processes, and returns a :class:`ValidationReport`;
   :func:`drop_missing` implements ``on_missing="drop"``.
+* :func:`shared_files` finds one image file reachable from rows of several patients (a hard
+  link or a symlink inside the dataset), keyed by the file's identity (device and inode), not
+  its path: such an image could land on both sides of a patient split.
 """
 
 from __future__ import annotations
@@ -43,7 +46,24 @@ def drop_missing(df: pd.DataFrame, base_image_dir: str | os.PathLike, *, owner: 
 
 
 #: Problem kinds a :class:`ValidationReport` lists, in the order they are checked.
-PROBLEMS = ("unsafe_path", "missing", "not_a_file", "empty", "undecodable")
+PROBLEMS = ("unsafe_path", "missing", "not_a_file", "empty", "undecodable", "shared_image")
+
+
+def shared_files(identities, groups) -> list[list[int]]:
+    """The rows of each file reached from rows of more than one group: ``identities`` holds
+    one hashable file identity per row (``(st_dev, st_ino)``; None: not checked), ``groups``
+    each row's patient. Rows of one file listed in row order, files in order of first row."""
+    by_file: dict = {}
+    for i, ident in enumerate(identities):
+        if ident is not None:
+            by_file.setdefault(ident, []).append(i)
+    return [rows for rows in by_file.values()
+            if len(rows) > 1 and len({groups[r] for r in rows}) > 1]
+
+
+def describe_shared(rows: list[int], ids, groups, col: str) -> str:
+    """``'<sample_id> (<col> '<group>'), ...'`` for the rows of one shared file."""
+    return ", ".join(f"{ids[r]} ({col} {groups[r]!r})" for r in rows)
 
 
 def check_image(base_image_dir: str | os.PathLike, rel: str, *, decode: bool = True,
@@ -54,22 +74,28 @@ def check_image(base_image_dir: str | os.PathLike, rel: str, *, decode: bool = T
     non-empty, then either a full decode (``decode=True``) or the header checks only
     (format from the leading bytes, header intact, size guards).
     """
+    return _check_image(base_image_dir, rel, decode=decode, min_side=min_side)[0]
+
+
+def _check_image(base_image_dir, rel, *, decode, min_side):
+    """:func:`check_image`'s answer and the file's ``(st_dev, st_ino)`` (None: no file)."""
     from ..imaging.read import check_header, read_image, safe_path, sniff
 
     try:
         full = safe_path(base_image_dir, rel)
     except PathSafetyError as exc:
-        return "unsafe_path", str(exc)
+        return ("unsafe_path", str(exc)), None
     try:
         st = os.stat(full)
     except FileNotFoundError:
-        return "missing", f"no file at {full}"
+        return ("missing", f"no file at {full}"), None
     except OSError as exc:
-        return "missing", f"{full}: {exc}"
+        return ("missing", f"{full}: {exc}"), None
     if not os.path.isfile(full):
-        return "not_a_file", f"{full} is not a regular file"
+        return ("not_a_file", f"{full} is not a regular file"), None
+    ident = (st.st_dev, st.st_ino)
     if st.st_size == 0:
-        return "empty", f"{full} is empty (0 bytes)"
+        return ("empty", f"{full} is empty (0 bytes)"), ident
     try:
         if decode:
             read_image(full, min_side=min_side)
@@ -81,20 +107,22 @@ def check_image(base_image_dir: str | os.PathLike, rel: str, *, decode: bool = T
                 read_image(full)  # raises the standard "not a PNG, JPEG or DICOM" error
             check_header(full, kind, head)
     except ImageReadError as exc:
-        return "undecodable", str(exc)
-    return None
+        return ("undecodable", str(exc)), ident
+    return None, ident
 
 
-def _check_chunk(args: tuple) -> list[tuple[int, str, str]]:
+def _check_chunk(args: tuple) -> tuple[list[tuple[int, str, str]], list[tuple[int, tuple]]]:
     base, items, decode, min_side = args
-    out = []
+    out, idents = [], []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # colour warnings: one per process is noise here
         for i, rel in items:
-            res = check_image(base, rel, decode=decode, min_side=min_side)
+            res, ident = _check_image(base, rel, decode=decode, min_side=min_side)
             if res is not None:
                 out.append((i, *res))
-    return out
+            if ident is not None:
+                idents.append((i, ident))
+    return out, idents
 
 
 @dataclass
@@ -151,8 +179,11 @@ class ValidationReport:
 def validate_table(df: pd.DataFrame, base_image_dir: str | os.PathLike, *,
                    name: str = "dataset", decode: bool = True, num_workers: int = 0,
                    progress: bool = True, min_side: int | None = None,
-                   chunk_size: int = 64) -> ValidationReport:
-    """Check every ``image_path`` of ``df`` under ``base_image_dir`` (see :func:`check_image`).
+                   chunk_size: int = 64, group_col: str | None = "patient_id"
+                   ) -> ValidationReport:
+    """Check every ``image_path`` of ``df`` under ``base_image_dir`` (see :func:`check_image`),
+    and that no file is reached from rows of two ``group_col`` values (:func:`shared_files`;
+    every row of such a file is listed as ``shared_image``).
 
     Args:
         name: how the dataset is named in the report.
@@ -172,6 +203,7 @@ def validate_table(df: pd.DataFrame, base_image_dir: str | os.PathLike, *,
     chunks = [(base, list(enumerate(rels))[i:i + chunk_size], decode, min_side)
               for i in range(0, len(rels), chunk_size)]
     found: list[tuple[int, str, str]] = []
+    identities: list = [None] * len(rels)
     with tqdm(total=len(rels), desc=f"validating {name}", unit="img", disable=not progress) \
             as bar:
         if num_workers == 0:
@@ -181,14 +213,22 @@ def validate_table(df: pd.DataFrame, base_image_dir: str | os.PathLike, *,
             pool = ProcessPoolExecutor(max_workers=num_workers)
             results = pool.map(_check_chunk, chunks)
         try:
-            for chunk, res in zip(chunks, results):
+            for chunk, (res, idents) in zip(chunks, results):
                 found += res
+                for i, ident in idents:
+                    identities[i] = ident
                 bar.update(len(chunk[1]))
         finally:
             if pool is not None:
                 pool.shutdown(cancel_futures=True)
     ids = df["sample_id"].to_numpy(dtype=object) if "sample_id" in df.columns else \
         np.asarray(rels, dtype=object)
+    if group_col is not None and group_col in df.columns:
+        groups = df[group_col].to_numpy(dtype=object)
+        for rows in shared_files(identities, groups):
+            text = describe_shared(rows, ids, groups, group_col)
+            found += [(r, "shared_image", f"{rels[r]} is one file with the images of {text} "
+                          f"(a hard link or a symlink): it crosses {group_col}s") for r in rows]
     problems = pd.DataFrame({"sample_id": [ids[i] for i, _, _ in found],
                              "image_path": [rels[i] for i, _, _ in found],
                              "problem": [p for _, p, _ in found],
@@ -200,9 +240,11 @@ def validate_dataset(dataset, *, decode: bool = True, num_workers: int = 0,
                      progress: bool = True) -> ValidationReport:
     """Check every image of a built dataset up front; see :func:`validate_table`."""
     size = getattr(getattr(dataset, "default_transform", None), "size", None)
+    spec = getattr(dataset, "spec", None)
     return validate_table(dataset.harmonized_df, dataset.base_image_dir,
                           name=type(dataset).__name__, decode=decode, num_workers=num_workers,
-                          progress=progress, min_side=size)
+                          progress=progress, min_side=size,
+                          group_col=getattr(spec, "group_col", "patient_id"))
 
 
 def validate_split(harmonizer, *, decode: bool = False, num_workers: int = 0,
@@ -259,5 +301,5 @@ def validate_split(harmonizer, *, decode: bool = False, num_workers: int = 0,
     return report
 
 
-__all__ = ["PROBLEMS", "ValidationReport", "check_image", "drop_missing", "validate_dataset",
-           "validate_split", "validate_table"]
+__all__ = ["PROBLEMS", "ValidationReport", "check_image", "describe_shared", "drop_missing",
+           "shared_files", "validate_dataset", "validate_split", "validate_table"]

@@ -9,15 +9,21 @@ from .handoff import collate_keys
 #: Keys kept as per-sample lists even when every sample's tensor happens to share a shape, so
 #: a batch has the same structure whatever the box counts.
 PER_SAMPLE_KEYS = frozenset({"bbox"})
+#: study samples' per-image keys (:mod:`radharmony.studies`) -> padding value: samples with
+#: different K (studies of datasets built with different ``max_images``) pad to the largest
+PADDED_KEYS = {"img": -1.0, "prior_img": -1.0, "img_mask": False, "prior_img_mask": False}
 
 
 def collate(batch: list[dict]) -> dict:
     """Collate sample dicts: equal-shape tensors are stacked, everything else becomes a list.
 
     Variable-length fields (``bbox`` (N, 4), ``bbox_labels``, ``bbox_annotators``,
-    ``report_spans``, a ``report`` that may be None) stay per-sample lists, so
-    ``DataLoader(ds, collate_fn=radharmony.collate)`` never fails on them; turn the boxes into
-    one padded tensor with :func:`pad_boxes` when a model wants that.
+    ``report_spans``) stay per-sample lists, so ``DataLoader(ds, collate_fn=radharmony.collate)``
+    never fails on them; turn the boxes into one padded tensor with :func:`pad_boxes` when a
+    model wants that. ``report`` is a list of ``str`` and ``has_report`` a (B,) bool tensor,
+    as torch's default collate gives them (a sample without a report has ``report`` "" and
+    ``has_report`` False; see :data:`radharmony.data.sampling.NO_REPORT`). Study samples'
+    ``img`` (K, 1, S, S) and ``img_mask`` (K,) of different K are padded to the largest K.
     """
     return collate_keys(batch, _stack_or_list)  # a batched read's rows: its tensor, no copy
 
@@ -26,6 +32,14 @@ def _stack_or_list(key: str, values: list):
     if key not in PER_SAMPLE_KEYS and all(isinstance(v, torch.Tensor) for v in values) \
             and len({tuple(v.shape) for v in values}) == 1:
         return torch.stack(values)
+    if key in PADDED_KEYS and values and all(isinstance(v, torch.Tensor) for v in values) \
+            and len({tuple(v.shape[1:]) for v in values}) == 1:
+        k = max(len(v) for v in values)
+        out = torch.full((len(values), k, *values[0].shape[1:]), PADDED_KEYS[key],
+                         dtype=values[0].dtype)
+        for i, v in enumerate(values):
+            out[i, :len(v)] = v
+        return out
     return values
 
 

@@ -67,15 +67,12 @@ def cache_keys(ds, *, failures: list | None = None) -> list[str | None]:
     key_of = getattr(ds, "cache_key", None) or (lambda i: cache.key(ds.image_file(i),
                                                                       resolved=True))
     keys: list[str | None] = []
-    files: dict[tuple[int, int], int] = {}
-    shared: list[tuple[int, int]] = []
+    identities: list[tuple[int, int] | None] = [None] * len(ds)
     for i in range(len(ds)):
         try:
             path = ds.image_file(i)
             st = check_regular(path)
-            first = files.setdefault((st.st_dev, st.st_ino), i)
-            if first != i:
-                shared.append((first, i))
+            identities[i] = (st.st_dev, st.st_ino)  # the file, whatever path reaches it
             keys.append(key_of(i))
         except (OSError, ImageReadError, PathSafetyError) as exc:
             try:
@@ -86,26 +83,27 @@ def cache_keys(ds, *, failures: list | None = None) -> list[str | None]:
                 raise exc from None
             keys.append(None)
             failures.append((i, str(exc)))
-    if shared:
-        warn_shared_images(ds, shared)
+    warn_shared_images(ds, identities)
     return keys
 
 
-def warn_shared_images(ds, pairs: list[tuple[int, int]]) -> None:
-    """Warn once when one image file is reachable from rows of different patients."""
+def warn_shared_images(ds, identities: list) -> None:
+    """Warn once when image files are reachable from rows of different patients
+    (:func:`radharmony.data.checks.shared_files`: by device and inode, not by path)."""
+    from .checks import describe_shared, shared_files
+
     col = ds.spec.group_col
-    groups = ds.harmonized_df[col].to_numpy(dtype=object) if col in ds.harmonized_df else None
-    if groups is None:
+    if col not in ds.harmonized_df:
         return
-    cross = [(a, b) for a, b in pairs if groups[a] != groups[b]]
-    if not cross:
+    groups = ds.harmonized_df[col].to_numpy(dtype=object)
+    shared = shared_files(identities, groups)
+    if not shared:
         return
     ids = ds.sample_ids
-    listed = "; ".join(f"{ids[a]} ({col} {groups[a]!r}) and {ids[b]} ({col} {groups[b]!r})"
-                       for a, b in cross[:SHOW])
-    warnings.warn(f"{type(ds).__name__}: {len(cross)} image file(s) are reachable from rows of "
-                  f"two {col}s (a hard link or a symlink inside the dataset): {listed}. Such an "
-                  "image can land on both sides of a split; remove the link or the duplicate "
+    listed = "; ".join(describe_shared(rows, ids, groups, col) for rows in shared[:SHOW])
+    warnings.warn(f"{type(ds).__name__}: {len(shared)} image file(s) are reachable from rows of "
+                  f"several {col}s (a hard link or a symlink inside the dataset): {listed}. Such "
+                  "an image can land on both sides of a split; remove the link or the duplicate "
                   "row.", SharedImageWarning, stacklevel=3)
 
 

@@ -21,6 +21,9 @@ from ..annotations.labels import UNCERTAIN_POLICIES
 from ..annotations.masks import mask_output
 
 
+#: a sample's ``report`` when its row has none (the table keeps None): always a ``str``, so
+#: torch's default collate batches it; ``has_report`` (a bool tensor) tells the two apart
+NO_REPORT = ""
 #: outputs of :func:`standard_outputs` placed with the image's letterbox
 PLACED = frozenset({"bbox", "mask"})
 
@@ -44,7 +47,9 @@ def standard_outputs(ds, index: int, sample: dict, letterbox) -> None:
     ``cls_mask`` already in ``sample`` came from :func:`batch_outputs`)."""
     rows = ds.rows
     if "report" in ds.outputs:
-        sample["report"] = rows.reports[index]
+        report = rows.reports[index]
+        sample["has_report"] = torch.tensor(isinstance(report, str) and report != "")
+        sample["report"] = report if sample["has_report"] else NO_REPORT
     if "cls" in ds.outputs and rows.labels is not None and "cls" not in sample:
         sample["cls"], sample["cls_mask"] = cls_targets(
             rows.labels[index], getattr(ds, "uncertain", "keep"))

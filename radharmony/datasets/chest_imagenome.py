@@ -56,7 +56,7 @@ import pandas as pd
 from ..annotations.boxes import box_record
 from ..data.dataset import BaseRadiologicalDataset
 from ..errors import MetadataError
-from ..spec import DatasetSpec
+from ..spec import DatasetSpec, Identity
 from ..table.harmonizer import BaseHarmonizer, Inputs
 from ..table.locate import find_optional
 from ..table.read_csv import read_table, require_columns
@@ -82,6 +82,7 @@ LABEL_MAP: dict = {}  # region-level findings only, no label columns
 ACCESS = ("PhysioNet chest-imagenome 1.0.0, credentialed access, PhysioNet Credentialed Health "
           "Data License 1.5.0; images: MIMIC-CXR-JPG under its own terms")
 SPEC = DatasetSpec(
+    identity=Identity("mimic_cxr_jpg"),
     key="chest_imagenome", title="Chest ImaGenome (silver scene graphs on MIMIC-CXR-JPG)",
     metadata_files=("chest-imagenome/1.0.0/silver_dataset/scene_graph.zip",
                     "chest-imagenome/silver_dataset/scene_graph.zip",
@@ -93,6 +94,7 @@ SPEC = DatasetSpec(
     access=ACCESS, label_map=LABEL_MAP,
     expected={"images": 242_072, "regions": 29, "train_images_after_filtering": 166_521})
 GOLD_SPEC = DatasetSpec(
+    identity=Identity("mimic_cxr_jpg"),
     key="chest_imagenome_gold", title="Chest ImaGenome (gold set: 1,000 images, 500 patients)",
     metadata_files=(
         "chest-imagenome/1.0.0/gold_dataset/gold_bbox_coordinate_annotations_1000images.csv",

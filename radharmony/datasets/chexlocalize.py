@@ -52,7 +52,7 @@ from ..annotations.labels import decode_cells
 from ..cells import parse_literal
 from ..data.dataset import BaseRadiologicalDataset
 from ..errors import MetadataError, RadHarmonyError
-from ..spec import DatasetSpec
+from ..spec import DatasetSpec, Identity
 from ..table.harmonizer import BaseHarmonizer, Inputs
 from ..table.locate import find_optional
 from ..table.read_csv import check_cells, read_table, require_columns
@@ -72,6 +72,7 @@ EXTRA_COLS = ("cxr_id", "patient_sex", "patient_age", "frontal_lateral", "ap_pa"
 ACCESS = ("Stanford AIMI, free registration: Stanford University School of Medicine CheXlocalize "
           "Dataset Research Use Agreement (personal, non-commercial research; no redistribution)")
 VAL_SPEC = DatasetSpec(
+    identity=Identity("chexpert"),
     key="chexlocalize_val", title="CheXlocalize (CheXpert validation, radiologist labels and "
     "segmentations)", metadata_files=("val_labels.csv", "CheXpert/val_labels.csv"),
     label_cols=LABELS, extra_cols=EXTRA_COLS, outputs=frozenset({"cls", "mask"}),

@@ -50,7 +50,7 @@ from ..table.harmonizer import BaseHarmonizer, Inputs
 from ..data.dataset import BaseRadiologicalDataset
 from ..errors import MetadataError, MetadataNotFoundError
 from ..annotations.masks import rle_decode
-from ..spec import DatasetSpec
+from ..spec import DatasetSpec, Identity
 from ..table.locate import find_optional
 from ..table.read_csv import check_cells, numeric_columns, read_table, require_columns
 
@@ -77,27 +77,32 @@ ACCESS = ("PhysioNet chexmask-cxr-segmentation-data 1.0.0 (open, CC BY 4.0); the
 EXTRA_COLS = ("dice_rca_mean", "dice_rca_max", "height", "width", "right_lung", "left_lung",
               "heart", "landmarks")
 NIH_SPEC = DatasetSpec(
+    identity=Identity("nih_cxr14"),
     column_types={"dice_rca_mean": "float64", "dice_rca_max": "float64", "height": "Int64", "width": "Int64"},
     key="chexmask_nih", title="CheXmask on NIH ChestX-ray14",
     metadata_files=(SOURCES["nih"][0], "Annotations/OriginalResolution/" + SOURCES["nih"][0]),
     extra_cols=EXTRA_COLS, outputs=frozenset({"mask"}), access=ACCESS,
     expected={"masks_all_sources": 657_566}, zero_pad={"patient_id": 8})
 CHEXPERT_SPEC = replace(
-    NIH_SPEC, key="chexmask_chexpert", title="CheXmask on CheXpert",
+    NIH_SPEC, identity=Identity("chexpert"),
+    key="chexmask_chexpert", title="CheXmask on CheXpert",
     metadata_files=(SOURCES["chexpert"][0],
                     "Annotations/OriginalResolution/" + SOURCES["chexpert"][0]),
     expected={"masks_all_sources": 657_566}, zero_pad={})
 VINDR_SPEC = replace(
-    NIH_SPEC, key="chexmask_vindr", title="CheXmask on VinDr-CXR", id_col="study_id",
+    NIH_SPEC, identity=Identity("vindr_cxr"),
+    key="chexmask_vindr", title="CheXmask on VinDr-CXR", id_col="study_id",
     metadata_files=(SOURCES["vindr"][0], "Annotations/OriginalResolution/" + SOURCES["vindr"][0]),
     expected={"images": 18_000, "masks_all_sources": 657_566}, zero_pad={})
 MIMIC_SPEC = replace(
-    NIH_SPEC, key="chexmask_mimic", title="CheXmask on MIMIC-CXR-JPG", id_col="dicom_id",
+    NIH_SPEC, identity=Identity("mimic_cxr_jpg"),
+    key="chexmask_mimic", title="CheXmask on MIMIC-CXR-JPG", id_col="dicom_id",
     extra_cols=("dicom_id", *EXTRA_COLS),
     metadata_files=(SOURCES["mimic"][0], "Annotations/OriginalResolution/" + SOURCES["mimic"][0]),
     expected={"masks_all_sources": 657_566}, zero_pad={})
 PADCHEST_SPEC = replace(
-    NIH_SPEC, key="chexmask_padchest", title="CheXmask on PadChest",
+    NIH_SPEC, identity=Identity("padchest"),
+    key="chexmask_padchest", title="CheXmask on PadChest",
     metadata_files=(SOURCES["padchest"][0],
                     "Annotations/OriginalResolution/" + SOURCES["padchest"][0]),
     expected={"masks_all_sources": 657_566}, zero_pad={})

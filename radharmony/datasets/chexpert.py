@@ -25,7 +25,7 @@ from ..table.harmonizer import BaseHarmonizer, Inputs
 from ..data.dataset import BaseRadiologicalDataset
 from ..table.read_csv import check_cells, read_csv_table
 from ..annotations.labels import UncertainLabelsMixin, decode_cells
-from ..spec import DatasetSpec
+from ..spec import DatasetSpec, Identity
 
 # -- declarative spec ----------------------------------------------------------------------------
 LABELS = ("No Finding", "Enlarged Cardiomediastinum", "Cardiomegaly", "Lung Opacity",
@@ -64,6 +64,7 @@ ACCESS = ("Stanford AIMI, free registration: Stanford University School of Medic
           "Dataset Research Use Agreement (non-commercial research)")
 
 SPEC = DatasetSpec(
+    identity=Identity("chexpert"),
     key="chexpert", title="CheXpert v1.0 (train)", metadata_files=("train.csv",),
     age_col="patient_age", sex_col="patient_sex",
     label_cols=LABELS, extra_cols=EXTRA_COLS, outputs=frozenset({"cls"}), view_map=VIEW_MAP,

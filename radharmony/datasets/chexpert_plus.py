@@ -37,7 +37,7 @@ from ..table.harmonizer import BaseHarmonizer, Inputs
 from ..data.dataset import BaseRadiologicalDataset
 from ..errors import MetadataError
 from ..annotations.labels import UncertainLabelsMixin
-from ..spec import DatasetSpec
+from ..spec import DatasetSpec, Identity
 from ..table.read_csv import check_cells, read_csv_table
 from .chexpert import LABEL_MAP as CHEXPERT_LABEL_MAP
 from .chexpert import LABELS, SEX_MAP, SPLIT_MAP, VIEW_MAP
@@ -61,6 +61,7 @@ LABEL_MAP = CHEXPERT_LABEL_MAP
 ACCESS = ("Stanford AIMI, free registration: Stanford University School of Medicine Research "
           "Data Use Agreement (non-commercial research)")
 SPEC = DatasetSpec(
+    identity=Identity("chexpert"),
     column_types={"patient_report_date_order": "Int64", "patient_age": "Int64", "recent_bmi": "float64"},
     label_map=LABEL_MAP, key="chexpert_plus", title="CheXpert-Plus", metadata_files=("df_chexpert_plus_240401.csv",),
     label_cols=LABELS, extra_cols=EXTRA_COLS, outputs=frozenset({"cls", "report"}),

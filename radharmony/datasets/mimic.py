@@ -31,7 +31,7 @@ from ..table.harmonizer import BaseHarmonizer, Inputs
 from ..annotations.labels import UncertainLabelsMixin
 from ..data.dataset import BaseRadiologicalDataset
 from ..errors import MetadataNotFoundError
-from ..spec import DatasetSpec
+from ..spec import DatasetSpec, Identity
 from .chexpert import LABEL_MAP as CHEXPERT_LABEL_MAP
 from .report_labels import ReportLabelsDataset, ReportLabelsHarmonizer
 from ..table.locate import find_optional
@@ -61,6 +61,7 @@ SPLIT_MAP = {"train": "train", "validate": "valid", "test": "test"}  # MIMIC's n
 EXTRA_COLS = ("dicom_id", "split", "split_raw", "study_date", "study_time", "rows", "columns", "procedure",
               *NEGBIO_COLS)
 SPEC = DatasetSpec(
+    identity=Identity("mimic_cxr_jpg"),
     key="mimic_cxr_jpg", title="MIMIC-CXR-JPG 2.x",
     metadata_files=(f"mimic-cxr-{VERSION}-metadata.csv.gz", f"mimic-cxr-{VERSION}-metadata.csv"),
     label_cols=LABEL_COLS, extra_cols=EXTRA_COLS, outputs=frozenset({"cls", "report"}),

@@ -37,7 +37,7 @@ import pandas as pd
 from ..table.harmonizer import BaseHarmonizer, Inputs
 from ..data.dataset import BaseRadiologicalDataset
 from ..annotations.boxes import box_record
-from ..spec import DatasetSpec
+from ..spec import DatasetSpec, Identity
 from ..table.read_csv import check_cells, lists_by, numeric_columns, read_table, require_columns
 
 # -- declarative spec ----------------------------------------------------------------------------
@@ -61,6 +61,7 @@ LABEL_MAP = {
 PAIR_LABEL_MAP = {f"{f}_{c}": ((f, "narrower"),) for f in FINDINGS for c in CLASSES}
 ACCESS = "PhysioNet (credentialed access, PhysioNet Credentialed Health Data License 1.5.0)"
 SPEC = DatasetSpec(
+    identity=Identity("mimic_cxr_jpg"),
     label_map=LABEL_MAP, key="ms_cxr", title="MS-CXR (phrase grounding on MIMIC-CXR-JPG)",
     metadata_files=("MS_CXR_Local_Alignment_v1.1.0.csv", "MS_CXR_Local_Alignment_v1.0.0.csv"),
     label_cols=CATEGORIES, extra_cols=("dicom_id", "phrases", "split", "split_raw", "boxes"),
@@ -68,6 +69,7 @@ SPEC = DatasetSpec(
     outputs=frozenset({"cls", "bbox"}), id_col="dicom_id", access=ACCESS + "; ms-cxr 1.1.0",
     expected={"pairs": 1_162, "patients": 851})
 PAIR_SPEC = DatasetSpec(
+    identity=Identity("mimic_cxr_jpg"),
     label_map=PAIR_LABEL_MAP, key="ms_cxr_t", title="MS-CXR-T (temporal image classification)",
     metadata_files=("MS_CXR_T_temporal_image_classification_v1.0.0.csv",),
     label_cols=PROGRESSION, extra_cols=("dicom_id", "prior_study_id", "prior_dicom_id",

@@ -36,7 +36,7 @@ from ..data.dataset import BaseRadiologicalDataset
 from ..table.locate import find_optional
 from ..table.read_csv import check_cells, read_csv_table
 from ..annotations.labels import decode_cells, multi_hot
-from ..spec import DatasetSpec
+from ..spec import DatasetSpec, Identity
 
 # -- declarative spec ----------------------------------------------------------------------------
 COLUMNS = ("Image Index", "Finding Labels", "Follow-up #", "Patient ID", "Patient Age",
@@ -92,6 +92,7 @@ ACCESS = ("NIH Clinical Center, public (nihcc.app.box.com/v/ChestXray-NIHCC); ci
           "CVPR 2017; Google labels: Majkowska et al., Radiology 2020, CC BY 4.0")
 
 NIH_SPEC = DatasetSpec(
+    identity=Identity("nih_cxr14"),
     key="nih_cxr14", title="NIH ChestX-ray14",
     age_col="patient_age", sex_col="patient_sex",
     metadata_files=("Data_Entry_2017_v2020.csv", "Data_Entry_2017_v2020.csv.gz",
@@ -103,6 +104,7 @@ NIH_SPEC = DatasetSpec(
     expected={"images": 112_120, "studies": 112_120, "patients": 30_805, "boxes": 984,
               "box_images": 880, "train_val": 86_524, "test": 25_596})
 GOOGLE_SPEC = DatasetSpec(
+    identity=Identity("nih_cxr14"),
     key="nih_cxr14_google", title="NIH ChestX-ray14, Google expert labels (2019)",
     age_col="patient_age", sex_col="patient_sex",
     metadata_files=("google2019_nih-chest-xray-labels.csv",

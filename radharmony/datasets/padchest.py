@@ -31,7 +31,7 @@ from ..data.dataset import BaseRadiologicalDataset
 from ..errors import MetadataError
 from ..table.read_csv import read_csv_table
 from ..annotations.labels import multi_hot
-from ..spec import DatasetSpec
+from ..spec import DatasetSpec, Identity
 
 # -- declarative spec ----------------------------------------------------------------------------
 COLUMNS = ("", "ImageID", "ImageDir", "StudyDate_DICOM", "StudyID", "PatientID", "PatientBirth",
@@ -94,6 +94,7 @@ ACCESS = ("BIMCV PadChest (bimcv.cipf.es/bimcv-projects/padchest), free registra
           "PadChest Dataset Research Use Agreement")
 
 SPEC = DatasetSpec(
+    identity=Identity("padchest"),
     key="padchest", title="PadChest", metadata_files=(f"{FILE}.gz", FILE),
     age_col="patient_birth_year", age_format="birth_year", study_date_col="study_date",
     sex_col="patient_sex",

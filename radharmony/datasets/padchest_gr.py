@@ -43,7 +43,7 @@ import pandas as pd
 from ..annotations.boxes import box_record
 from ..data.dataset import BaseRadiologicalDataset
 from ..errors import MetadataError
-from ..spec import DatasetSpec
+from ..spec import DatasetSpec, Identity
 from ..table.harmonizer import BaseHarmonizer, Inputs
 from ..table.locate import find_optional
 from ..table.read_csv import read_table, require_columns
@@ -63,6 +63,7 @@ TERM_LABEL = {t: lab for lab, terms in LABEL_TERMS.items() for t in terms}
 ACCESS = ("BIMCV PadChest-GR (bimcv.cipf.es), registration and the PadChest-GR research use "
           "agreement (non-commercial)")
 SPEC = DatasetSpec(
+    identity=Identity("padchest"),
     key="padchest_gr", title="PadChest-GR (grounded reports on PadChest)",
     metadata_files=(JSON_FILE, f"BIMCV-Padchest-GR/{JSON_FILE}", f"BIMCV-Padchest-GR /{JSON_FILE}"),
     label_cols=LABELS, extra_cols=("image_id", "report_es", "patient_sex", "patient_age",

@@ -147,18 +147,27 @@ class ReportLabelsDataset:
     ``labels="report"`` (and ``report_rules=``, ``report_probable=``), builds its harmonizer
     with them and uses the report spec. Put it first in the bases."""
 
-    def __init__(self, base_image_dir, csv_path=None, *, labels: str | None = None,
-                 report_rules=None, report_probable: str = "uncertain", **kwargs):
+    def __init__(self, base_image_dir=None, csv_path=None, transform=None, *,
+                 labels: str | None = None, report_rules=None,
+                 report_probable: str = "uncertain", **kwargs):
         labels = check_choice("labels", labels, LABEL_SOURCES)
         report_probable = _probable_argument(report_probable)
-        if labels == "report":
-            given = kwargs.get("harmonizer")
-            if kwargs.get("harmonized_df") is None and kwargs.get("harmonizer_path") is None \
-                    and given is None:
-                kwargs["harmonizer"] = self.harmonizer_class(
-                    csv_path, base_image_dir, labels="report", report_rules=report_rules,
-                    report_probable=report_probable)
+        given = kwargs.get("harmonizer_path") is not None or kwargs.get("harmonizer") is not None
+        if labels == "report" and kwargs.get("harmonized_df") is not None:
             kwargs.setdefault("spec", report_spec(type(self).spec))
-        elif report_rules is not None or report_probable != "uncertain":
+        elif labels == "report" and not given:
+            kwargs["harmonizer"] = self.harmonizer_class(
+                csv_path, base_image_dir, labels="report", report_rules=report_rules,
+                report_probable=report_probable)
+        elif labels is None and (report_rules is not None or report_probable != "uncertain"):
             raise _without_report_labels("labels=None")
-        super().__init__(base_image_dir, csv_path, **kwargs)
+        # a given harmonizer brings its own labels (the base class takes its spec)
+        super().__init__(base_image_dir, csv_path, transform, **kwargs)
+        if labels == "report" and given and kwargs.get("harmonized_df") is None \
+                and getattr(self.harmonizer, "labels", "report") != "report":
+            raise RadHarmonyError(f"{type(self).__name__}(labels='report') got a harmonizer "
+                                  "made without labels='report'",
+                                  expected="a harmonizer made with labels='report'",
+                                  found=f"labels={self.harmonizer.labels!r}",
+                                  fix="make (and save) the harmonizer with labels='report', "
+                                      "or leave labels= out: the harmonizer's table decides")

@@ -17,6 +17,12 @@ then put one patient's images on both sides.
 Harmonized: one row per image (``<patientId>.dcm`` in ``stage_2_train_images/``; a copy
 converted to ``<patientId>.png`` / ``.jpg`` is found by listing the folder), label
 ``Pneumonia`` = ``Target``, boxes in the DICOM's pixels (1024 x 1024), labelled ``Pneumonia``.
+The detailed class (``Lung Opacity``, ``No Lung Opacity / Not Normal``, ``Normal``) gives two
+more labels: ``Lung Opacity`` 1 / NaN / 0 and ``No Finding`` 0 / 0 / 1 for those classes, so a
+Normal image is a certain negative (canonical ``lung_opacity`` and its descendants such as
+``pneumonia`` 0, ``no_finding`` 1), while a "Not Normal" one stays unknown for opacities (it
+may hold opacities not suspicious for pneumonia). Without the class file: ``Lung Opacity`` 1
+where ``Target`` is 1, every other cell NaN.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ import pandas as pd
 from ..table.harmonizer import BaseHarmonizer, Inputs
 from ..data.dataset import BaseRadiologicalDataset
 from ..errors import MetadataError
-from ..spec import DatasetSpec
+from ..spec import DatasetSpec, Identity
 from ..table.read_json import read_json_file
 from ..table.locate import find_optional
 from ..table.read_csv import lists_by, numeric_columns, read_table, records, require_columns
@@ -43,19 +49,29 @@ HEADERS = ("kaggle_stage_2_train_images_dicom_headers.csv.gz",
 HEADER_COLUMNS = ("PatientID", "ViewPosition", "PatientSex", "PatientAge")
 MAPPING = ("pneumonia-challenge-dataset-mappings_2018.json",)
 LABEL = "Pneumonia"
+#: the detailed classes -> (Lung Opacity, No Finding) label values
+CLASS_LABELS = {"Lung Opacity": (1.0, 0.0), "No Lung Opacity / Not Normal": (np.nan, 0.0),
+                "Normal": (0.0, 1.0)}
+LABELS = (LABEL, "Lung Opacity", "No Finding")
 #: label -> canonical findings (radharmony.vocabulary): Target marks an opacity suspicious for
-#: pneumonia; a 0 ("Normal" or "No Lung Opacity / Not Normal") may still hold other opacities
-LABEL_MAP = {LABEL: (("lung_opacity", "narrower"), ("pneumonia", "approximate"))}
+#: pneumonia; a 0 ("Normal" or "No Lung Opacity / Not Normal") may still hold other opacities,
+#: so only the detailed class "Normal" says lung opacity (and pneumonia, its descendant) 0
+LABEL_MAP = {LABEL: (("lung_opacity", "narrower"), ("pneumonia", "approximate")),
+             "Lung Opacity": (("lung_opacity", "exact"),),
+             "No Finding": (("no_finding", "exact"),)}
 #: image files looked for, best first: the release's DICOMs, then converted copies
 IMAGE_SUFFIXES = (".dcm", ".png", ".jpg", ".jpeg")
 SPEC = DatasetSpec(
+    identity=Identity("nih_cxr14", link="column", column="nih_image",  # the mapping file
+                      pattern=r"^(\d{8})_"),
     key="rsna_pneumonia", title="RSNA Pneumonia Detection Challenge (stage 2 train)",
     metadata_files=("stage_2_train_labels.csv", "kaggle_stage_2_train_labels.csv.zip"),
-    label_cols=(LABEL,), label_map=LABEL_MAP,
+    label_cols=LABELS, label_map=LABEL_MAP,
     age_col="patient_age", sex_col="patient_sex",
     extra_cols=("detailed_class", "patient_sex", "patient_age", "nih_image"),
     outputs=frozenset({"cls", "bbox"}), view_map={"PA": "PA", "AP": "AP"},
     expected={"images": 26_684, "studies": 26_684, "positive": 6_012, "boxes": 9_555,
+              "normal": 8_851, "not_normal": 11_821,
               "rows": 30_227, "patients_without_mapping": 26_684},
     access=("Kaggle 'rsna-pneumonia-detection-challenge' (competition rules); NIH-derived "
             "images; mapping file from rsna.org (RSNA Pneumonia Detection Challenge 2018)"),
@@ -113,6 +129,8 @@ class RSNAPneumoniaHarmonizer(BaseHarmonizer):
                            "view_position": None, "report": None,
                            LABEL: target.to_numpy(np.float32)})
         df["detailed_class"] = _lookup(raw.get("classes"), ids, "patientId", "class")
+        df["Lung Opacity"], df["No Finding"] = _class_labels(df["detailed_class"], df[LABEL],
+                                                             source)
         headers = raw.get("headers")
         df["view_position"] = _lookup(headers, ids, "PatientID", "ViewPosition")
         df["patient_sex"] = _lookup(headers, ids, "PatientID", "PatientSex")
@@ -135,6 +153,24 @@ class RSNAPneumoniaHarmonizer(BaseHarmonizer):
                        y_max=y + boxes["height"].to_numpy(float))
         df["boxes"] = lists_by(ids, boxes["patientId"], recs)
         return df
+
+
+def _class_labels(classes: pd.Series, target: pd.Series, source: str
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """``(Lung Opacity, No Finding)`` from the detailed class (see :data:`CLASS_LABELS`);
+    without one, Lung Opacity is 1 where ``Target`` is 1 and everything else NaN."""
+    known = classes.notna().to_numpy()
+    odd = sorted(set(classes[known]) - set(CLASS_LABELS))
+    if odd:
+        raise MetadataError(f"{source}: unknown class in {CLASS_INFO[0]}",
+                            expected=f"one of {list(CLASS_LABELS)}", found=repr(odd[:3]),
+                            fix="check the file is the challenge's detailed class table")
+    opacity = np.where(target.to_numpy(np.float32) == 1.0, 1.0, np.nan).astype(np.float32)
+    normal = np.full(len(classes), np.nan, dtype=np.float32)
+    for name, (lo, nf) in CLASS_LABELS.items():
+        rows = known & (classes.to_numpy(dtype=object) == name)
+        opacity[rows], normal[rows] = lo, nf
+    return opacity, normal
 
 
 def image_files(listing: list[str]) -> dict[str, str]:

@@ -28,7 +28,7 @@ from ..table.locate import listed_paths
 from ..table.harmonizer import BaseHarmonizer, Inputs
 from ..data.dataset import BaseRadiologicalDataset
 from ..annotations.masks import merge_masks, rle_decode
-from ..spec import DatasetSpec
+from ..spec import DatasetSpec, Identity
 from ..table.read_csv import lists_by, read_table, require_columns
 
 # -- declarative spec ----------------------------------------------------------------------------
@@ -39,6 +39,10 @@ MASK_SHAPE = (1024, 1024)
 LABEL = "Pneumothorax"
 LABEL_MAP = {LABEL: (("pneumothorax", "exact"),)}  # radharmony.vocabulary findings
 SPEC = DatasetSpec(
+    identity=Identity("nih_cxr14", link="none",  # its DICOMs carry new UIDs, no NIH name
+                      note="A table naming each image's NIH original (file or patient) would "
+                           "link them; radharmony.audit finds the NIH originals among the "
+                           "images of a merge as near-duplicates."),
     key="siim_acr_ptx", title="SIIM-ACR Pneumothorax Segmentation",
     metadata_files=("train-rle.csv", "siim-pneumothorax-train-rle.csv.gz"),
     label_cols=(LABEL,), label_map=LABEL_MAP, extra_cols=("rle",), outputs=frozenset({"cls", "mask"}),

@@ -24,7 +24,7 @@ import pandas as pd
 
 from ..table.harmonizer import BaseHarmonizer, Inputs
 from ..data.dataset import BaseRadiologicalDataset
-from ..spec import DatasetSpec
+from ..spec import DatasetSpec, Identity
 from ..annotations.boxes import BOX_KEYS
 from ..table.read_csv import lists_by, numeric_columns, read_table, records, require_columns
 
@@ -52,6 +52,7 @@ LABEL_MAP = {
     "No finding": (("no_finding", "exact"),),
 }
 SPEC = DatasetSpec(
+    identity=Identity("vindr_cxr"),
     key="vindr_cxr", title="VinDr-CXR (VinBigData training set)",
     metadata_files=("train.csv", "vinbigdata-train.csv.gz", "vinbigdata-train.csv",
                     "annotations_train.csv"),

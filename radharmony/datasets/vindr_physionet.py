@@ -33,7 +33,7 @@ from ..table.harmonizer import BaseHarmonizer, Inputs
 from ..data.dataset import BaseRadiologicalDataset
 from ..annotations.boxes import BOX_KEYS
 from ..annotations.labels import decode_cells
-from ..spec import DatasetSpec
+from ..spec import DatasetSpec, Identity
 from ..table.locate import find_optional
 from ..table.read_csv import lists_by, numeric_columns, read_table, records, \
     require_columns
@@ -85,6 +85,7 @@ LABEL_MAP = {
 ACCESS = ("PhysioNet vindr-cxr 1.0.0 (credentialed access, PhysioNet Credentialed Health Data "
           "License 1.5.0; signed data use agreement)")
 TRAIN_SPEC = DatasetSpec(
+    identity=Identity("vindr_cxr"),
     label_map=LABEL_MAP, key="vindr_cxr_physionet", title="VinDr-CXR, PhysioNet release (train, 28 labels)",
     metadata_files=("annotations/image_labels_train.csv", "image_labels_train.csv"),
     label_cols=LABELS, extra_cols=("rad_ids", "split", "split_raw", "boxes"),

@@ -236,9 +236,10 @@ class XRaydarMultimodalDataset(ReportLabelsDataset, BaseRadiologicalDataset):
 
     harmonizer_class = XRaydarMultimodalHarmonizer
 
-    def __init__(self, base_image_dir, csv_path=None, *, output_report_spans: bool = False,
-                 output_report_labels: bool = False, **kwargs):
-        super().__init__(base_image_dir, csv_path, **kwargs)
+    def __init__(self, base_image_dir=None, csv_path=None, transform=None, *,
+                 output_report_spans: bool = False, output_report_labels: bool = False,
+                 **kwargs):
+        super().__init__(base_image_dir, csv_path, transform, **kwargs)
         self.outputs = self.outputs | self._supported_outputs(
             report_spans=output_report_spans, report_labels=output_report_labels)
 

@@ -19,7 +19,7 @@ import warnings
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -111,6 +111,69 @@ class Embeddings:
     def load(cls, path: str | os.PathLike) -> "Embeddings":
         """Embeddings written by :meth:`save` (or found in the cache); checks the checksum."""
         return _read(Path(path))[0]
+
+
+#: what the probes accept as embeddings, for error messages
+FORMS = ("Embeddings (from embed, or Embeddings(sample_ids, vectors)), a list of them, a "
+         "{sample_id: vector} mapping, a DataFrame indexed by sample_id (or with a sample_id "
+         "column) and one numeric column per dimension, or an (N, D) array / tensor in the "
+         "dataset's row order")
+
+
+def as_embeddings(value, dataset, *, by_order: bool = True) -> Embeddings:
+    """``value`` as :class:`Embeddings` for ``dataset``'s samples: any of :data:`FORMS`
+    (embeddings computed elsewhere); anything else raises a RadHarmonyError naming them.
+    ``by_order=False`` refuses the array form (one array cannot serve two datasets)."""
+    if isinstance(value, Embeddings):
+        return value
+    if isinstance(value, (list, tuple)) and value and \
+            all(isinstance(v, Embeddings) for v in value):
+        return Embeddings.concat(value)
+    what = type(value).__name__
+    if isinstance(value, pd.DataFrame):
+        frame = value.set_index("sample_id") if "sample_id" in value.columns else value
+        text = [c for c, t in frame.dtypes.items() if not pd.api.types.is_numeric_dtype(t)]
+        if text:
+            raise _form_error(what, f"columns that are not numbers: {text[:3]}")
+        return Embeddings(frame.index.astype(str).to_numpy(), frame.to_numpy(np.float32))
+    if isinstance(value, (Mapping, pd.Series)):
+        items = list(value.items())
+        ids = [str(k) for k, _ in items]
+        try:
+            vectors = [np.asarray(_numpy(v), np.float32).reshape(-1) for _, v in items]
+        except (TypeError, ValueError):
+            raise _form_error(what, "values that are not numeric vectors") from None
+        if len({len(v) for v in vectors}) > 1:
+            raise _form_error(what, f"vectors of lengths {sorted({len(v) for v in vectors})}")
+        return Embeddings(np.array(ids, dtype=str), np.stack(vectors) if vectors else
+                          np.zeros((0, 0), np.float32))
+    if isinstance(value, (np.ndarray, torch.Tensor)) or isinstance(value, (list, tuple)) \
+            and value and not isinstance(value[0], str):
+        try:
+            arr = np.asarray(_numpy(value), np.float32)
+        except (TypeError, ValueError):
+            raise _form_error(what, "values that are not one numeric array") from None
+        n = len(dataset.harmonized_df)
+        if not by_order:
+            raise _form_error(what, "an array, which gives no sample ids, for a probe with "
+                              "test= (two datasets)")
+        if arr.ndim != 2:
+            raise _form_error(what, f"shape {arr.shape}, not (N, D)")
+        if len(arr) != n:
+            raise _form_error(what, f"{len(arr)} rows for {n} samples (an array is read in "
+                              "the dataset's row order: one row per sample)")
+        return Embeddings(dataset.harmonized_df["sample_id"].astype(str).to_numpy(), arr)
+    raise _form_error(what, repr(value)[:60])
+
+
+def _numpy(value):
+    return value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else value
+
+
+def _form_error(what: str, found: str) -> RadHarmonyError:
+    return RadHarmonyError(f"Embeddings given as a {what} cannot be read", expected=FORMS,
+                           found=found, fix="pass one of those forms; a saved .npz file: "
+                           "Embeddings.load(path)")
 
 
 def _checksum(vectors: np.ndarray) -> str:

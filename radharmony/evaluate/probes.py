@@ -26,7 +26,6 @@ import pandas as pd
 
 from ..errors import RadHarmonyError
 from ..data.splits import assign_folds
-from .embeddings import Embeddings
 from .metrics import PatientBootstrap
 from .scoring import _level
 from .sides import _side, targets
@@ -129,7 +128,7 @@ def _check_args(folds, n_train, threshold):
 def _run(fit, embeddings, dataset, *, folds, seed, n_bootstrap, test, n_train, threshold,
          normalize, ci) -> ProbeResult:
     levels = _check_args(folds, n_train, threshold)
-    train = _side(embeddings, dataset, normalize)
+    train = _side(embeddings, dataset, normalize, by_order=test is None)
     if test is None:
         fold_of = assign_folds(pd.Series(train.groups), folds, seed=seed)
         splits = [(np.flatnonzero(fold_of != k), np.flatnonzero(fold_of == k), k)
@@ -137,7 +136,7 @@ def _run(fit, embeddings, dataset, *, folds, seed, n_bootstrap, test, n_train, t
         evalside = train
     else:
         fold_of = None
-        evalside = _side(embeddings, test, normalize)
+        evalside = _side(embeddings, test, normalize, by_order=False)
         if evalside.names != train.names:
             raise RadHarmonyError("The test dataset's labels differ from the training "
                                   "dataset's", expected=f"labels {train.names}",
@@ -160,15 +159,18 @@ def _run(fit, embeddings, dataset, *, folds, seed, n_bootstrap, test, n_train, t
                                      [len(np.unique(train.groups[tr])) for tr, _, _ in splits]))})
 
 
-def linear_probe(embeddings: Embeddings, dataset, *, folds: int = 5, seed: int = 0,
+def linear_probe(embeddings, dataset, *, folds: int = 5, seed: int = 0,
                  n_bootstrap: int = 1000, test=None, n_train=None, threshold="youden",
                  C: float = 1.0, max_iter: int = 2000, normalize: bool = True,
                  ci: float = 0.95) -> ProbeResult:
     """Class-balanced logistic regression per label on frozen embeddings.
 
     Args:
-        embeddings: from :func:`embed` (a list of them is joined); must cover every
-            ``sample_id`` of ``dataset`` (and of ``test``).
+        embeddings: from :func:`embed` (a list of them is joined), or computed elsewhere:
+            a ``{sample_id: vector}`` mapping, a DataFrame indexed by ``sample_id``, or an
+            (N, D) array / tensor in ``dataset``'s row order (k-fold mode; with ``test`` use a
+            keyed form). Keyed forms must cover every ``sample_id`` of ``dataset`` (and of
+            ``test``); see :func:`~radharmony.evaluate.embeddings.as_embeddings`.
         dataset: the labelled dataset (k-fold mode) or the training side (with ``test``).
         folds: patient-grouped folds in k-fold mode (ignored with ``test``).
         seed: folds, ``n_train`` subsampling and bootstrap draws depend only on it.
@@ -198,7 +200,7 @@ def linear_probe(embeddings: Embeddings, dataset, *, folds: int = 5, seed: int =
                 test=test, n_train=n_train, threshold=threshold, normalize=normalize, ci=ci)
 
 
-def knn_probe(embeddings: Embeddings, dataset, *, k: int = 20, folds: int = 5, seed: int = 0,
+def knn_probe(embeddings, dataset, *, k: int = 20, folds: int = 5, seed: int = 0,
               n_bootstrap: int = 1000, test=None, n_train=None, threshold="youden",
               normalize: bool = True, ci: float = 0.95) -> ProbeResult:
     """k-nearest-neighbour probe per label: a test image's score is the fraction of positives

@@ -116,6 +116,22 @@ def _positives(labeler, texts: list[str], side: str) -> np.ndarray:
     return df[list(CHEXPERT_14)].to_numpy(np.float64, na_value=np.nan) == 1
 
 
+def _scorer_csvs(folder: Path, ids: list, hyp: list, ref: list, study_ids) -> None:
+    """CXR-Report-Metric's inputs: ``study_id`` (an int: it casts them) and ``report``."""
+    try:
+        ints = [int(i) for i in ids]
+    except (TypeError, ValueError):
+        raise RadHarmonyError("ReXrank's scorer needs integer ids", expected="ids= of "
+                              "integers (or references from rexrank_references)",
+                              found=repr(ids[:3]), fix="pass ids=range(n)") from None
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, texts in (("gt_reports", ref), ("pred_reports", hyp)):
+        pd.DataFrame({"study_id": ints, "report": texts}).to_csv(folder / f"{name}.csv",
+                                                                 index=False)
+    pd.DataFrame({"eval_id": ints, "study_id": study_ids if study_ids is not None else ints}
+                 ).to_csv(folder / "eval_ids.csv", index=False)
+
+
 def _f1(tp, fp, fn):
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(2 * tp + fp + fn > 0, 2 * tp / (2 * tp + fp + fn), np.nan)
@@ -159,23 +175,37 @@ class ReportScores:
         return out
 
 
-def report_metrics(hypotheses: Sequence[str], references: Sequence[str], *,
+def report_metrics(hypotheses, references, *,
                    labeler: Callable | None = None, clinical: bool = True,
-                   ids: Sequence | None = None) -> ReportScores:
+                   ids: Sequence | None = None,
+                   csv_dir: str | os.PathLike | None = None) -> ReportScores:
     """Score generated reports against references, pair by pair (see the module docs).
 
     Args:
-        hypotheses, references: report texts, same length and order (None counts as "").
+        hypotheses, references: report texts, same length and order (None counts as "");
+            or, per study, ``references`` = :func:`radharmony.studies.rexrank_references`
+            (one row per study, never per image) and ``hypotheses`` = ``{study_id: text}``
+            or a DataFrame ``study_id, report`` (exactly one per study); then ``ids`` are
+            the integer ``eval_id`` s and ``per_report`` also has ``study_id``.
         labeler: ``texts -> DataFrame`` with the 14 CheXpert columns (1 / 0 / -1 / NaN);
             default ``radharmony.reports.label_reports(texts, vocabulary="chexpert")``.
         clinical: False skips the clinical F1 (and the labeler).
         ids: identifiers kept in ``per_report`` (default 0..n-1).
+        csv_dir: also write ReXrank's scorer inputs there (CXR-Report-Metric's
+            ``study_id, report`` CSVs, ``study_id`` an int): ``gt_reports.csv``,
+            ``pred_reports.csv``, and ``eval_ids.csv`` (``eval_id, study_id``).
 
     >>> s = report_metrics(["no pleural effusion ."], ["no pleural effusion ."],
     ...                    clinical=False)
     >>> s["bleu4"], s["rougeL"]
     (1.0, 1.0)
     """
+    study_ids = None
+    if isinstance(references, pd.DataFrame):
+        from ..studies.references import pair_with_references
+
+        study_ids = references["study_id"].tolist()
+        hypotheses, references, ids = pair_with_references(hypotheses, references)
     hyp, ref = _texts(hypotheses, "hypotheses"), _texts(references, "references")
     if len(hyp) != len(ref):
         raise RadHarmonyError("report_metrics needs one reference per hypothesis",
@@ -194,6 +224,10 @@ def report_metrics(hypotheses: Sequence[str], references: Sequence[str], *,
     h_tok, r_tok = [tokens(t) for t in hyp], [tokens(t) for t in ref]
     h_join, r_join = [" ".join(t) for t in h_tok], [" ".join(t) for t in r_tok]
     per = pd.DataFrame({"id": list(ids) if ids is not None else np.arange(len(hyp))})
+    if study_ids is not None:
+        per["study_id"] = study_ids
+    if csv_dir is not None:
+        _scorer_csvs(Path(csv_dir), per["id"].tolist(), hyp, ref, study_ids)
     summary = []
     for n in range(1, 5):
         bleu = BLEU(max_ngram_order=n, tokenize="none", smooth_method="none", lowercase=False)

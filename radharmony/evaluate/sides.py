@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import RadHarmonyError
-from .embeddings import Embeddings
+from .embeddings import as_embeddings
 
 
 def targets(dataset) -> tuple[np.ndarray, np.ndarray, list[str]]:
@@ -62,15 +62,13 @@ class _Side:
     names: list
 
 
-def _side(embeddings, dataset, normalize: bool) -> _Side:
+def _side(embeddings, dataset, normalize: bool, *, by_order: bool = True) -> _Side:
     if not hasattr(dataset, "harmonized_df"):
         raise RadHarmonyError("Probes need a radharmony dataset", expected="an object with "
                               "harmonized_df (and spec.label_cols or targets())",
                               found=type(dataset).__name__, fix="pass the dataset you embedded")
-    if isinstance(embeddings, (list, tuple)):
-        embeddings = Embeddings.concat(embeddings)
     ids = dataset.harmonized_df["sample_id"].astype(str).to_numpy()
-    x = embeddings.lookup(ids).astype(np.float64)
+    x = as_embeddings(embeddings, dataset, by_order=by_order).lookup(ids).astype(np.float64)
     if normalize:
         x /= np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
     y, mask, names = targets(dataset)

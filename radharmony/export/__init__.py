@@ -2,6 +2,8 @@
 
 * :func:`to_webdataset` writes ``<prefix>-000000.tar`` ... and ``manifest.json``;
 * :func:`decode_sample` turns a sample read by ``webdataset`` back into exactly ``ds[i]``;
+* :func:`to_llava`, :func:`to_parquet`, :func:`to_study_webdataset` write study-level
+  datasets (``level="study"``) for vision-language training (``docs/study_level.md``);
 * :func:`rank_shards` and :class:`ShardedWebDataset` give every rank and DataLoader worker
   the same number of samples per epoch, shuffled from ``(seed, epoch)``, resumable.
 
@@ -12,7 +14,9 @@ See ``docs/export.md``.
 from .codec import ExportError, decode_sample
 from .manifest import read_manifest
 from .shards import Segment, ShardedWebDataset, ShardPlan, local_urls, rank_shards
+from .study_formats import to_llava, to_parquet, to_study_webdataset
 from .writer import to_webdataset
 
 __all__ = ["ExportError", "Segment", "ShardPlan", "ShardedWebDataset", "decode_sample",
-           "local_urls", "rank_shards", "read_manifest", "to_webdataset"]
+           "local_urls", "rank_shards", "read_manifest", "to_llava", "to_parquet",
+           "to_study_webdataset", "to_webdataset"]

@@ -44,13 +44,18 @@ def write_table(path: str | Path, rows) -> Path:
 
 
 def write_chexpert(root: str | Path, *, n_patients: int = 8, seed: int = 0,
-                   images: bool = True, release: str = "CheXpert-v1.0-small") -> Path:
-    """Write a CheXpert replica under ``root`` and return the release folder."""
+                   images: bool = True, release: str = "CheXpert-v1.0-small",
+                   patients: list[int] | None = None) -> Path:
+    """Write a CheXpert replica under ``root`` and return the release folder. ``patients``:
+    the patient numbers (``patient<NNNNN>``) to write, e.g. shared with another family
+    member's replica (default ``1..n_patients``); the last quarter are validation patients."""
     base = Path(root) / release
     rng = np.random.default_rng(seed)
     tables: dict[str, list] = {"train": [], "valid": []}
-    for p in range(1, n_patients + 1):
-        split = "valid" if p > n_patients - max(1, n_patients // 4) else "train"
+    patients = list(range(1, n_patients + 1)) if patients is None else list(patients)
+    n_patients = len(patients)
+    for i, p in enumerate(patients, start=1):
+        split = "valid" if i > n_patients - max(1, n_patients // 4) else "train"
         sex = "Unknown" if p == 3 else ("Female", "Male")[p % 2]
         for s in range(1, int(rng.integers(1, 4)) + 1):
             for v in range(1, int(rng.integers(1, 3)) + 1):

@@ -87,10 +87,12 @@ def write_plus_tables(root: str | Path, paths: list[str], *, seed: int = 0,
     return table
 
 
-def default_paths(n_patients: int = 5) -> list[str]:
+def default_paths(n_patients: int = 5, patients: list[int] | None = None) -> list[str]:
+    """CheXpert paths of ``patients`` (numbers; default ``1..n_patients``, the last in valid)."""
     out = []
-    for p in range(1, n_patients + 1):
-        split = "valid" if p == n_patients else "train"
+    patients = list(range(1, n_patients + 1)) if patients is None else list(patients)
+    for p in patients:
+        split = "valid" if p == patients[-1] else "train"
         for s in range(1, 1 + (p % 2) + 1):
             out.append(f"{split}/patient{p:05d}/study{s}/view1_frontal.jpg")
             if s == 1:
@@ -99,10 +101,11 @@ def default_paths(n_patients: int = 5) -> list[str]:
 
 
 def write_chexpert_plus(root: str | Path, *, n_patients: int = 5, seed: int = 0,
-                        images: bool = True) -> Path:
-    """Write the replica under ``root``; returns the PNG image folder ``root/PNG``."""
+                        images: bool = True, patients: list[int] | None = None) -> Path:
+    """Write the replica under ``root``; returns the PNG image folder ``root/PNG``.
+    ``patients``: CheXpert patient numbers to write (e.g. those of a CheXpert replica)."""
     root = Path(root)
-    paths = default_paths(n_patients)
+    paths = default_paths(n_patients, patients)
     write_plus_tables(root, paths, seed=seed)
     rng = np.random.default_rng(seed + 1)
     if images:

@@ -62,3 +62,57 @@ def write_dicom(path: str | Path, img: np.ndarray, *, jpeg: bool = False,
         ds.PixelData = img.astype("<u2" if bits == 16 else np.uint8).tobytes()
     ds.save_as(path, enforce_file_format=True)
     return path
+
+
+def write_deflated_dicom(path: str | Path, img: np.ndarray, *, private_bytes: int = 0,
+                         private_group: int = 0x0009, **tags) -> Path:
+    """Write the 2-D ``img`` as a Deflated Explicit VR Little Endian DICOM (the data set after
+    the file meta is one raw deflate stream), optionally with a private OB element of
+    ``private_bytes`` zero bytes in ``private_group`` (0x0009: before the image elements;
+    0x7FE1: after the pixel data) -- a decompression bomb: 512 MiB of zeros deflate to about
+    0.5 MB. Written as a stream (memory stays small for any size)."""
+    import struct
+    import zlib
+
+    import pydicom
+    from pydicom.filebase import DicomBytesIO
+    from pydicom.filewriter import write_dataset, write_file_meta_info
+    from pydicom.uid import DeflatedExplicitVRLittleEndian
+
+    path = Path(path)
+    plain = path.with_name(path.name + ".plain")
+    write_dicom(plain, img, **tags)
+    ds = pydicom.dcmread(plain)
+    plain.unlink()
+    ds.file_meta.TransferSyntaxUID = DeflatedExplicitVRLittleEndian
+
+    def encode(elements) -> bytes:
+        fp = DicomBytesIO()
+        fp.is_little_endian, fp.is_implicit_VR = True, False
+        part = pydicom.Dataset()
+        for elem in elements:
+            part.add(elem)
+        write_dataset(fp, part)
+        return fp.getvalue()
+
+    group = private_group << 16
+    before = [e for e in ds if e.tag < group]
+    after = [e for e in ds if e.tag > group + 0xFFFF]
+    comp = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
+    with open(path, "wb") as fh:
+        fh.write(b"\0" * 128 + b"DICM")
+        meta = DicomBytesIO()
+        write_file_meta_info(meta, ds.file_meta, enforce_standard=True)
+        fh.write(meta.getvalue())
+        fh.write(comp.compress(encode(before)))
+        if private_bytes:
+            creator = pydicom.DataElement(group | 0x0010, "LO", "RADHARMONY TEST")
+            fh.write(comp.compress(encode([creator]) + struct.pack(
+                "<HH2sHI", private_group, 0x1000, b"OB", 0, private_bytes + private_bytes % 2)))
+            zeros = bytes(1 << 20)
+            left = private_bytes + private_bytes % 2
+            while left:
+                fh.write(comp.compress(zeros[:min(left, len(zeros))]))
+                left -= min(left, len(zeros))
+        fh.write(comp.compress(encode(after)) + comp.flush())
+    return path

@@ -44,13 +44,17 @@ REPORT = ("                                 FINAL REPORT\n EXAMINATION:  CHEST (
 
 
 def write_mimic(root: str | Path, *, n_subjects: int = 3, seed: int = 0, images: bool = True,
-                image_size: tuple[int, int] = (320, 256)) -> Path:
-    """Write the replica under ``root`` and return ``root`` (the ``base_image_dir``)."""
+                image_size: tuple[int, int] = (320, 256), subjects: list[str] | None = None
+                ) -> Path:
+    """Write the replica under ``root`` and return ``root`` (the ``base_image_dir``).
+    ``subjects``: the 8-digit subject ids to write (e.g. shared with an MS-CXR replica)."""
     root = Path(root)
     rng = np.random.default_rng(seed)
     meta, chexpert, negbio, split = [], [], [], []
+    n_subjects = n_subjects if subjects is None else len(subjects)
     for s in range(n_subjects):
         subject = str(10000032 + 1_000_000 * s + int(rng.integers(0, 99999)))
+        subject = subject if subjects is None else str(subjects[s])
         for k in range(2 if s < 2 else 1):
             study = str(50000000 + int(rng.integers(0, 9999999)))
             part = ["train", "validate", "test"][s % 3]

@@ -31,14 +31,17 @@ def _dicom_id(rng) -> str:
     return "-".join("".join(rng.choice(list("0123456789abcdef"), 8)) for _ in range(5))
 
 
-def write_ms_cxr(root: str | Path, *, n_patients: int = 4, seed: int = 0, images: bool = True
-                 ) -> Path:
-    """Write both tables and their images under ``root``; returns ``root`` (the MIMIC root)."""
+def write_ms_cxr(root: str | Path, *, n_patients: int = 4, seed: int = 0, images: bool = True,
+                 subjects: list[str] | None = None) -> Path:
+    """Write both tables and their images under ``root``; returns ``root`` (the MIMIC root).
+    ``subjects``: MIMIC subject ids to write (e.g. those of a MIMIC-CXR-JPG replica)."""
     root = Path(root)
     rng = np.random.default_rng(seed)
     grounding, pairs = [], []
+    n_patients = n_patients if subjects is None else len(subjects)
     for p in range(n_patients):
         subject = f"1{p}{int(rng.integers(100000, 999999))}"
+        subject = subject if subjects is None else str(subjects[p])
         studies = [(str(int(rng.integers(50_000_000, 59_999_999))), _dicom_id(rng))
                    for _ in range(3 if p == 0 else 2)]
         for s, (study, dicom) in enumerate(studies):

@@ -3,8 +3,10 @@
 An entry is keyed by the SHA-256 of what identifies the image file and everything that changes
 its bytes: the image's resolved path, size, modification time, change time and inode (the last
 two cannot be set back with ``os.utime``, so a file rewritten with its size and mtime restored
-still gets a new key), the pipeline's parameters (storage dtype included) and the radharmony
-version. These are *identity* keys, not content hashes: a copy of the images at another path
+still gets a new key), the pipeline's parameters (storage dtype included), the radharmony
+version, the pipeline version and the digest of the pipeline's installed code
+(:func:`radharmony.version.pipeline_digest`: an edited pipeline in an editable install or a
+fork misses the cache). These are *identity* keys, not content hashes: a copy of the images at another path
 gets new keys. The output dtype is not part of the key: it is applied after the cache, so a
 float32 and a bfloat16 dataset share entries, as do every split and fold (keys name files, not
 rows).
@@ -53,7 +55,7 @@ from ..files import HEAD as _HEAD
 from ..files import atomic_write, sweep_stale_tmp
 from .packs import Pack, warn_bad_record, write_pack
 from .read import check_regular
-from ..version import PIPELINE_VERSION, __version__
+from ..version import PIPELINE_VERSION, __version__, pipeline_digest
 
 #: how image cache entries are keyed: by file identity (one ``stat``) or by content (a hash of
 #: the file's bytes)
@@ -75,7 +77,8 @@ class ImageCache:
         self.root = Path(root)
         self.key_mode = check_choice("cache_key", key, KEY_MODES)
         self.salt = json.dumps({"params": params, "version": __version__,
-                                "pipeline": PIPELINE_VERSION, "key": key}, sort_keys=True)
+                                "pipeline": PIPELINE_VERSION, "code": pipeline_digest(),
+                                "key": key}, sort_keys=True)
         self.prefix = hashlib.sha256(self.salt.encode()).hexdigest()[:16]
         self.images = self.root / "images"
         self.opened_packs: dict[str, Pack] = {}
@@ -195,7 +198,7 @@ class ImageCache:
                 if f.name in self.opened_packs or f.name in self._bad_packs:
                     continue
                 try:
-                    self.opened_packs[f.name] = Pack(f)
+                    self.opened_packs[f.name] = Pack(f, self.salt)
                 except (ValueError, KeyError, TypeError, IndexError, OSError,
                         struct.error) as exc:
                     warnings.warn(f"Cache pack {f} failed its check ({exc}); removing it, its "

@@ -1,25 +1,30 @@
 """Packs: many cache entries consolidated into one memory-mapped file.
 
-Layout (little-endian): the binary head (``RHPACK02``, JSON length) and a JSON header in a
+Layout (little-endian): the binary head (``RHPACK03``, JSON length) and a JSON header in a
 fixed 1 KiB block (count, record shape and dtype, info field names, section offsets, checksum
 algorithm); then the 32-byte keys, a 64-bit checksum per record, the integer info fields of
 each record, and from a 4 KiB boundary the fixed-size records themselves. A batch reader
 converts records straight out of the map (or slices them with one ``numpy.take``).
 
-A record's checksum covers every byte a read depends on, in order: its key, its info fields
-(the letterbox that places boxes and masks) and its pixels -- XXH3-64 (:mod:`xxhash`) seeded
-with the hash of key and info, or chained CRC-32 where xxhash is absent. A flipped bit
+A record's checksum covers every byte a read depends on, in order: the header's description
+of a record (shape, dtype, info field names, the cache's salt), its key, its info fields (the
+letterbox that places boxes and masks) and its pixels -- XXH3-64 (:mod:`xxhash`) seeded with
+the hash of layout, key and info, or chained CRC-32 where xxhash is absent. A flipped bit
 anywhere in a record, or two records swapped, fails the check.
 
-The header is validated strictly when a pack is opened (types, dtype, section offsets inside
-the file and in order, file size); a pack that fails is removed and its images rebuilt from
-their loose entries or the image files.
+The header is validated strictly when a pack is opened: types, dtype, every section offset
+equal to the one its count implies, the file size, the salt of the cache that opens it; then
+the first and last records' checksums, which hold only under the header's true layout and
+algorithm. A header that lies in any field -- a reshaped record of the same byte size, info
+fields renamed, another checksum algorithm or salt, a moved section -- fails; the pack is
+removed with a warning and its images rebuilt from their loose entries or the image files.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import warnings
 import zlib
@@ -31,7 +36,7 @@ import numpy as np
 from ..files import HEAD as _HEAD
 from ..files import atomic_write
 
-PACK_MAGIC = b"RHPACK02"
+PACK_MAGIC = b"RHPACK03"  # 03: checksums cover the layout
 _ALIGN = 4096
 _HEADER_BLOCK = 1024
 #: record dtypes a pack may hold (the pipeline's storage types)
@@ -44,10 +49,16 @@ except ImportError:  # pragma: no cover - xxhash is a dependency; CRC-32 keeps p
 CHECKSUM = "xxh3_64" if xxhash is not None else "crc32"
 
 
+def layout_bytes(shape, dtype, info_fields, salt) -> bytes:
+    """What a pack's header says a record is: the prefix of every record's checksum."""
+    return json.dumps([list(shape), np.dtype(dtype).str, list(info_fields), salt]).encode()
+
+
 def record_checksums(keys: np.ndarray, info: np.ndarray, records: np.ndarray,
-                     algorithm: str = CHECKSUM) -> np.ndarray:
-    """Per-record 64-bit checksum of key (32 bytes), info fields (int64) and pixels, in that
-    order (``algorithm`` ``"xxh3_64"`` or ``"crc32"``)."""
+                     algorithm: str = CHECKSUM, layout: bytes = b"") -> np.ndarray:
+    """Per-record 64-bit checksum of the pack's ``layout`` (:func:`layout_bytes`), key (32
+    bytes), info fields (int64) and pixels, in that order (``algorithm`` ``"xxh3_64"`` or
+    ``"crc32"``)."""
     n = len(records)
     flat = np.ascontiguousarray(records).reshape(n, -1)
     info = np.ascontiguousarray(info, dtype="<i8").reshape(n, -1)
@@ -56,10 +67,11 @@ def record_checksums(keys: np.ndarray, info: np.ndarray, records: np.ndarray,
     if algorithm == "xxh3_64":
         h64 = xxhash.xxh3_64_intdigest
         for i in range(n):
-            out[i] = h64(flat[i], seed=h64(keys[i].tobytes() + info[i].tobytes()))
+            out[i] = h64(flat[i], seed=h64(layout + keys[i].tobytes() + info[i].tobytes()))
     else:
         for i in range(n):
-            out[i] = zlib.crc32(flat[i], zlib.crc32(keys[i].tobytes() + info[i].tobytes()))
+            out[i] = zlib.crc32(flat[i], zlib.crc32(layout + keys[i].tobytes() +
+                                                    info[i].tobytes()))
     return out
 
 
@@ -71,9 +83,19 @@ def _int(value, what: str, lo: int = 0, hi: int | None = None) -> int:
     return value
 
 
+def _offsets(count: int, n_fields: int) -> dict[str, int]:
+    """The section offsets of a pack of ``count`` records with ``n_fields`` info fields."""
+    keys = _HEAD.size + _HEADER_BLOCK
+    sums = keys + 32 * count
+    info = sums + 8 * count
+    return {"keys": keys, "sums": sums, "info": info,
+            "data": -(-(info + 8 * count * n_fields) // _ALIGN) * _ALIGN}
+
+
 def parse_header(head: object, size: int) -> dict:
     """The validated fields of a pack header for a file of ``size`` bytes; ValueError if any
-    field has the wrong type, or a section lies outside the file or out of order."""
+    field has the wrong type, a section offset is not the one the count implies, or the size
+    does not fit."""
     if not isinstance(head, dict):
         raise ValueError(f"header is a {type(head).__name__}, not an object")
     count = _int(head.get("count"), "count", 0, size)
@@ -95,25 +117,24 @@ def parse_header(head: object, size: int) -> dict:
     offsets = head.get("offsets")
     if not isinstance(offsets, dict):
         raise ValueError(f"header field offsets is {offsets!r}")
-    keys = _int(offsets.get("keys"), "offsets.keys", _HEAD.size, size)
-    sums = _int(offsets.get("sums"), "offsets.sums", 0, size)
-    info = _int(offsets.get("info"), "offsets.info", 0, size)
-    data = _int(offsets.get("data"), "offsets.data", 0, size)
-    record = int(np.prod(shape)) * dtype.itemsize
-    if sums != keys + 32 * count or info != sums + 8 * count or \
-            data < info + 8 * count * len(fields) or data % _ALIGN:
-        raise ValueError(f"section offsets {offsets} do not fit {count} records")
-    if size != data + count * record:
-        raise ValueError(f"size {size} instead of {data + count * record}")
+    want = _offsets(count, len(fields))
+    if offsets != want:
+        raise ValueError(f"section offsets {offsets} instead of {want} for {count} records")
+    record = math.prod(shape) * dtype.itemsize
+    if size != want["data"] + count * record:
+        raise ValueError(f"size {size} instead of {want['data'] + count * record}")
+    salt = head.get("salt")
+    if not isinstance(salt, str):
+        raise ValueError(f"header field salt is {salt!r}")
     return {"count": count, "shape": shape, "dtype": dtype, "info_fields": fields,
-            "checksum": head["checksum"], "keys": keys, "sums": sums, "info": info,
-            "data": data}
+            "checksum": head["checksum"], "salt": salt, **want}
 
 
 class Pack:
-    """One consolidated, memory-mapped pack file (read-only)."""
+    """One consolidated, memory-mapped pack file (read-only). ``salt``: the salt of the cache
+    that opens it, which the header must name. Any damage to the header raises ValueError."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, salt: str | None = None):
         self.path = path
         with open(path, "rb") as fh:
             size = os.fstat(fh.fileno()).st_size
@@ -125,7 +146,15 @@ class Pack:
             raise ValueError("not a radharmony pack of this version")
         if not 0 < n < _HEADER_BLOCK or len(block) < _HEAD.size + n:
             raise ValueError(f"header length {n} outside the {_HEADER_BLOCK}-byte header block")
-        head = parse_header(json.loads(block[_HEAD.size:_HEAD.size + n]), size)
+        try:
+            head = json.loads(block[_HEAD.size:_HEAD.size + n])
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested a thousand deep
+            raise ValueError(f"header is not JSON ({type(exc).__name__}: {exc})") from None
+        head = parse_header(head, size)
+        if salt is not None and head["salt"] != salt:
+            raise ValueError("header names another cache salt (other pipeline parameters)")
+        self.layout = layout_bytes(head["shape"], head["dtype"], head["info_fields"],
+                                   head["salt"])
         self.count, self.shape = head["count"], head["shape"]
         self.dtype, self.info_fields = head["dtype"], head["info_fields"]
         self.checksum = head["checksum"]
@@ -141,6 +170,12 @@ class Pack:
                         len(self.info_fields)].view("<i8").reshape(self.count, -1)
         self.data = raw[head["data"]:].view(self.dtype).reshape((self.count, *self.shape))
         self.verified = np.zeros(self.count, bool)  # records whose checksum held once
+        # a header that lies about the layout or the algorithm fails every record; one damaged
+        # record fails only itself (and is rebuilt alone)
+        ends = np.unique([0, self.count - 1]) if self.count else np.zeros(0, np.int64)
+        if len(ends) and not self.check(ends).any():
+            raise ValueError(f"records {ends.tolist()} fail their checksums: the header does "
+                             "not describe its records")
 
     def rows(self, digests: np.ndarray) -> np.ndarray:
         """Row of each 32-byte digest in this pack, -1 where absent."""
@@ -160,7 +195,7 @@ class Pack:
         if len(todo):
             r = rows[todo]
             good = record_checksums(self.keys[r], self.info[r], self.data[r],
-                                    self.checksum) == self.sums[r]
+                                    self.checksum, self.layout) == self.sums[r]
             ok[todo] = good
             self.verified[r[good]] = True
         return ok
@@ -203,16 +238,11 @@ def write_pack(cache, keys: Iterable[str], build: Callable[[str], tuple[np.ndarr
     arr0, info0 = first
     fields = list(info0)
     n, shape, dtype = len(todo), arr0.shape, arr0.dtype
-    offsets = {}
-    head = {"count": n, "shape": list(shape), "dtype": dtype.str, "info_fields": fields,
-            "checksum": CHECKSUM, "salt": cache.salt}
     # header length depends on the offsets: reserve a fixed-width block for the JSON
-    base = _HEAD.size + _HEADER_BLOCK
-    offsets["keys"] = base
-    offsets["sums"] = base + 32 * n
-    offsets["info"] = offsets["sums"] + 8 * n
-    offsets["data"] = -(-(offsets["info"] + 8 * n * len(fields)) // _ALIGN) * _ALIGN
-    head["offsets"] = offsets
+    offsets = _offsets(n, len(fields))
+    head = {"count": n, "shape": list(shape), "dtype": dtype.str, "info_fields": fields,
+            "checksum": CHECKSUM, "salt": cache.salt, "offsets": offsets}
+    layout = layout_bytes(shape, dtype, fields, cache.salt)
     meta = json.dumps(head).encode()
     if len(meta) > _HEADER_BLOCK - 1:
         raise ValueError("pack header too long")
@@ -229,7 +259,8 @@ def write_pack(cache, keys: Iterable[str], build: Callable[[str], tuple[np.ndarr
             if arr.shape != shape:
                 raise ValueError(f"entry {todo[i]} has shape {arr.shape}, not {shape}")
             info[i] = [inf[f] for f in fields]
-            sums[i] = record_checksums(digests[i:i + 1], info[i:i + 1], arr[None])[0]
+            sums[i] = record_checksums(digests[i:i + 1], info[i:i + 1], arr[None],
+                                       layout=layout)[0]
             fh.write(arr.tobytes())
         fh.seek(offsets["keys"])
         fh.write(digests.tobytes() + sums.tobytes() + info.tobytes())

@@ -15,6 +15,8 @@ Guards, applied from the file's header before any pixel is decoded:
 * :data:`MIN_SIDE` -- an image with a side shorter than this (a 1x1 placeholder) is refused.
 * only regular files are opened: a FIFO, socket or device named ``.png`` is refused from one
   ``os.stat`` (opening a FIFO would block forever).
+* a deflated DICOM is inflated as it is read, never past the size its header declares plus
+  a margin (:mod:`radharmony.imaging.dicom`): 0.5 MB of file cannot become gigabytes.
 * a JPEG must end with its end-of-image marker (a truncated JPEG is refused even by decoders
   that would fill the missing rows with grey).
 
@@ -35,7 +37,7 @@ import cv2
 import numpy as np
 
 from ..errors import ColourImageWarning, ImageReadError, PathSafetyError, shorten
-from . import png
+from . import dicom, png
 
 cv2.setNumThreads(1)  # decoding runs inside DataLoader workers: one thread each
 
@@ -204,18 +206,7 @@ def header_size(path: Path, kind: str, head: bytes) -> tuple[int, int, int, int]
         if components >= 3:  # colour JPEG: decoded to its luma (Y) channel
             _warn_colour(path)
         return h, w, 1, max(1, components)
-    import pydicom
-
-    ds = pydicom.dcmread(path, stop_before_pixels=True,
-                         specific_tags=["Rows", "Columns", "NumberOfFrames", "SamplesPerPixel",
-                                        "BitsAllocated"])
-    if "Rows" not in ds or "Columns" not in ds:
-        raise ValueError("the DICOM has no Rows/Columns: it holds no image")
-    frames = ds.get("NumberOfFrames") or 1
-    samples = ds.get("SamplesPerPixel") or 1
-    bits = ds.get("BitsAllocated") or 16
-    return (int(ds.Rows), int(ds.Columns), max(1, int(frames)),
-            max(1, int(samples)) * max(1, -(-int(bits) // 8)))
+    return dicom.header(path)  # a deflated data set inflated within a budget
 
 
 def _jpeg_frame_size(fh) -> tuple[int, int, int]:
@@ -247,6 +238,8 @@ def check_header(path: Path, kind: str, head: bytes) -> tuple[int, int, int]:
     :data:`MAX_PIXELS` (the decompression-bomb guard) or :data:`MAX_BYTES` decoded. Returns ``(height, width, frames)``."""
     try:
         h, w, frames, per_pixel = header_size(path, kind, head)
+    except ImageReadError:  # a deflated DICOM refused by its inflation budget
+        raise
     except Exception as exc:  # struct, pydicom and OS errors alike
         raise ImageReadError(f"Image file {path} has a damaged {kind.upper()} header",
                              expected=f"a complete {kind.upper()} image", found=str(exc),
@@ -319,44 +312,4 @@ def _read_jpeg(path: Path, min_side: int | None):
     return arr, src
 
 
-def _read_dicom(path: Path, min_side: int | None):
-    import pydicom
-    from pydicom.pixels import apply_modality_lut, apply_voi_lut
-
-    ds = pydicom.dcmread(path)
-    if "TransferSyntaxUID" not in getattr(ds, "file_meta", {}):
-        _assume_transfer_syntax(ds, path)
-    arr = ds.pixel_array
-    if arr.ndim == 3 and getattr(ds, "SamplesPerPixel", 1) == 1:
-        arr = arr[0]  # multi-frame: the first frame is the radiograph
-    arr = apply_voi_lut(apply_modality_lut(arr, ds), ds).astype(np.float32)
-    if str(getattr(ds, "PhotometricInterpretation", "")).upper() == "MONOCHROME1":
-        arr = arr.max() + arr.min() - arr
-    return _to_gray(arr, path=path, order="rgb"), arr.shape[:2]
-
-
-def _assume_transfer_syntax(ds, path: Path) -> None:
-    """A DICOM whose file meta lacks (0002,0010) Transfer Syntax UID (real VinDr-CXR v1.0.0
-    files): its pixels are read as the encoding the data set was parsed in (implicit VR
-    little endian for those files), with one warning per process."""
-    from pydicom.dataset import FileMetaDataset
-    from pydicom.uid import ExplicitVRBigEndian, ExplicitVRLittleEndian, ImplicitVRLittleEndian
-
-    implicit, little = getattr(ds, "original_encoding", (True, True))
-    uid = ImplicitVRLittleEndian if implicit else (
-        ExplicitVRLittleEndian if little else ExplicitVRBigEndian)
-    if getattr(ds, "file_meta", None) is None:
-        ds.file_meta = FileMetaDataset()
-    ds.file_meta.TransferSyntaxUID = uid
-    global _syntax_warned
-    if not _syntax_warned:
-        _syntax_warned = True
-        warnings.warn(f"DICOM {path} (and any further ones) has no Transfer Syntax UID in its "
-                      f"file meta; its pixels are read as {uid.name}, the encoding its data "
-                      "set was parsed in.", UserWarning, stacklevel=4)
-
-
-_syntax_warned = False
-
-
-_READERS = {"png": _read_png, "jpeg": _read_jpeg, "dicom": _read_dicom}
+_READERS = {"png": _read_png, "jpeg": _read_jpeg, "dicom": dicom.read_dicom}

@@ -94,15 +94,17 @@ def read_openi(path: str | Path) -> pd.DataFrame:
     return pd.DataFrame(rows).sort_values("number", ignore_index=True)
 
 
-def gold_labels(major: pd.Series) -> pd.DataFrame:
-    """0/1 per :data:`GOLD` column from the MeSH tags (a tag matches a heading when it equals
-    it or starts with it followed by "/")."""
+def gold_labels(major: pd.Series, heads: dict[str, tuple[str, ...]] | None = None
+                ) -> pd.DataFrame:
+    """0/1 per column of ``heads`` (default :data:`GOLD`) from the MeSH tags (a tag matches a
+    heading when it equals it or starts with it followed by "/")."""
     def has(tags, heads):
         tags = [t.casefold() for t in tags]
         return any(t == h or t.startswith(h + "/") for t in tags
                    for h in (h.casefold() for h in heads))
     return pd.DataFrame({c: major.map(lambda tags, hs=hs: has(tags, hs)).astype(int)
-                         for c, hs in GOLD.items()}, index=major.index)
+                         for c, hs in (GOLD if heads is None else heads).items()},
+                        index=major.index)
 
 
 def select_ids(df: pd.DataFrame, numbers: pd.Series, ids: str) -> pd.DataFrame:

@@ -289,7 +289,7 @@ class ViewerApp:
         except RadHarmonyError as exc:
             out["image_error"] = str(exc)
             return out
-        if isinstance(sample.get("report"), str) and sample["report"] != out["report"]:
+        if sample.get("report") and sample["report"] != out["report"]:  # "": no report
             out["report"] = sample["report"]
             out["report_labels"] = report_label_evidence(
                 out["report"], rules=_report_rules(s.dataset),

@@ -225,6 +225,26 @@ def test_dataloader_with_collate(valid):
     assert len(batch["report"]) == 4 and len(batch["sample_id"]) == 4
 
 
+@pytest.mark.parametrize("cache", [True, False])
+def test_default_collate_takes_a_study_without_a_report(rex_images, tmp_path, cache):
+    """``DataLoader(ds, batch_size=B)`` (torch's default collate) and :func:`collate` give the
+    same batch when a study has no report: ``report`` "" and ``has_report`` False."""
+    ds = ReXGradientValidDataset(rex_images, output_report=True, dtype=torch.float32,
+                                 cache_dir=tmp_path / "c" if cache else None)
+    missing = ds.harmonized_df["report"].isna().to_numpy()
+    assert missing.any() and not missing.all()  # the replica's study 3 has no report
+    default = next(iter(torch.utils.data.DataLoader(ds, batch_size=len(ds))))
+    ours = next(iter(torch.utils.data.DataLoader(ds, batch_size=len(ds), collate_fn=collate)))
+    for batch in (default, ours):
+        assert [r == "" for r in batch["report"]] == missing.tolist()
+        assert all(isinstance(r, str) for r in batch["report"])
+        assert batch["has_report"].dtype == torch.bool
+        assert batch["has_report"].tolist() == (~missing).tolist()
+    i = int(np.flatnonzero(missing)[0])
+    assert ds[i]["report"] == "" and not ds[i]["has_report"]
+    assert ds.harmonized_df["report"].iloc[i] is None  # the table keeps the truth: no report
+
+
 def test_resolution_order(rex_images, tmp_path, valid):
     h = ReXGradientValidHarmonizer(base_image_dir=rex_images)
     df = h.harmonize()

@@ -127,6 +127,21 @@ def test_saved_report_table_round_trips(tmp_path):
     pd.testing.assert_frame_equal(back.harmonize(), h.harmonize())
 
 
+def test_a_saved_harmonizer_brings_its_labels_and_image_root(rex, tmp_path):
+    """``Dataset(harmonizer_path=)`` without ``base_image_dir`` or ``labels=``: the root and
+    the report labels come from the save; ``labels="report"`` on an unlabelled save says so."""
+    labelled = ReXGradientTrainHarmonizer(base_image_dir=rex, labels="report")
+    path = labelled.save(tmp_path / "labelled.parquet")
+    for kwargs in ({}, {"labels": "report"}):
+        ds = ReXGradientTrainDataset(harmonizer_path=path, output_cls=True, cache_dir=None,
+                                     **kwargs)
+        assert ds.base_image_dir == rex and ds.spec.label_cols == chexpert.LABELS
+        assert ds[0]["cls"].shape == (14,)
+    plain = ReXGradientTrainHarmonizer(base_image_dir=rex).save(tmp_path / "plain.parquet")
+    with pytest.raises(RadHarmonyError, match="made without labels='report'"):
+        ReXGradientTrainDataset(harmonizer_path=plain, labels="report", cache_dir=None)
+
+
 def test_bad_arguments():
     with pytest.raises(RadHarmonyError, match="labels must be one of"):
         ReXGradientTrainHarmonizer("x.json", labels="chexbert")

@@ -48,6 +48,44 @@ def test_mapping_restores_nih_patients_and_warns_for_the_rest():
     assert df.loc["img-c", "patient_id"] == "img-c"
 
 
+CLASSES = """patientId,class
+img-a,Normal
+img-b,Lung Opacity
+img-b,Lung Opacity
+img-c,No Lung Opacity / Not Normal
+"""
+
+
+def test_detailed_class_makes_normal_images_certain_negatives():
+    from radharmony.vocabulary import derive_findings
+
+    classes = pd.read_csv(io.StringIO(CLASSES))
+    with pytest.warns(UserWarning, match="no NIH original"):
+        df = harmonize({"classes": classes}).set_index("study_id")
+    got = df[["Pneumonia", "Lung Opacity", "No Finding"]].astype(float).fillna(-9)
+    assert got.loc["img-a"].tolist() == [0, 0, 1]      # Normal
+    assert got.loc["img-b"].tolist() == [1, 1, 0]      # Lung Opacity
+    assert got.loc["img-c"].tolist() == [0, -9, 0]     # Not Normal: opacity unknown
+    canon = derive_findings(df, SPEC, findings=["lung_opacity", "pneumonia", "no_finding",
+                                                "consolidation", "pleural_effusion"])
+    canon = canon.astype(float).fillna(-9)
+    assert canon.loc["img-a"].tolist() == [0, 0, 1, 0, -9]   # effusion: not RSNA's to say
+    assert canon.loc["img-b"].tolist() == [1, -9, 0, -9, -9]  # pneumonia: approximate only
+    assert canon.loc["img-c"].tolist() == [-9, -9, 0, -9, -9]
+    with pytest.warns(UserWarning, match="no NIH original"):
+        bare = harmonize({}).set_index("study_id")  # no class file: only Target's 1 speaks
+    assert bare["Lung Opacity"].fillna(-9).tolist() == [-9, 1, -9]
+    assert bare["No Finding"].isna().all()
+
+
+def test_unknown_detailed_class_names_the_fix():
+    from radharmony.errors import MetadataError
+
+    classes = pd.read_csv(io.StringIO(CLASSES.replace("Normal\n", "Abnormal\n", 1)))
+    with pytest.raises(MetadataError, match="unknown class.*'Abnormal'"):
+        harmonize({"classes": classes})
+
+
 def test_header_table_gives_view_sex_age():
     headers = pd.DataFrame({"PatientID": ["img-a", "img-b"], "ViewPosition": ["AP", "PA"],
                             "PatientSex": ["F", "M"], "PatientAge": [43, 155]})
@@ -82,7 +120,10 @@ def test_fake_dataset_samples(tmp_path):
     rec = df["boxes"].iloc[i][0]
     sample = ds[i]
     scale = 224 / 256
-    assert sample["cls"].tolist() == [1.0] and sample["img"].shape == (1, 224, 224)
+    assert sample["cls"].tolist() == [1.0, 1.0, 0.0] and sample["img"].shape == (1, 224, 224)
+    normal = df["detailed_class"] == "Normal"  # the fake writes the class file
+    assert normal.any() and (df.loc[normal, "No Finding"] == 1).all()
+    assert (df.loc[normal, "Lung Opacity"] == 0).all()
     assert sample["bbox"][0].tolist() == pytest.approx(
         [rec["x_min"] * scale, rec["y_min"] * scale, rec["x_max"] * scale,
          rec["y_max"] * scale], abs=1e-3)

@@ -109,7 +109,8 @@ def test_content_keys_are_shared_by_copies_and_checked(replica, tmp_path):
 
 # -- pipeline version ------------------------------------------------------------------------------
 #: the recorded (version, digest) pairs: append when the pipeline changes, never edit
-RECORDED = {1: "4caa047c0d40", 2: "41fceb83c364", 3: "9ecca9d70495", 4: "9de521d37769"}
+RECORDED = {1: "4caa047c0d40", 2: "41fceb83c364", 3: "9ecca9d70495", 4: "9de521d37769",
+            5: "0bc3a1a05772"}
 
 
 def test_pipeline_change_requires_a_version_bump():
@@ -145,6 +146,38 @@ def test_pipeline_version_is_in_the_image_key(tmp_path, monkeypatch):
     monkeypatch.setattr(cache_mod, "PIPELINE_VERSION", version.PIPELINE_VERSION + 1)
     b = ImageCache(tmp_path, PARAMS)
     assert a.salt != b.salt and a.prefix != b.prefix
+
+
+def test_edited_pipeline_source_misses_the_image_cache(replica, tmp_path, monkeypatch):
+    """An editable install whose pipeline was edited (the version constant left alone): the
+    digest of the installed code keys the cache, so the old arrays are not served."""
+    import shutil
+
+    from radharmony.imaging.pipeline import DefaultTransform
+
+    ds = _ds(replica, tmp_path / "c")
+    ds[0]
+    fork = tmp_path / "fork"
+    for rel in version.PIPELINE_SOURCES:
+        (fork / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(Path(version.__file__).parent / rel, fork / rel)
+    src = (fork / "imaging" / "pipeline.py").read_text()
+    (fork / "imaging" / "pipeline.py").write_text(src + "\nEDITED = True\n")
+    decoded = []
+    real = DefaultTransform.encode
+    monkeypatch.setattr(DefaultTransform, "encode",
+                        lambda self, path: decoded.append(path) or real(self, path))
+    _ds(replica, tmp_path / "c")[0]
+    assert decoded == []  # same code: a hit
+    monkeypatch.setattr(version, "_PACKAGE", fork)
+    version.pipeline_digest.cache_clear()
+    try:
+        edited = _ds(replica, tmp_path / "c")
+        assert edited.image_cache.salt != ds.image_cache.salt
+        edited[0]
+        assert len(decoded) == 1  # a miss: decoded by the edited code
+    finally:
+        version.pipeline_digest.cache_clear()
 
 
 def test_table_code_is_in_the_table_key(tmp_path, monkeypatch):

@@ -95,9 +95,11 @@ def test_nodule_mass_stays_compound():
 
 def test_unmappable_rows_are_kept_with_nan_and_reported():
     rsna = dataset("rsna_pneumonia", [{"patient_id": "r1", "image_path": "r1.dcm",
-                                       "Pneumonia": 0.0},
+                                       "Pneumonia": 0.0, "Lung Opacity": NAN,
+                                       "No Finding": NAN},  # no detailed class
                                       {"patient_id": "r2", "image_path": "r2.dcm",
-                                       "Pneumonia": 1.0}])
+                                       "Pneumonia": 1.0, "Lung Opacity": NAN,
+                                       "No Finding": NAN}])
     m = merge([rsna], findings=["lung_opacity", "pneumonia"])
     assert len(m) == 2
     assert np.isnan(row(m, "rsna_pneumonia:r1")[["lung_opacity", "pneumonia"]].astype(float)).all()

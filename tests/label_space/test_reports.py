@@ -240,7 +240,7 @@ def test_longest_match_wins_whatever_the_pattern_length(tmp_path):
 
 
 def test_first_chars():
-    from radharmony.reports.rules import _first_chars
+    from radharmony.reports.matcher import _first_chars
 
     assert _first_chars("no") == {"n"}
     assert _first_chars("(?:could|may) be") == {"c", "m"}
@@ -251,7 +251,7 @@ def test_first_chars():
 
 
 def test_strip_lookarounds():
-    from radharmony.reports.rules import _strip_lookarounds
+    from radharmony.reports.matcher import _strip_lookarounds
 
     assert _strip_lookarounds(r"leads?(?! to\b)") == "leads?"
     assert _strip_lookarounds(r"(?:(?<=catheter\s)|(?<=lead\s))fractures?") == "(?:|)fractures?"
@@ -461,11 +461,8 @@ def test_cli_label_reports(tmp_path):
 
 def test_openi_hedging_counts_stated_and_hedged_mentions(tmp_path):
     """Hand-made OpenI archive: which mentions are stated or hedged, and which MeSH tagged."""
-    import io
-    import tarfile
-
     from radharmony.errors import RadHarmonyError
-    from radharmony.fake.openi import report_xml
+    from tests.openi_reports import write_reports
     from radharmony.reports.evaluate_openi import hedging
 
     reports = [  # (number, findings, impression, MeSH major)
@@ -479,13 +476,7 @@ def test_openi_hedging_counts_stated_and_hedged_mentions(tmp_path):
          ["Pleural Effusion/right/small"]),
         (3, "Large right pleural effusion.", "Effusion.", ["Pleural Effusion/right/large"]),
     ]
-    path = tmp_path / "NLMCXR_reports.tgz"
-    with tarfile.open(path, "w:gz") as tar:
-        for n, findings, impression, major in reports:
-            data = report_xml(n, (None, "Cough", findings, impression), major, [], []).encode()
-            info = tarfile.TarInfo(f"ecgen-radiology/{n}.xml")
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
+    path = write_reports(tmp_path / "NLMCXR_reports.tgz", reports)
     t = hedging(path, ids="even").set_index("label")
     eff, card = t.loc["pleural_effusion"], t.loc["cardiomegaly"]
     assert (eff["positives"], eff["stated"], eff["stated_tagged"]) == (2, 1, 1)

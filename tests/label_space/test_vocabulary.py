@@ -284,8 +284,8 @@ REAL_COUNTS = {
         "interstitial_lung_disease": (386, 14614, 0), "aortic_enlargement": (3067, 11933, 0),
         "calcification": (452, 14548, 0), "aortic_calcification": (0, 14548, 0),
     },
-    "rsna_pneumonia": {
-        "lung_opacity": (6012, 0, 0),
+    "rsna_pneumonia": {  # torchxrayvision's copy has no detailed class file: no Normal class
+        "lung_opacity": (6012, 0, 0), "no_finding": (0, 6012, 0),
     },
     "siim_acr_ptx": {
         "pneumothorax": (2669, 9378, 0), "hydropneumothorax": (0, 9378, 0),

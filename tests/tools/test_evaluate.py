@@ -115,6 +115,41 @@ def test_linear_probe_finds_the_blob_and_matches_sklearn(blob):
     assert auroc == pytest.approx(roc_auc_score(pred["target"], pred["score"]))
 
 
+def test_probes_take_embeddings_made_elsewhere(blob):
+    """A {sample_id: vector} mapping, a DataFrame indexed by sample_id (or with a sample_id
+    column), an (N, D) array or tensor in dataset order: the same result as ``embed``'s."""
+    _, ds, emb = blob
+    want = linear_probe(emb, ds, folds=3, n_bootstrap=0).metrics
+    ids = list(ds.harmonized_df["sample_id"])
+    order = emb.lookup(ids)
+    shuffled = np.random.default_rng(0).permutation(len(ids))
+    forms = {"mapping": {ids[i]: order[i] for i in shuffled},
+             "frame": emb.to_frame().iloc[shuffled],
+             "column": emb.to_frame().reset_index(),
+             "array": order, "tensor": torch.from_numpy(order), "list": [emb]}
+    for name, form in forms.items():
+        got = linear_probe(form, ds, folds=3, n_bootstrap=0).metrics
+        pd.testing.assert_frame_equal(got, want, obj=name)
+    pid = ds.harmonized_df["patient_id"].astype(int)
+    train, test = ds.filter(pid <= 40), ds.filter(pid > 40)
+    knn = knn_probe(forms["mapping"], train, test=test, k=5, n_bootstrap=0).metrics
+    pd.testing.assert_frame_equal(knn, knn_probe(emb, train, test=test, k=5,
+                                                 n_bootstrap=0).metrics)
+    with pytest.raises(RadHarmonyError, match="no sample ids, for a probe with test="):
+        knn_probe(emb.lookup(train.harmonized_df["sample_id"]), train, test=test)
+
+
+@pytest.mark.parametrize("bad, match", [
+    ("emb.npz", "str"), (None, "NoneType"), (np.zeros((3, 4)), "3 rows for 90 samples"),
+    (np.zeros(90), "shape"), ({"nih_cxr14:x": [1.0, 2.0], "nih_cxr14:y": [1.0]}, "lengths"),
+    (pd.DataFrame({"a": ["x"]}, index=["nih_cxr14:x"]), "numbers")])
+def test_probes_name_the_accepted_embedding_forms(blob, bad, match):
+    _, ds, _ = blob
+    with pytest.raises(RadHarmonyError, match=match) as err:
+        linear_probe(bad, ds, folds=3, n_bootstrap=0)
+    assert "sample_id" in str(err.value)
+
+
 def test_no_patient_on_both_sides_of_any_fold(blob):
     _, ds, emb = blob
     res = linear_probe(emb, ds, folds=4, n_bootstrap=0)
@@ -441,7 +476,7 @@ def test_docs_examples_run(monkeypatch, tmp_path):
 
     text = (Path(__file__).resolve().parents[2] / "docs" / "evaluate.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
-    assert len(blocks) == 4
+    assert len(blocks) == 5
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr("tempfile.mkdtemp", lambda: str(tmp_path))
     ns: dict = {}

@@ -1,0 +1,195 @@
+"""Study-level speed: cached study epochs against image-level ones, and the Parquet export.
+
+    python -m benchmarks.studies [--images 10000] [--rounds 5] [--out docs/study_benchmarks.md]
+
+(s1) **Study-level cached epoch**: ``DataLoader(XDataset(level="study", max_images=4),
+     batch_size=32, collate_fn=radharmony.collate)`` against the image-level plain
+     ``DataLoader(XDataset(...), batch_size=64)`` on the same images and the same packed
+     cache (``pre_cache`` once), ``num_workers=0``, in alternating rounds (the best round of
+     each counts: on a shared machine the slower rounds measure the neighbours). Images per
+     second count real images only (``img_mask``). Target: >= 0.8x.
+(s2) **Parquet export of cached images**: :func:`radharmony.export.to_parquet` against
+     Hugging Face ``datasets``' ``Dataset.from_generator(gen, features).to_parquet(...)``
+     whose generator yields the same cached arrays (the study's views as a list of uint8
+     arrays, ``List(Image())``, plus the sections); both read back with
+     ``datasets.load_dataset("parquet")`` and compared pixel for pixel. Target: >= 2x.
+
+The corpus is a ReXGradient-format replica (fake writer metadata, ~1.8 images per study)
+with small 16-bit PNGs (the cached arrays are 224 px whatever the source size), written once
+under ``bench-data/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def corpus(work: Path, images: int) -> tuple[Path, Path]:
+    """A ReXGradient replica with ``images`` 16-bit PNGs of 256-320 px sides (made once)."""
+    from radharmony.fake.images import synthetic_cxr, write_png
+    from radharmony.fake.rexgradient import _dump, make_metadata
+
+    root = work / f"study-corpus-{images}"
+    meta_file = root / "train_metadata_view_position.json"
+    if (root / "done").exists():
+        return root / "deid_png", meta_file
+    shutil.rmtree(root, ignore_errors=True)
+    meta, n = {}, 0
+    for key, entry in make_metadata(images, seed=5).items():
+        if n >= images:
+            break
+        keep = images - n
+        entry = {**entry, **{f: entry[f][:keep] for f in ("ImagePath", "ImageViewPosition",
+                                                          "ImageShape", "ImageBodyPart",
+                                                          "ImageModality")}}
+        meta[key], n = entry, n + len(entry["ImagePath"])
+    root.mkdir(parents=True)
+    _dump(meta_file, meta)
+    rng = np.random.default_rng(3)
+    print(f"writing {n} synthetic PNGs under {root} (once) ...", flush=True)
+    for e in meta.values():
+        for p in e["ImagePath"]:
+            write_png(root / p.replace("../", "", 1),
+                      synthetic_cxr(int(rng.integers(256, 321)), int(rng.integers(256, 321)),
+                                    rng=rng))
+    (root / "done").write_text("ok\n")
+    return root / "deid_png", meta_file
+
+
+def datasets_for(base: Path, meta: Path, cache: Path):
+    import torch
+
+    from radharmony.datasets.rexgradient import ReXGradientTrainDataset
+
+    images = ReXGradientTrainDataset(base, meta, cache_dir=cache, dtype=torch.bfloat16)
+    images.pre_cache(progress=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        studies = ReXGradientTrainDataset(base, meta, cache_dir=cache, dtype=torch.bfloat16,
+                                          level="study", max_images=4)
+    return images, studies
+
+
+def epoch_rate(loader) -> tuple[int, float]:
+    n, t0 = 0, time.perf_counter()
+    for batch in loader:
+        n += int(batch["img_mask"].sum()) if "img_mask" in batch else len(batch["img"])
+    return n, time.perf_counter() - t0
+
+
+def bench_epochs(images, studies, rounds: int) -> dict:
+    import torch
+
+    import radharmony
+
+    image_dl = torch.utils.data.DataLoader(images, batch_size=64, shuffle=True)
+    study_dl = torch.utils.data.DataLoader(studies, batch_size=32, shuffle=True,
+                                           collate_fn=radharmony.collate)
+    epoch_rate(image_dl), epoch_rate(study_dl)  # warm-up
+    best = {"image": 0.0, "study": 0.0}
+    for _ in range(rounds):
+        for name, dl in (("image", image_dl), ("study", study_dl)):
+            n, dt = epoch_rate(dl)
+            best[name] = max(best[name], n / dt)
+    return {"image_level_images_per_s": best["image"],
+            "study_level_images_per_s": best["study"],
+            "ratio": best["study"] / best["image"], "images": len(images),
+            "studies": len(studies)}
+
+
+def bench_parquet(studies, work: Path) -> dict:
+    import datasets
+
+    from radharmony.export import to_parquet
+    from radharmony.studies import SECTION_KEYS
+
+    out = work / "pq-radharmony"
+    shutil.rmtree(out, ignore_errors=True)
+    t0 = time.perf_counter()
+    to_parquet(studies, out, shard_size=1000, progress=False)
+    ours = time.perf_counter() - t0
+
+    features = datasets.Features({"study_id": datasets.Value("string"),
+                                  "images": datasets.List(datasets.Image()),
+                                  **{k: datasets.Value("string") for k in SECTION_KEYS}})
+
+    def gen():
+        ix = studies.index
+        for s in range(len(studies)):
+            arrays = studies._quantized(np.asarray(ix.rows[s], np.int64))
+            yield {"study_id": str(ix.study_ids[s]), "images": list(arrays),
+                   **{k: ix.sections[s][k] for k in SECTION_KEYS}}
+
+    hf_dir = work / "pq-hf"
+    shutil.rmtree(hf_dir, ignore_errors=True)
+    hf_dir.mkdir(parents=True)
+    with tempfile.TemporaryDirectory(dir=work) as cache:
+        t0 = time.perf_counter()
+        ds = datasets.Dataset.from_generator(gen, features=features, cache_dir=cache)
+        ds.to_parquet(str(hf_dir / "hf.parquet"))
+        theirs = time.perf_counter() - t0
+        del ds
+    a = datasets.load_dataset("parquet", data_files=sorted(map(str, out.glob("*.parquet"))),
+                              split="train", cache_dir=str(work / "hf-read-a"))
+    b = datasets.load_dataset("parquet", data_files=[str(hf_dir / "hf.parquet")],
+                              split="train", cache_dir=str(work / "hf-read-b"))
+    equal = len(a) == len(b)
+    for i in range(len(a)) if equal else ():
+        ra, rb = a[i], b[i]
+        equal &= ra["study_id"] == rb["study_id"] and all(ra[k] == rb[k] for k in SECTION_KEYS)
+        equal &= len(ra["images"]) == len(rb["images"]) and all(
+            np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(ra["images"],
+                                                                         rb["images"]))
+        if not equal:
+            break
+    return {"radharmony_s": ours, "hf_datasets_s": theirs, "speedup": theirs / ours,
+            "equal_read_back": bool(equal), "images": int(sum(len(r) for r in
+                                                                studies.index.rows))}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--images", type=int, default=10_000)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--work", type=Path, default=ROOT / "bench-data")
+    p.add_argument("--out", type=Path, default=ROOT / "docs" / "study_benchmarks.md")
+    a = p.parse_args(argv)
+    base, meta = corpus(a.work, a.images)
+    cache = a.work / f"study-cache-{a.images}"
+    images, studies = datasets_for(base, meta, cache)
+    epochs = bench_epochs(images, studies, a.rounds)
+    print(json.dumps(epochs, indent=1), flush=True)
+    parquet = bench_parquet(studies, a.work)
+    print(json.dumps(parquet, indent=1), flush=True)
+    ok1, ok2 = epochs["ratio"] >= 0.8, parquet["speedup"] >= 2 and parquet["equal_read_back"]
+    text = f"""# Study-level benchmarks
+
+`python -m benchmarks.studies --images {a.images}` on {platform.machine()}, {os.cpu_count()}
+CPUs (shared), Python {platform.python_version()}; DataLoader `num_workers=0`.
+
+| measurement | radharmony | baseline | ratio | target |
+|---|---|---|---|---|
+| cached epoch, images/s ({epochs['images']:,} images in {epochs['studies']:,} studies) | study level {epochs['study_level_images_per_s']:,.0f} | image-level plain DataLoader {epochs['image_level_images_per_s']:,.0f} | {epochs['ratio']:.2f}x | >= 0.8x: {'met' if ok1 else 'NOT met'} |
+| Parquet export of {parquet['images']:,} cached images, s | `to_parquet` {parquet['radharmony_s']:.1f} | HF `Dataset.from_generator(...).to_parquet` {parquet['hf_datasets_s']:.1f} | {parquet['speedup']:.2f}x | >= 2x, equal read-back ({parquet['equal_read_back']}): {'met' if ok2 else 'NOT met'} |
+
+What each row runs: see `benchmarks/studies.py` (module docstring).
+"""
+    a.out.write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,302 @@
+"""Study-level samples: every image of a study in one sample, with its report's sections.
+
+``XDataset(root, level="study", max_images=K, view_order=(...), prior=False)`` builds the
+dataset's image-level table as usual and returns a :class:`StudyDataset` over it (see
+:func:`study_dataset`). The image cache is the image-level dataset's own (one entry per image,
+shared with image-level use); splits and folds group by patient as at image level, so a
+study's patient -- and its prior -- is on one side only.
+
+A sample (:data:`SAMPLE_KEYS`): ``study_id``, ``patient_id``, ``img`` (K, 1, S, S) with
+``img_mask`` (K,) bool (True for a real image; padding is -1), ``views`` and ``sample_ids``
+of the real images in order (``view_order``, frontal first), ``key_image`` (position of
+ReXrank's single-image choice: the first PA, else the first AP, else 0), the sections
+``indication``, ``history``, ``comparison``, ``technique``, ``findings``, ``impression``
+(None when absent) and ``report``. With ``prior=True`` also ``prior_study_id``,
+``prior_img``, ``prior_img_mask``, ``prior_views``, ``prior_findings``, ``prior_impression``
+and ``prior_days`` (None / empty / all-False when the study has no prior).
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+import torch
+
+from . import batches, handoff, sampling
+from .splits import assign_folds
+from ..errors import RadHarmonyError, StudyWarning, check_choice
+from ..studies.index import build_index, check_max_images, check_view_order
+from ..studies.priors import find_priors
+from ..studies.sections import SECTION_KEYS
+
+SAMPLE_KEYS = ("study_id", "patient_id", "img", "img_mask", "views", "sample_ids",
+               "key_image", *SECTION_KEYS, "report")
+PRIOR_KEYS = ("prior_study_id", "prior_img", "prior_img_mask", "prior_views",
+              "prior_findings", "prior_impression", "prior_days")
+LEVELS = ("image", "study")
+
+
+def study_dataset(cls, args: tuple, kwargs: dict, *, level: str, max_images=None,
+                  view_order=None, prior: bool = False):
+    """What ``cls(*args, level=..., ...)`` returns: the image-level dataset itself for
+    ``level="image"`` (study options refused), a :class:`StudyDataset` over it for
+    ``"study"``."""
+    check_choice("level", level, LEVELS)
+    if level == "image":
+        if max_images is not None or view_order is not None or prior:
+            raise RadHarmonyError(f"{cls.__name__}: max_images, view_order and prior are "
+                                  "study-level options", expected="level='study' with them",
+                                  found="level='image'", fix="pass level='study'")
+        return None
+    return StudyDataset(cls(*args, **kwargs), max_images=max_images, view_order=view_order,
+                        prior=prior)
+
+
+class StudyDataset(torch.utils.data.Dataset):
+    """The studies of an image-level dataset ``images`` as samples (see the module doc).
+
+    Args:
+        images: an image-level radharmony dataset (built-in pipeline or a user transform).
+        max_images: K, images per sample; a study with more keeps its first K in view order
+            (one :class:`~radharmony.errors.StudyWarning` counts them). None: the largest study.
+        view_order: the order of a study's images by view; other views follow, table order.
+        prior: add the patient's previous study (:mod:`radharmony.studies.priors`).
+    """
+
+    #: a callable run on every study sample (set by get_datasets / get_folds)
+    sample_transform: Callable | None = None
+
+    def __init__(self, images, *, max_images: int | None = None, view_order=None,
+                 prior: bool = False):
+        self.images = images
+        self.view_order = check_view_order(view_order)
+        self.prior = bool(prior)
+        owner = type(images).__name__
+        self.index = build_index(images.harmonized_df, max_images=check_max_images(max_images),
+                                 view_order=self.view_order, root_col=images.spec.root_col,
+                                 owner=owner)
+        self.max_images = self.index.max_images
+        self.prior_of = self.prior_days = None
+        if self.prior:
+            first = np.array([r[0] for r in self.index.rows], np.int64)
+            self.prior_of, self.prior_days = find_priors(
+                first, self.index.patient_ids, self.index.study_ids, images.harmonized_df,
+                images.spec, owner=owner)
+        views = images.harmonized_df["view"].to_numpy(object)
+        self._views = [views[r].tolist() for r in self.index.rows]
+
+    # -- the table ---------------------------------------------------------------------------
+    @property
+    def spec(self):
+        return self.images.spec
+
+    @property
+    def harmonized_df(self):
+        """The image-level table behind the studies (read-only)."""
+        return self.images.harmonized_df
+
+    @property
+    def studies(self):
+        """One row per study: ids, image counts, ``key_image``, sections, ``report``."""
+        df = self.index.table()
+        if self.prior:
+            df["prior_study_id"] = pd.Series([self.index.study_ids[p] if p >= 0 else None
+                                              for p in self.prior_of], dtype=object)
+            df["prior_days"] = self.prior_days
+        return df
+
+    @property
+    def study_ids(self) -> np.ndarray:
+        return self.index.study_ids
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __repr__(self) -> str:
+        return (f"StudyDataset({type(self.images).__name__}: {len(self)} studies, "
+                f"{sum(len(r) for r in self.index.rows)} images, max_images="
+                f"{self.max_images}, prior={self.prior})")
+
+    # -- splits ------------------------------------------------------------------------------
+    def _on_images(self, images, transform=None) -> "StudyDataset":
+        with warnings.catch_warnings():  # counted once, when the whole dataset was built
+            warnings.simplefilter("ignore", StudyWarning)
+            new = StudyDataset(images, max_images=self.max_images,
+                               view_order=self.view_order, prior=self.prior)
+        if transform is not None and not callable(transform):
+            raise RadHarmonyError("A train_transform / val_transform must be callable",
+                                  expected="a callable on the study sample dict",
+                                  found=repr(transform), fix="pass a callable (or None)")
+        new.sample_transform = transform
+        return new
+
+    def get_datasets(self, n_splits: int | None = None, *, seed: int = 0,
+                     train_transform=None, val_transform=None):
+        """As the image-level :meth:`get_datasets`: ``None``: one dataset; ``n``:
+        ``(train, val)`` grouped by patient (the same patients as at image level)."""
+        if n_splits is None:
+            return self._on_images(self.images.get_datasets(), train_transform)
+        return self.get_folds(n_splits, seed=seed, train_transform=train_transform,
+                              val_transform=val_transform)[0]
+
+    def get_folds(self, n_splits: int = 5, *, seed: int = 0, train_transform=None,
+                  val_transform=None) -> list[tuple]:
+        """``n_splits`` ``(train, val)`` pairs grouped by patient; the val sides cover every
+        study exactly once."""
+        images = self.images
+        folds = assign_folds(images.harmonized_df[images.spec.group_col], n_splits, seed=seed)
+        return [(self._on_images(images._subset(np.flatnonzero(folds != k)), train_transform),
+                 self._on_images(images._subset(np.flatnonzero(folds == k)), val_transform))
+                for k in range(n_splits)]
+
+    def filter(self, mask) -> "StudyDataset":
+        """The studies where ``mask`` (one bool per study, or a callable on :attr:`studies`)
+        is True."""
+        if callable(mask):
+            mask = mask(self.studies)
+        mask = np.asarray(mask)
+        if mask.dtype != bool or mask.shape != (len(self),):
+            raise RadHarmonyError("filter() needs one boolean per study",
+                                  expected=f"a boolean array of length {len(self)}",
+                                  found=f"dtype {mask.dtype}, shape {mask.shape}",
+                                  fix="build it from ds.studies")
+        keep = np.sort(np.concatenate([self._all_rows(i) for i in np.flatnonzero(mask)]
+                                      or [np.empty(0, np.int64)]))
+        return self._on_images(self.images._subset(keep), self.sample_transform)
+
+    def _all_rows(self, i: int) -> np.ndarray:
+        sid = self.index.study_ids[i]
+        return np.flatnonzero(self.images.harmonized_df["study_id"].to_numpy(object) == sid)
+
+    # -- images --------------------------------------------------------------------------------
+    def _quantized(self, rows: np.ndarray) -> np.ndarray:
+        """The quantized ``(n, S, S)`` images of image rows ``rows`` (through the cache)."""
+        ds = self.images
+        if ds.image_cache is not None:
+            return batches.read_quantized(ds, rows)[0]
+        return np.stack([ds.load_image(int(r))[0] for r in rows])
+
+    def _converted(self, rows: np.ndarray) -> torch.Tensor:
+        """Image rows ``rows`` as ``(n, 1, S, S)`` in the dataset's dtype, in a scratch
+        buffer reused by the next call: a batch held in one pack is converted straight out
+        of its memory map (as the image-level batched read does), any other gathered first."""
+        ds, size = self.images, self.images.pipeline.size
+        shape = (len(rows), 1, size, size)
+        scratch = self.__dict__.get("_scratch")
+        if scratch is None or scratch.dtype != ds.dtype or len(scratch) < len(rows) \
+                or scratch.shape[1:] != shape[1:]:
+            scratch = self._scratch = torch.empty((max(len(rows), 64), *shape[1:]),
+                                                  dtype=ds.dtype)
+        out = scratch[:len(rows)]
+        if ds.image_cache is not None:
+            found = batches._find(ds, rows)  # the batched read's own lookup and pack path
+            direct = batches._one_pack(ds, found)
+            if direct is not None:
+                pack, records = direct
+                return ds.pipeline.to_tensor(pack.data, ds.dtype, rows=records, out=out)
+            q = batches._gather(ds, rows, found, None)[0]
+        else:
+            q = self._quantized(rows)
+        return ds.pipeline.to_tensor(q, ds.dtype, out=out)
+
+    def _images(self, studies: list[int]) -> torch.Tensor:
+        """``(len(studies), K, 1, S, S)`` of those studies (-1: no study), padding -1."""
+        ds, k = self.images, self.max_images
+        rows = [self.index.rows[s] if s >= 0 else np.empty(0, np.int64) for s in studies]
+        flat = np.concatenate(rows) if rows else np.empty(0, np.int64)
+        if ds.user_transform is not None:  # the user's transform gives each image's tensor
+            imgs = [[ds[int(i)]["img"] for i in r] for r in rows]
+            first = next((im for r in imgs for im in r), None)
+            shape = tuple(first.shape) if first is not None else \
+                (1, ds.pipeline.size, ds.pipeline.size)
+            out = torch.full((len(studies), k, *shape), -1.0, dtype=ds.dtype)
+            for j, r in enumerate(imgs):
+                for i, img in enumerate(r):
+                    out[j, i] = img
+            return out
+        size = ds.pipeline.size
+        shape = (len(studies) * k, 1, size, size)
+        out = handoff.own_batch(shape, ds.dtype) if torch.utils.data.get_worker_info() is None \
+            else handoff.worker_batch(shape, ds.dtype)
+        out = torch.empty(shape, dtype=ds.dtype) if out is None else out
+        # each study's images are one block of slots, copied as bytes by numpy (torch would
+        # split each small copy over its threads, costly when the cores are busy)
+        dst = out.view(torch.uint8).numpy().reshape(shape[0], -1)
+        src = self._converted(flat).view(torch.uint8).numpy().reshape(len(flat), -1) \
+            if len(flat) else None
+        pad = self.__dict__.get("_pad")
+        if pad is None or pad.shape != dst.shape[1:]:  # one padding image's bytes (all -1)
+            pad = self._pad = torch.full(shape[1:], -1.0, dtype=ds.dtype).view(
+                torch.uint8).numpy().reshape(-1)
+        start = 0
+        for j, r in enumerate(rows):
+            n = len(r)
+            if n:
+                dst[j * k:j * k + n] = src[start:start + n]
+            if n < k:
+                dst[j * k + n:(j + 1) * k] = pad
+            start += n
+        return out.view(len(studies), k, 1, size, size)
+
+    def _masks(self, studies: list[int]) -> torch.Tensor:
+        n = torch.tensor([len(self.index.rows[s]) if s >= 0 else 0 for s in studies])
+        return torch.arange(self.max_images)[None, :] < n[:, None]
+
+    # -- samples ------------------------------------------------------------------------------
+    def _check(self, index) -> int:
+        n = len(self)
+        if not -n <= index < n:
+            raise IndexError(f"index {index} out of range for {n} studies")
+        return int(index) % n
+
+    def __getitem__(self, index: int) -> dict:
+        return self.__getitems__([index])[0] if self.sample_transform is None else \
+            self._finish(self._samples([self._check(index)])[0])
+
+    def __getitems__(self, indices) -> list[dict]:
+        """The studies of ``indices`` read as one batch (``DataLoader(ds, batch_size=B)``
+        calls this): one read of all their images, one conversion."""
+        idx = [self._check(i) for i in indices]
+        samples, tensors = self._samples(idx, whole=True)
+        if self.sample_transform is not None:
+            return [self._finish(s) for s in samples]
+        rows = {k: v.unbind(0) for k, v in tensors.items()}
+        for j, s in enumerate(samples):
+            for k in tensors:
+                s[k] = rows[k][j]
+        return handoff.mark(samples, tensors, rows)
+
+    def _samples(self, idx: list[int], whole: bool = False):
+        priors = [int(self.prior_of[i]) for i in idx] if self.prior else []
+        imgs = self._images(idx + priors)
+        masks = self._masks(idx + priors)
+        tensors = {"img": imgs[:len(idx)], "img_mask": masks[:len(idx)]}
+        if self.prior:
+            tensors["prior_img"], tensors["prior_img_mask"] = imgs[len(idx):], masks[len(idx):]
+        ix, ids = self.index, self.images.rows.ids
+        out = []
+        for j, i in enumerate(idx):
+            s = {"study_id": ix.study_ids[i], "patient_id": ix.patient_ids[i],
+                 "img": tensors["img"][j], "img_mask": tensors["img_mask"][j],
+                 "views": list(self._views[i]), "sample_ids": ids[ix.rows[i]].tolist(),
+                 "key_image": int(ix.key_image[i]), **ix.sections[i], "report": ix.reports[i]}
+            if self.prior:
+                p = priors[j]
+                s.update({"prior_study_id": ix.study_ids[p] if p >= 0 else None,
+                          "prior_img": tensors["prior_img"][j],
+                          "prior_img_mask": tensors["prior_img_mask"][j],
+                          "prior_views": list(self._views[p]) if p >= 0 else [],
+                          "prior_findings": ix.sections[p]["findings"] if p >= 0 else None,
+                          "prior_impression": ix.sections[p]["impression"] if p >= 0 else None,
+                          "prior_days": None if p < 0 or np.isnan(self.prior_days[i])
+                          else int(self.prior_days[i])})
+            out.append(s)
+        return (out, tensors) if whole else out
+
+    def _finish(self, sample: dict) -> dict:
+        if self.sample_transform is None:
+            return sample
+        return sampling.after_transform(self.sample_transform(sample), self.images.dtype)

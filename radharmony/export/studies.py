@@ -1,0 +1,175 @@
+"""Study-level exports: the records, the shard plan, the manifest and resuming, shared by
+:func:`~radharmony.export.study_formats.to_llava`, :func:`~radharmony.export.study_formats.to_parquet`
+and :func:`~radharmony.export.study_formats.to_study_webdataset`.
+
+A record is one study (``StudyDataset`` order): ids, views, ``key_image``, the six sections,
+``report``, the prior's id when the dataset has priors, and its images as ``(name, bytes)``:
+
+* ``images="cache"`` (default): the preprocessed image at the pipeline's size (224, or the
+  transform's), as the cache holds it (read through it, filling it on a miss), stored
+  losslessly as an 8- or 16-bit PNG;
+* ``images="original"``: the source files' bytes as shipped (their own format and size).
+
+The manifest says which (``images``). Exports are written in shards of ``shard_size`` studies;
+a finished shard is listed in ``manifest.json`` with its SHA-256, and an export run again with
+the same dataset and options keeps every intact shard (resumable); anything else is rewritten.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Callable
+
+from ..errors import check_choice
+from ..studies.sections import SECTION_KEYS
+from .codec import ExportError, png_bytes
+from .manifest import _sha256_file, fingerprint
+
+IMAGE_SOURCES = ("cache", "original")
+STUDY_FORMAT = "radharmony-study-export"
+
+
+def study_key(study_id) -> str:
+    """A WebDataset- and file-safe key of a study: the first 16 hex digits of the SHA-1 of its
+    id (ReXGradient's ids hold dots, which WebDataset reads as an extension)."""
+    return hashlib.sha1(str(study_id).encode()).hexdigest()[:16]
+
+
+def check_study_dataset(ds, shard_size: int, images: str) -> None:
+    if not hasattr(ds, "index") or not hasattr(ds, "images"):
+        raise ExportError("Study exports need a study-level dataset",
+                          expected="XDataset(..., level='study')", found=type(ds).__name__,
+                          fix="build the dataset with level='study'")
+    if isinstance(shard_size, bool) or not isinstance(shard_size, int) or shard_size < 1:
+        raise ExportError("shard_size must be a positive integer", expected="e.g. 1000",
+                          found=repr(shard_size), fix="pass shard_size=1000")
+    check_choice("images", images, IMAGE_SOURCES, error=ExportError)
+    if images == "cache" and ds.images.user_transform is not None:
+        raise ExportError("images='cache' needs the built-in pipeline",
+                          expected="transform=None or a DefaultTransform",
+                          found=type(ds.images.user_transform).__name__,
+                          fix="pass images='original', or build the dataset without transform")
+
+
+def image_info(ds, images: str) -> dict:
+    """What the exported images are (recorded in the manifest)."""
+    if images == "original":
+        return {"source": "original", "description": "the source files as shipped"}
+    p = ds.images.pipeline
+    return {"source": "cache", "size": p.size, "bits": p.bits, "format": "png",
+            "description": f"preprocessed {p.size}x{p.size} {p.bits}-bit PNG (the cache's "
+                           "pixels)"}
+
+
+def records(ds, start: int, stop: int, images: str) -> list[dict]:
+    """The export records of studies ``start:stop``."""
+    ix, img = ds.index, ds.images
+    flat = [int(r) for s in range(start, stop) for r in ix.rows[s]]
+    if images == "cache":
+        import numpy as np
+
+        arrays = iter(ds._quantized(np.asarray(flat, np.int64))) if flat else iter(())
+    out = []
+    for s in range(start, stop):
+        key = study_key(ix.study_ids[s])
+        pics = []
+        for j, r in enumerate(ix.rows[s]):
+            if images == "cache":
+                data = png_bytes(next(arrays), where=f"study {ix.study_ids[s]}")
+                pics.append((f"{j}.png", data))
+            else:
+                path = img.image_file(int(r))
+                try:
+                    data = path.read_bytes()
+                except OSError as exc:
+                    raise ExportError(f"study {ix.study_ids[s]}: cannot read {path}",
+                                      expected="a readable image file",
+                                      found=f"{type(exc).__name__}: {exc}",
+                                      fix="restore the file, or export images='cache'") from None
+                pics.append((f"{j}{path.suffix.lower()}", data))
+        rec = {"key": key, "study_id": str(ix.study_ids[s]),
+               "patient_id": str(ix.patient_ids[s]), "views": list(ds._views[s]),
+               "sample_ids": img.rows.ids[ix.rows[s]].tolist(),
+               "key_image": int(ix.key_image[s]),
+               **{k: ix.sections[s][k] for k in SECTION_KEYS},
+               "report": ix.reports[s] if isinstance(ix.reports[s], str) else None,
+               "images": pics}
+        if ds.prior:
+            p = int(ds.prior_of[s])
+            rec["prior_study_id"] = str(ix.study_ids[p]) if p >= 0 else None
+        out.append(rec)
+    return out
+
+
+def study_fingerprint(ds, *, fmt: str, images: str, options: dict) -> dict:
+    fp = fingerprint(ds.images, ds.images.pipeline)
+    fp.update(level="study", max_images=ds.max_images, view_order=list(ds.view_order),
+              prior=ds.prior, export_format=fmt, images=images, options=options,
+              num_studies=len(ds))
+    return json.loads(json.dumps(fp))  # as read back from the manifest
+
+
+def run_shards(ds, out_dir: Path, *, fmt: str, prefix: str, suffix: str, shard_size: int,
+               images: str, options: dict, write: Callable[[list[dict], Path], dict | None],
+               progress: bool, manifest_name: str = "manifest.json") -> dict:
+    """Write every shard not kept from an earlier run with ``write(records, path)`` (which
+    returns extra manifest fields, or None) and return the manifest."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fp = study_fingerprint(ds, fmt=fmt, images=images, options=options)
+    plan = [(f"{prefix}-{k:06d}{suffix}", s, min(s + shard_size, len(ds)))
+            for k, s in enumerate(range(0, len(ds), shard_size))]
+    old = _old_shards(out_dir / manifest_name, fp, shard_size)
+    done = {}
+    for name, s, e in plan:
+        entry = old.get(name)
+        path = out_dir / name
+        if entry and (entry["start"], entry["stop"]) == (s, e) and path.is_file() and \
+                path.stat().st_size == entry["bytes"] and _sha256_file(path) == entry["sha256"]:
+            done[name] = entry
+    manifest = {"format": STUDY_FORMAT, "export_format": fmt, "prefix": prefix,
+                "shard_size": shard_size, "images": image_info(ds, images), "fingerprint": fp,
+                "complete": False, "num_studies": 0, "shards": []}
+
+    def save(complete=False):
+        shards = [done[p[0]] for p in plan if p[0] in done]
+        manifest.update(shards=shards, num_studies=sum(s["count"] for s in shards),
+                        num_images=sum(s["images"] for s in shards), complete=complete)
+        _write_manifest_as(out_dir, manifest_name, manifest)
+
+    from tqdm.auto import tqdm
+
+    todo = [p for p in plan if p[0] not in done]
+    save()
+    with tqdm(total=len(plan), initial=len(plan) - len(todo), unit="shard",
+              desc=f"exporting {prefix} ({fmt})", disable=not progress) as bar:
+        for name, s, e in todo:
+            recs = records(ds, s, e, images)
+            path = out_dir / name
+            extra = write(recs, path) or {}
+            done[name] = {"name": name, "start": s, "stop": e, "count": e - s,
+                          "images": sum(len(r["images"]) for r in recs),
+                          "bytes": path.stat().st_size, "sha256": _sha256_file(path), **extra}
+            save()
+            bar.update(1)
+    save(complete=True)
+    return manifest
+
+
+def _write_manifest_as(out_dir: Path, name: str, manifest: dict) -> None:
+    tmp = out_dir / f".{name}.tmp"
+    tmp.write_text(json.dumps(manifest, indent=1))
+    os.replace(tmp, out_dir / name)
+
+
+def _old_shards(path: Path, fp: dict, shard_size: int) -> dict:
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(old, dict) or old.get("format") != STUDY_FORMAT or \
+            old.get("fingerprint") != fp or old.get("shard_size") != shard_size:
+        return {}
+    return {e["name"]: e for e in old.get("shards", []) if isinstance(e, dict) and "name" in e}

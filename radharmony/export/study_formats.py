@@ -1,0 +1,175 @@
+"""Study-level exports for vision-language training: LLaVA JSON, Hugging Face Parquet and
+WebDataset shards of whole studies (records, shards, manifest and resuming:
+:mod:`radharmony.export.studies`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from pathlib import Path
+
+from ..errors import SHOW, StudyWarning, check_choice
+from ..studies.references import rexrank_context, rexrank_report
+from ..studies.sections import SECTION_KEYS
+from .codec import ExportError
+from .studies import check_study_dataset, run_shards
+from .tarfiles import _save_shard, _tar_bytes
+
+ANSWERS = ("findings", "findings_impression")
+PROMPTS = {"findings": "Write the findings section of the radiology report for this chest "
+                       "X-ray study.",
+           "findings_impression": "Write the findings and impression sections of the "
+                                  "radiology report for this chest X-ray study."}
+#: Hugging Face ``datasets`` features of the Parquet export (stored in the schema metadata)
+_TEXT = {"dtype": "string", "_type": "Value"}
+HF_FEATURES = {"study_id": _TEXT, "patient_id": _TEXT,
+               "images": {"feature": {"_type": "Image"}, "_type": "List"},
+               "views": {"feature": _TEXT, "_type": "List"},
+               "sample_ids": {"feature": _TEXT, "_type": "List"},
+               "key_image": {"dtype": "int32", "_type": "Value"},
+               **{k: _TEXT for k in SECTION_KEYS}, "report": _TEXT, "prior_study_id": _TEXT}
+
+
+def _prefix(ds, prefix: str | None) -> str:
+    prefix = prefix or ds.spec.key
+    if "/" in prefix or "." in prefix:
+        raise ExportError("prefix must be a file name stem", expected="no '/' and no '.'",
+                          found=repr(prefix), fix="pass e.g. prefix='rexgradient-test'")
+    return prefix
+
+
+# -- LLaVA ------------------------------------------------------------------------------------
+def llava_answer(rec: dict, answer: str) -> str | None:
+    """The assistant turn: the findings, or ReXrank's ``Findings: ... Impression: ...``."""
+    if answer == "findings":
+        return rec["findings"]
+    if rec["findings"] is None and rec["impression"] is None:
+        return None
+    return rexrank_report(rec["findings"], rec["impression"])
+
+
+def llava_prompt(rec: dict, answer: str) -> str:
+    """One ``<image>`` per view, the context (indication, comparison), the instruction."""
+    context = rexrank_context(rec)
+    return "<image>\n" * len(rec["images"]) + (context + "\n" if context else "") + \
+        PROMPTS[answer]
+
+
+def to_llava(ds, path: str | os.PathLike, *, answer: str = "findings",
+             images: str = "cache", shard_size: int = 1000, progress: bool = True) -> dict:
+    """Write ``ds`` (``level="study"``) as a LLaVA conversation JSON list at ``path``.
+
+    Each entry: ``id`` (the study id), ``image`` (the study's image files, relative to the
+    JSON's folder, frontal first), ``conversations`` (human: one ``<image>`` line per view,
+    ``Indication: ... Comparison: ...`` when present, the instruction; gpt: the findings, or
+    ``Findings: ... Impression: ...`` for ``answer="findings_impression"``), and ``views``,
+    ``indication``, ``comparison``. Images go to ``<stem>_images/<study key>/<j>.png``.
+    Studies without an answer are left out and counted in one warning. Returns the manifest
+    (``<stem>_parts/manifest.json``, beside the per-shard parts the JSON is joined from).
+    """
+    check_study_dataset(ds, shard_size, images)
+    check_choice("answer", answer, ANSWERS, error=ExportError)
+    path = Path(path)
+    image_dir, parts = path.parent / f"{path.stem}_images", path.parent / f"{path.stem}_parts"
+    left_out: list[str] = []
+
+    def write(recs: list[dict], part: Path) -> dict:
+        entries = []
+        for rec in recs:
+            gpt = llava_answer(rec, answer)
+            if gpt is None:
+                left_out.append(rec["study_id"])
+                continue
+            files = []
+            for name, data in rec["images"]:
+                f = image_dir / rec["key"] / name
+                f.parent.mkdir(parents=True, exist_ok=True)
+                _save_shard(f, data)
+                files.append(f.relative_to(path.parent).as_posix())
+            entries.append({"id": rec["study_id"], "image": files, "conversations": [
+                {"from": "human", "value": llava_prompt(rec, answer)},
+                {"from": "gpt", "value": gpt}], "views": rec["views"],
+                "indication": rec["indication"], "comparison": rec["comparison"]})
+        _save_shard(part, json.dumps(entries, indent=1).encode())
+        return {"entries": len(entries)}
+
+    manifest = run_shards(ds, parts, fmt="llava", prefix="part", suffix=".json",
+                          shard_size=shard_size, images=images, options={"answer": answer},
+                          write=write, progress=progress)
+    joined = [e for s in manifest["shards"] for e in json.loads((parts / s["name"]).read_text())]
+    _save_shard(path, json.dumps(joined, indent=1).encode())
+    missing = len(ds) - len(joined)
+    if missing:
+        warnings.warn(f"to_llava(answer={answer!r}): {missing} of {len(ds)} studies have no "
+                      f"{'findings' if answer == 'findings' else 'findings or impression'} and were "
+                      "left out"
+                      + (f", first: {left_out[:SHOW]}" if left_out else ""),
+                      StudyWarning, stacklevel=2)
+    return manifest
+
+
+# -- Parquet ----------------------------------------------------------------------------------
+def to_parquet(ds, folder: str | os.PathLike, *, shard_size: int = 1000,
+               images: str = "cache", prefix: str | None = None,
+               progress: bool = True) -> dict:
+    """Write ``ds`` (``level="study"``) as Parquet shards ``<prefix>-000000.parquet`` that
+    Hugging Face ``datasets`` loads (``load_dataset("parquet", data_files=...)``): one row per
+    study with ``images`` a ``list<Image>`` column (``{bytes, path}`` structs, the feature
+    declared in the schema metadata), ``views``, ``sample_ids``, ``key_image``, the six
+    sections, ``report`` and ``prior_study_id``. Returns the manifest (``manifest.json``)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    check_study_dataset(ds, shard_size, images)
+    image_t = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    schema = pa.schema([("study_id", pa.string()), ("patient_id", pa.string()),
+                        ("images", pa.list_(image_t)), ("views", pa.list_(pa.string())),
+                        ("sample_ids", pa.list_(pa.string())), ("key_image", pa.int32()),
+                        *((k, pa.string()) for k in SECTION_KEYS), ("report", pa.string()),
+                        ("prior_study_id", pa.string())],
+                       metadata={"huggingface": json.dumps({"info": {"features": HF_FEATURES}})})
+
+    def write(recs: list[dict], path: Path) -> None:
+        cols = {name: [] for name in schema.names}
+        for rec in recs:
+            for name in schema.names:
+                if name == "images":
+                    cols[name].append([{"bytes": d, "path": f"{rec['key']}/{n}"}
+                                       for n, d in rec["images"]])
+                else:
+                    cols[name].append(rec.get(name))
+        table = pa.Table.from_pydict(cols, schema=schema)
+        tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+        pq.write_table(table, tmp, compression="none", row_group_size=max(1, len(recs)))
+        os.replace(tmp, path)
+
+    return run_shards(ds, Path(folder), fmt="parquet", prefix=_prefix(ds, prefix),
+                      suffix=".parquet", shard_size=shard_size, images=images, options={},
+                      write=write, progress=progress)
+
+
+# -- WebDataset -------------------------------------------------------------------------------
+def to_study_webdataset(ds, folder: str | os.PathLike, *, shard_size: int = 1000,
+                        images: str = "cache", prefix: str | None = None,
+                        progress: bool = True) -> dict:
+    """Write ``ds`` (``level="study"``) as WebDataset tar shards of whole studies: per study
+    ``<key>.<j>.png`` (``<key>.<j><suffix>`` for original files), one per view in order, and
+    ``<key>.json`` (ids, views, ``key_image``, sections, ``report``, image file names). The
+    key is :func:`~radharmony.export.studies.study_key` (hex digits: study ids with dots
+    would break WebDataset's grouping). Returns the manifest (``manifest.json``)."""
+    check_study_dataset(ds, shard_size, images)
+
+    def write(recs: list[dict], path: Path) -> None:
+        members = []
+        for rec in recs:
+            meta = {k: v for k, v in rec.items() if k != "images"}
+            meta["images"] = [f"{rec['key']}.{n}" for n, _ in rec["images"]]
+            members += [(f"{rec['key']}.{n}", d) for n, d in rec["images"]]
+            members.append((f"{rec['key']}.json", json.dumps(meta).encode()))
+        _save_shard(path, _tar_bytes(members))
+
+    return run_shards(ds, Path(folder), fmt="webdataset", prefix=_prefix(ds, prefix),
+                      suffix=".tar", shard_size=shard_size, images=images, options={},
+                      write=write, progress=progress)

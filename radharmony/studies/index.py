@@ -1,0 +1,156 @@
+"""The study index: an image-level table grouped into studies, built once per dataset.
+
+Generic over the harmonized table: a study is the rows sharing ``study_id`` (and, in a table
+spanning several sources, ``spec.root_col``), its images ordered by ``view_order`` (table
+order within a view and for views not listed) and cut at ``max_images``. Sections come from
+:func:`radharmony.studies.sections.report_sections`; dates from the table's study date column
+(:data:`DATE_COLUMNS`), read by :mod:`radharmony.studies.priors`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..errors import SHOW, RadHarmonyError, StudyWarning
+from .sections import SECTION_KEYS, report_sections
+
+#: the default order of a study's images (frontal first)
+VIEW_ORDER = ("PA", "AP", "LATERAL", "LL")
+#: the views ReXrank picks as a single-image model's input, best first
+KEY_VIEWS = ("PA", "AP")
+
+
+@dataclass
+class StudyIndex:
+    """One entry per study, in order of first appearance in the table."""
+
+    study_ids: np.ndarray        # object
+    patient_ids: np.ndarray      # object
+    rows: list                   # image rows (int64 arrays) in view order, at most K each
+    n_images: np.ndarray         # images per study before the cut at K
+    key_image: np.ndarray        # position of the ReXrank frontal choice in ``rows``
+    reports: np.ndarray          # object: the study's full report (its first image's)
+    sections: list               # dicts of SECTION_KEYS
+    section_source: np.ndarray   # object: "source", "parser" or "none"
+    max_images: int
+
+    def __len__(self) -> int:
+        return len(self.study_ids)
+
+    def table(self) -> pd.DataFrame:
+        """The index as a DataFrame (one row per study)."""
+        df = pd.DataFrame({"study_id": self.study_ids, "patient_id": self.patient_ids,
+                           "n_images": self.n_images,
+                           "n_kept": [len(r) for r in self.rows],
+                           "key_image": self.key_image, "section_source": self.section_source})
+        for k in SECTION_KEYS:
+            df[k] = pd.Series([s[k] for s in self.sections], dtype=object)
+        df["report"] = pd.Series(self.reports, dtype=object)
+        return df
+
+
+def check_max_images(max_images) -> int | None:
+    """``max_images`` as an int >= 1, or None (the largest study)."""
+    if max_images is None:
+        return None
+    if isinstance(max_images, bool) or not isinstance(max_images, (int, np.integer)) \
+            or max_images < 1:
+        raise RadHarmonyError("max_images must be a positive integer",
+                              expected="max_images >= 1 (images per study sample), or None "
+                              "for the largest study", found=repr(max_images),
+                              fix="pass max_images=4, for example")
+    return int(max_images)
+
+
+def check_view_order(view_order) -> tuple[str, ...]:
+    if view_order is None:
+        return VIEW_ORDER
+    if isinstance(view_order, str) or not all(isinstance(v, str) for v in view_order):
+        raise RadHarmonyError("view_order must be a sequence of view names",
+                              expected="e.g. ('PA', 'AP', 'LATERAL', 'LL')",
+                              found=repr(view_order)[:80], fix="pass a tuple of views")
+    return tuple(view_order)
+
+
+def build_index(df: pd.DataFrame, *, max_images: int | None, view_order=VIEW_ORDER,
+                root_col: str | None = None, owner: str = "dataset") -> StudyIndex:
+    """Group the image table ``df`` (a dataset's ``harmonized_df``) into studies."""
+    if not len(df):
+        raise RadHarmonyError(f"{owner}: no images to group into studies",
+                              expected="a table with at least one row", found="0 rows",
+                              fix="check the dataset's filters and splits")
+    key = df["study_id"].astype(str)
+    if root_col is not None:
+        key = df[root_col].astype(str) + "\x00" + key
+    codes, _ = pd.factorize(key, sort=False)
+    patients = df["patient_id"].to_numpy(object)
+    _check_patients(codes, patients, df["study_id"].to_numpy(object), owner)
+    rank = {v: i for i, v in enumerate(view_order)}
+    views = df["view"].to_numpy(object)
+    view_rank = np.fromiter((rank.get(v, len(rank)) for v in views), np.int64, len(df))
+    order = np.lexsort((np.arange(len(df)), view_rank, codes))  # by study, view, table row
+    starts = np.flatnonzero(np.r_[True, np.diff(codes[order]) != 0])
+    groups = np.split(order, starts[1:])
+    n_images = np.array([len(g) for g in groups], np.int64)
+    k = int(n_images.max()) if max_images is None else max_images
+    first = np.array([g[0] for g in groups], np.int64)
+    study_ids = df["study_id"].to_numpy(object)[first]
+    over = np.flatnonzero(n_images > k)
+    if len(over):
+        warnings.warn(f"{owner}: {len(over)} of {len(groups)} studies have more than "
+                      f"max_images={k} images; each keeps its first {k} in view order "
+                      f"{tuple(view_order)} ({int((n_images[over] - k).sum())} images left "
+                      f"out), first: {[str(s) for s in study_ids[over[:SHOW]]]}",
+                      StudyWarning, stacklevel=4)
+    rows = [g[:k] for g in groups]
+    key_image = np.array([_key_image(views[r]) for r in rows], np.int64)
+    reports = df["report"].to_numpy(object)[first]
+    own = [c for c in df.columns if c.startswith("section_") and c[8:] in SECTION_KEYS]
+    own_values = {c[8:]: df[c].to_numpy(object)[first] for c in own}
+    sections, source = [], []
+    for i, report in enumerate(reports):
+        s, src = report_sections(report, {k_: v[i] for k_, v in own_values.items()})
+        sections.append(s)
+        source.append(src)
+    source = np.array(source, object)
+    bare = np.flatnonzero((source == "none") & np.array([isinstance(r, str) and bool(r.strip())
+                                                         for r in reports]))
+    if len(bare):
+        warnings.warn(f"{owner}: {len(bare)} of {len(groups)} studies have a report without "
+                      "section headers; their sections are None and the text stays in "
+                      f"'report', first: {[str(s) for s in study_ids[bare[:SHOW]]]}",
+                      StudyWarning, stacklevel=4)
+    return StudyIndex(study_ids=study_ids, patient_ids=patients[first], rows=rows,
+                      n_images=n_images, key_image=key_image, reports=reports,
+                      sections=sections, section_source=source, max_images=k)
+
+
+def _key_image(views: np.ndarray) -> int:
+    """ReXrank's frontal choice: the first PA, else the first AP, else the first image."""
+    for want in KEY_VIEWS:
+        hit = np.flatnonzero(views == want)
+        if len(hit):
+            return int(hit[0])
+    return 0
+
+
+def _check_patients(codes: np.ndarray, patients: np.ndarray, studies: np.ndarray,
+                    owner: str) -> None:
+    pc, _ = pd.factorize(pd.Series(patients, dtype=object).astype(str), sort=False)
+    pairs = pd.DataFrame({"s": codes, "p": pc}).drop_duplicates()
+    bad = pairs["s"][pairs["s"].duplicated()].unique()
+    if len(bad):
+        names = []
+        for s in bad[:SHOW]:
+            at = np.flatnonzero(codes == s)
+            names.append(f"{studies[at[0]]} (patients {sorted(set(map(str, patients[at])))})")
+        raise RadHarmonyError(f"{owner}: {len(bad)} studies have images of more than one "
+                              f"patient, first: {names}",
+                              expected="every image of a study under one patient_id",
+                              found=f"{len(bad)} such studies",
+                              fix="correct patient_id or study_id in the table "
+                              "(harmonized_df=...) before level='study'")

@@ -1,0 +1,126 @@
+"""Study exports: LLaVA JSON, Hugging Face Parquet (read back by `datasets`), WebDataset."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+import warnings
+
+import cv2
+import numpy as np
+import pytest
+import torch
+
+from radharmony.datasets.rexgradient import ReXGradientTestDataset
+from radharmony.errors import StudyWarning
+from radharmony.export import ExportError, to_llava, to_parquet, to_study_webdataset
+from radharmony.export.studies import study_key
+from radharmony.studies import SECTION_KEYS
+
+from study_fixtures import rex_real  # noqa: F401 (fixture)
+
+
+@pytest.fixture
+def study_ds(rex_real, tmp_path):
+    path, images, _ = rex_real
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StudyWarning)
+        return ReXGradientTestDataset(images, path, level="study", max_images=3,
+                                      cache_dir=tmp_path / "cache", dtype=torch.float32)
+
+
+def _pixels(data: bytes) -> np.ndarray:
+    return cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED)
+
+
+def _as_tensor(ds, arr):
+    return ds.images.pipeline.to_tensor(arr, torch.float32)
+
+
+def test_parquet_reads_back_with_hf_datasets(study_ds, tmp_path):
+    datasets = pytest.importorskip("datasets")
+    man = to_parquet(study_ds, tmp_path / "pq", shard_size=40, progress=False)
+    assert man["complete"] and man["num_studies"] == 100 and len(man["shards"]) == 3
+    assert man["images"]["source"] == "cache" and man["images"]["size"] == 224
+    files = sorted(str(p) for p in (tmp_path / "pq").glob("*.parquet"))
+    hf = datasets.load_dataset("parquet", data_files=files, split="train")
+    assert isinstance(hf.features["images"], datasets.List)
+    assert isinstance(hf.features["images"].feature, datasets.Image)
+    raw = hf.with_format(None).cast_column("images", datasets.List(datasets.Image(decode=False)))
+    for i in (0, 57, 99):
+        s, row = study_ds[i], raw[i]
+        assert row["study_id"] == s["study_id"] and row["views"] == s["views"]
+        assert [row[k] for k in SECTION_KEYS] == [s[k] for k in SECTION_KEYS]
+        n = int(s["img_mask"].sum())
+        assert len(row["images"]) == n
+        for j, im in enumerate(row["images"]):  # the cache's pixels, exactly
+            assert torch.equal(_as_tensor(study_ds, _pixels(im["bytes"]))[0], s["img"][j, 0])
+    # decoded by datasets as PIL images too
+    assert hf[0]["images"][0].size == (224, 224)
+
+
+def test_exports_resume_and_keys_are_safe(study_ds, tmp_path):
+    out = tmp_path / "wds"
+    first = to_study_webdataset(study_ds, out, shard_size=30, progress=False)
+    stamps = {p.name: p.stat().st_mtime_ns for p in out.glob("*.tar")}
+    (out / first["shards"][1]["name"]).write_bytes(b"broken")
+    again = to_study_webdataset(study_ds, out, shard_size=30, progress=False)
+    assert again["shards"] == first["shards"]
+    for name, t in stamps.items():  # only the damaged shard was written again
+        assert ((out / name).stat().st_mtime_ns == t) == (name != first["shards"][1]["name"])
+    with tarfile.open(out / first["shards"][0]["name"]) as tf:
+        names = tf.getnames()
+        meta = json.loads(tf.extractfile(names[-1]).read()) if names[-1].endswith(".json") \
+            else None
+    keys = {n.split(".", 1)[0] for n in names}
+    assert len(keys) == 30 and all(k.isalnum() for k in keys)
+    assert meta["key"] == study_key(meta["study_id"]) and "." in meta["study_id"]
+    assert all(n.split(".", 1)[1] in ("json", "0.png", "1.png", "2.png") for n in names)
+
+
+def test_llava_json(study_ds, tmp_path):
+    path = tmp_path / "llava" / "train.json"
+    dropped = study_ds.study_ids[5]
+    study_ds.index.sections[5] = dict(study_ds.index.sections[5], findings=None)
+    with pytest.warns(StudyWarning, match=rf"1 of 100 studies have no findings and were "
+                                          rf"left out, first: \['{dropped}'\]"):
+        to_llava(study_ds, path, answer="findings", progress=False)
+    entries = json.loads(path.read_text())
+    assert len(entries) == 99 and dropped not in {e["id"] for e in entries}
+    e = entries[0]
+    s = study_ds[0]
+    assert e["id"] == s["study_id"] and e["conversations"][1]["value"] == s["findings"]
+    human = e["conversations"][0]["value"]
+    assert human.count("<image>") == len(e["image"]) == int(s["img_mask"].sum())
+    assert f"Indication: {s['indication']}" in human
+    assert all((path.parent / f).is_file() for f in e["image"])
+    fi = to_llava(study_ds, tmp_path / "fi.json", answer="findings_impression", images="original",
+                  progress=False)
+    assert fi["images"]["source"] == "original"
+    e = json.loads((tmp_path / "fi.json").read_text())[0]
+    assert e["conversations"][1]["value"].startswith("Findings: ")
+    with pytest.raises(ExportError, match="level='study'"):
+        to_parquet(study_ds.images, tmp_path / "x")
+
+
+def test_cli_study_export_and_info(tmp_path, capsys):
+    from radharmony.cli.main import main
+    from radharmony.fake import write_rexgradient
+
+    write_rexgradient(tmp_path, studies={"test": 6}, seed=4, image_size=(48, 40))
+    meta = str(tmp_path / "download" / "metadata" / "test_metadata_view_position.json")
+    root = str(tmp_path / "deid_png")
+    assert main(["info", "rexgradient_test", "--root", root, "--csv-path", meta,
+                 "--level", "study", "--json", "-q"]) == 0
+    info = json.loads(capsys.readouterr().out)[0]["study_level"]
+    assert info["studies"] == 6 and sum(info["images_per_study"].values()) == 6
+    assert set(info["sections"]) == set(SECTION_KEYS)
+    for fmt in ("webdataset", "parquet", "llava"):
+        assert main(["export", "rexgradient_test", "--root", root, "--csv-path", meta,
+                     "--level", "study", "--format", fmt, "-o", str(tmp_path / fmt),
+                     "--json", "-q"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["studies"] == 6 and out["format"] == fmt
+    assert main(["export", "rexgradient_test", "--root", root, "--format", "parquet", "-o",
+                 str(tmp_path / "x"), "-q"]) == 2  # parquet needs --level study
