@@ -17,10 +17,10 @@ import warnings
 from pathlib import Path
 
 from ..errors import SHOW, check_choice
-from ..export.codec import ExportError, png_bytes
-from ..export.studies import study_key
-from ..export.tarfiles import _save_shard
-from .images import load_one
+from ..vqa.images import load_one
+from .codec import ExportError, png_bytes
+from .studies import study_key
+from .tarfiles import _save_shard
 
 MCQ_INSTRUCTION = "Answer with the option's letter from the given choices directly."
 OPEN_INSTRUCTION = "Answer the question using a single word or phrase."
