@@ -12,7 +12,7 @@ import json
 import warnings
 from pathlib import Path
 
-from .output import EXIT_OK, EXIT_PROBLEMS, FIRST_N, UsageError, emit, note, progress, text_table
+from .output import EXIT_OK, EXIT_PROBLEMS, FIRST_N, UsageError, emit, note, progress
 from ..errors import RadHarmonyError, RegistryError, UnsupportedOutputWarning
 from ..registry import families, get_dataset_class, get_harmonizer_class, list_datasets
 
@@ -31,10 +31,12 @@ def resolve_keys(name: str, *, single: bool = False) -> list[str]:
     import difflib
 
     close = difflib.get_close_matches(name, keys + list(fams), n=3)
-    raise RegistryError(f"No dataset registered under {name!r}", expected=f"one of {keys}"
-                        + ("" if single else f" or a family {sorted(fams)}"), found=repr(name),
-                        fix=f"did you mean {', '.join(map(repr, close))}?" if close else
-                        "run `radharmony list` for the valid keys")
+    guess = f": did you mean {' or '.join(map(repr, close))}?" if close else ""
+    raise RegistryError(f"No dataset registered under {name!r}{guess}",
+                        expected=f"one of the {len(keys)} keys `radharmony list` prints" +
+                        ("" if single else " or a family (every split of it)"), found=repr(name),
+                        fix=f"use {close[0]!r}" if close else
+                        "run `radharmony list` for every key, its title and access terms")
 
 
 def _harmonizer(key: str, args: argparse.Namespace):
@@ -56,27 +58,6 @@ def _check_csv_path(args: argparse.Namespace, keys: list[str]) -> None:
     if getattr(args, "csv_path", None) is not None and len(keys) > 1:
         raise UsageError(f"--csv-path names one metadata file but {args.key!r} has "
                          f"{len(keys)} splits; pass one split's key")
-
-
-# -- list -----------------------------------------------------------------------------------------
-def cmd_list(args: argparse.Namespace) -> int:
-    rows = []
-    for family, keys in sorted(families().items()):
-        for key in keys:
-            spec = get_harmonizer_class(key).spec
-            rows.append({"key": key, "family": family, "title": spec.title,
-                         "splits": keys, "outputs": sorted(spec.outputs),
-                         "labels": len(spec.label_cols), "expected": dict(spec.expected),
-                         "access": spec.access})
-
-    def text(rows):
-        body = text_table([[r["key"], r["title"], ",".join(r["outputs"]) or "-", r["labels"],
-                        r["expected"].get("images", "?")] for r in rows],
-                      ["KEY", "TITLE", "OUTPUTS", "LABELS", "IMAGES"])
-        access = {r["family"]: r["access"] for r in rows}
-        return body + "\n\nAccess:\n" + "\n".join(f"  {f}: {a}" for f, a in access.items())
-    emit(args, rows, text)
-    return EXIT_OK
 
 
 # -- info -----------------------------------------------------------------------------------------

@@ -166,7 +166,10 @@ def _parse(data: bytearray):
             return orjson.loads(data)
         except orjson.JSONDecodeError:
             pass  # e.g. compact files with bare constants: the stdlib parser accepts them
-    return json.loads(data)
+    try:
+        return json.loads(data)
+    except RecursionError:  # arrays or objects nested about a thousand deep
+        raise ValueError("JSON nested deeper than the parser's recursion limit") from None
 
 
 @functools.lru_cache(maxsize=None)
@@ -225,7 +228,7 @@ def read_json_file(path: str | os.PathLike, *, what: str):
     try:
         with open(path, "rb") as fh:
             return json.load(fh)  # the stdlib parser accepts the bare NaN these files hold
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # Recursion: nested deep
         raise MetadataError(f"{path} is not valid JSON", expected=what, found=str(exc),
                             fix="re-download the metadata file") from None
 
