@@ -187,6 +187,16 @@ def decoded(value):
     return value
 
 
+def decoded_all(values: list) -> list:
+    """:func:`decoded` of each value, the unparsed ones parsed together in one call."""
+    if msgspec is None or not any(isinstance(v, msgspec.Raw) for v in values):
+        return list(values)
+    raw = msgspec.Raw
+    blob = b",".join(bytes(v) if isinstance(v, raw) else b"0" for v in values)
+    parsed = msgspec.json.decode(b"[" + blob + b"]")
+    return [p if isinstance(v, raw) else v for p, v in zip(parsed, values)]
+
+
 def _parse_records(data: bytearray, fields: tuple[str, ...], raw: tuple[str, ...] = ()
                    ) -> dict | None:
     """``{key: record}`` of a top-level object of objects, or None when the file is not one
