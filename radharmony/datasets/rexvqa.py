@@ -20,7 +20,7 @@ from typing import ClassVar
 
 from ..errors import MetadataError
 from ..table.harmonizer import Inputs
-from ..table.read_json import decoded, entry_columns, iter_json_entries
+from ..table.read_json import decoded_all, entry_columns, iter_json_entries
 from ..vqa.dataset import VQADataset
 from ..vqa.harmonizer import BaseVQAHarmonizer
 from ..vqa.table import TAXONOMY, key_images, normalise_options, option_text, vqa_spec
@@ -64,15 +64,18 @@ class ReXVQARaw:
         """From the question file as parsed (dicts) or as :func:`load_json` records."""
         entries = list(questions.values())
         fields = entry_columns(entries, QUESTION_FIELDS)
-        studies: dict = {}
+        first: dict = {}  # study -> its first question (id, entry)
         for qid, e, uid in zip(questions, entries, fields["StudyInstanceUid"]):
             if type(uid) is not str:
                 raise MetadataError(f"{source}: question {qid!r} has no StudyInstanceUid",
                                     expected="the study's StudyInstanceUid (text)",
                                     found=repr(uid)[:80], fix="re-download the question file")
-            if uid not in studies:
-                get = e.get if isinstance(e, dict) else lambda f: getattr(e, f, None)
-                studies[uid] = {"question": qid, **{f: decoded(get(f)) for f in STUDY_FIELDS}}
+            if uid not in first:
+                first[uid] = (qid, e)
+        values = iter(decoded_all([e.get(f) if isinstance(e, dict) else getattr(e, f, None)
+                                   for _, e in first.values() for f in STUDY_FIELDS]))
+        studies = {uid: {"question": qid, **{f: next(values) for f in STUDY_FIELDS}}
+                   for uid, (qid, _) in first.items()}  # all parsed in one call
         return cls(list(questions), fields, studies)
 
     def extend(self, other: "ReXVQARaw") -> None:

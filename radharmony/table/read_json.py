@@ -45,7 +45,7 @@ def load_json(path: str | os.PathLike, *, counted: tuple[str, ...] = (),
     which halves the parse of a large file and the time to free it. Read the fields with
     :func:`entry_columns`. Plain dicts come back when msgspec is absent or the file is not an
     object of objects (callers handle both). ``raw_fields`` (among ``entry_fields``) are kept
-    unparsed, as views into the file's bytes (which they keep alive), for :func:`decoded` to
+    unparsed, as views into the file's bytes (which they keep alive), for :func:`decoded_all` to
     parse where needed (e.g. once per study of a file repeating a study's fields in every
     entry).
 
@@ -179,12 +179,15 @@ def _decoder(fields: tuple[str, ...], raw: tuple[str, ...] = ()):
     return msgspec.json.Decoder(dict[str, record])
 
 
-def decoded(value):
-    """A field :func:`load_json` kept unparsed (``raw_fields``), parsed; anything else as
-    it is (also what a reader without msgspec returns)."""
-    if msgspec is not None and isinstance(value, msgspec.Raw):
-        return msgspec.json.decode(value)
-    return value
+def decoded_all(values: list) -> list:
+    """The values, those :func:`load_json` kept unparsed (``raw_fields``) parsed -- together,
+    in one call; the others as they are (also what a reader without msgspec returns)."""
+    if msgspec is None or not any(isinstance(v, msgspec.Raw) for v in values):
+        return list(values)
+    raw = msgspec.Raw
+    blob = b",".join(bytes(v) if isinstance(v, raw) else b"0" for v in values)
+    parsed = msgspec.json.decode(b"[" + blob + b"]")
+    return [p if isinstance(v, raw) else v for p, v in zip(parsed, values)]
 
 
 def _parse_records(data: bytearray, fields: tuple[str, ...], raw: tuple[str, ...] = ()

@@ -129,6 +129,8 @@ def validate(df: pd.DataFrame, spec: DatasetSpec, *, source: str = "harmonized t
         out["image_path"] = pd.Series([p if isinstance(p, str) and _plainly_clean(p) else
                                        check_relative_path(p, where=f"{source}, row {i}")
                                        for i, p in enumerate(paths)], dtype=object)
+    elif out["image_path"].dtype != object:  # e.g. read back from Parquet as strings
+        out["image_path"] = pd.Series(paths, dtype=object)
     per_root = spec.root_col is not None and spec.root_col in out.columns  # paths per root
     dup = pd.Series(False, index=out.index) if questions else \
         out.duplicated([spec.root_col, "image_path"], keep=False) if per_root else \
