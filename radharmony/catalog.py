@@ -19,6 +19,7 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
+from . import spec as spec_module
 from .spec import DatasetSpec
 
 PACKAGE = Path(__file__).resolve().parent
@@ -53,11 +54,17 @@ def _decode(value):
     if isinstance(value, list):
         return tuple(_decode(v) for v in value)
     if isinstance(value, dict):
+        if "__dataclass__" in value:  # a spec part (Identity, ...) of radharmony.spec
+            record = dict(value)
+            return _dataclass_from(getattr(spec_module, record.pop("__dataclass__")), record)
         return {k: _decode(v) for k, v in value.items()}
     return value
 
 
 def _encode(value):
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {"__dataclass__": type(value).__name__,
+                **{f.name: _encode(getattr(value, f.name)) for f in dataclasses.fields(value)}}
     if isinstance(value, (frozenset, set)):
         return sorted(value)
     if isinstance(value, (list, tuple)):
@@ -67,16 +74,19 @@ def _encode(value):
     return value
 
 
-def _spec_from(record: dict) -> DatasetSpec:
-    kinds = {f.name: f for f in dataclasses.fields(DatasetSpec)}
+def _dataclass_from(cls, record: dict):
+    kinds = {f.name: f for f in dataclasses.fields(cls)}
     values = {}
     for name, value in record.items():
         value = _decode(value)
-        default = kinds[name].default
-        if isinstance(default, frozenset):
+        if isinstance(kinds[name].default, frozenset):
             value = frozenset(value)
         values[name] = value
-    return DatasetSpec(**values)
+    return cls(**values)
+
+
+def _spec_from(record: dict) -> DatasetSpec:
+    return _dataclass_from(DatasetSpec, record)
 
 
 def list_datasets() -> list[str]:
