@@ -58,6 +58,8 @@ bench: install
 	$(BIN)/python -m benchmarks.run
 	$(BIN)/python -m benchmarks.merge
 	$(BIN)/python -m benchmarks.studies
+	$(BIN)/python -m benchmarks.vqa
+	$(BIN)/python -m benchmarks.audit
 	$(BIN)/python -m benchmarks.cli_startup
 
 clean:

@@ -28,7 +28,8 @@ _HOMES = {
     "resolve_dataset": ".registry",
 }
 
-__all__ = ["__version__", "CachedLoader", "MergedDataset", "collate", "merge", "pad_boxes",
+__all__ = ["__version__", "CachedLoader", "MergedDataset", "audit", "collate", "merge",
+           "pad_boxes",
            "RadHarmonyError", "families",
            "get_dataset_class", "get_harmonizer_class", "list_datasets", "load_harmonizer",
            "register_dataset", "resolve_dataset"]

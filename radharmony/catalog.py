@@ -19,8 +19,7 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
-from . import spec as spec_module
-from .spec import DatasetSpec
+from .spec import DatasetSpec, Identity
 
 PACKAGE = Path(__file__).resolve().parent
 INDEX = PACKAGE / "catalog.json"
@@ -54,17 +53,13 @@ def _decode(value):
     if isinstance(value, list):
         return tuple(_decode(v) for v in value)
     if isinstance(value, dict):
-        if "__dataclass__" in value:  # a spec part (Identity, ...) of radharmony.spec
-            record = dict(value)
-            return _dataclass_from(getattr(spec_module, record.pop("__dataclass__")), record)
         return {k: _decode(v) for k, v in value.items()}
     return value
 
 
 def _encode(value):
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {"__dataclass__": type(value).__name__,
-                **{f.name: _encode(getattr(value, f.name)) for f in dataclasses.fields(value)}}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):  # e.g. an Identity
+        return {f.name: _encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, (frozenset, set)):
         return sorted(value)
     if isinstance(value, (list, tuple)):
@@ -74,19 +69,18 @@ def _encode(value):
     return value
 
 
-def _dataclass_from(cls, record: dict):
-    kinds = {f.name: f for f in dataclasses.fields(cls)}
+def _spec_from(record: dict) -> DatasetSpec:
+    kinds = {f.name: f for f in dataclasses.fields(DatasetSpec)}
     values = {}
     for name, value in record.items():
         value = _decode(value)
-        if isinstance(kinds[name].default, frozenset):
+        default = kinds[name].default
+        if isinstance(default, frozenset):
             value = frozenset(value)
+        elif name == "identity" and value is not None:
+            value = Identity(**value)
         values[name] = value
-    return cls(**values)
-
-
-def _spec_from(record: dict) -> DatasetSpec:
-    return _dataclass_from(DatasetSpec, record)
+    return DatasetSpec(**values)
 
 
 def list_datasets() -> list[str]:

@@ -93,6 +93,11 @@ def table_info(df, *, spec) -> dict:
         out["boxes"] = {"images_with_boxes": int(df["boxes"].map(len).gt(0).sum()),
                         "boxes": int(per_label.sum()),
                         "per_label": {str(k): int(c) for k, c in per_label.items()}}
+    if spec.row_unit == "question":  # a VQA table: one row per question
+        from .vqa import question_info
+
+        out["questions"] = question_info(df)
+        out["images"] = out["questions"]["images"]
     return out
 
 
@@ -126,6 +131,10 @@ def _info_text(results: list[dict]) -> str:
         if "boxes" in r:
             b = r["boxes"]
             lines.append(f"  boxes: {b['boxes']:,} on {b['images_with_boxes']:,} images")
+        if "questions" in r:
+            from .vqa import question_lines
+
+            lines += question_lines(r["questions"])
     return "\n".join(lines)
 
 

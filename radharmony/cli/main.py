@@ -7,7 +7,7 @@ import json
 import warnings
 from pathlib import Path
 
-from . import evaluate, export, label_reports, new
+from . import audit, evaluate, export, label_reports, new
 from . import merge as merge_cmd
 from . import studies as study_cli
 from .listing import cmd_list
@@ -137,6 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     merge_cmd.add_parser(sub, parents=[common])
     evaluate.add_parser(sub)
     new.add_parser(sub, parents=[common])
+    audit.add_parser(sub, parents=[common])
     return parser
 
 

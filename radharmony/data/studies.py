@@ -219,9 +219,10 @@ class StudyDataset(torch.utils.data.Dataset):
             return out
         size = ds.pipeline.size
         shape = (len(studies) * k, 1, size, size)
+        # the main process reuses its batch buffers; a DataLoader worker's batch goes
+        # PyTorch's usual way (its slices are not a worker slot's whole batch)
         out = handoff.own_batch(shape, ds.dtype) if torch.utils.data.get_worker_info() is None \
-            else handoff.worker_batch(shape, ds.dtype)
-        out = torch.empty(shape, dtype=ds.dtype) if out is None else out
+            else torch.empty(shape, dtype=ds.dtype)
         # each study's images are one block of slots, copied as bytes by numpy (torch would
         # split each small copy over its threads, costly when the cores are busy)
         dst = out.view(torch.uint8).numpy().reshape(shape[0], -1)
