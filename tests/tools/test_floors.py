@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-EXTRAS = ("test", "bench", "eval", "webdataset", "ray", "config", "fast")
+EXTRAS = ("test", "bench", "eval", "webdataset", "ray", "config", "fast", "docs", "lightning")
 
 
 def _tool():
