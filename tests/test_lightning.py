@@ -43,6 +43,9 @@ def test_balanced_training_gives_each_rank_a_disjoint_slice(nih):
         dm = RadHarmonyDataModule(merged, n_splits=3, batch_size=4, balance="source", seed=3)
         dm.trainer = SimpleNamespace(world_size=2, global_rank=rank)
         sampler = dm.train_dataloader().sampler
+        # a DistributedSampler to Lightning: not dealt by rank a second time, and Lightning
+        # calls its set_epoch each epoch
+        assert isinstance(sampler, torch.utils.data.DistributedSampler)
         sampler.set_epoch(1)
         slices.append(list(sampler))
     draw = dm.train_dataloader().sampler.sampler
