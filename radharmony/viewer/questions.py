@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .app import NotFound, ViewerError
+from .app import NotFound
+from .studies import _number, png8
 
 #: the question fields the page shows, where the table has them
 FIELDS = ("question_id", "patient_id", "study_id", "question", "answer", "answer_format",
@@ -24,17 +25,6 @@ def _question_split(app, split: str | None):
         raise NotFound(f"{s.spec.key} is not a VQA dataset", expected="a split whose rows "
                        "are questions (e.g. rexvqa_test)", found=s.spec.key)
     return s
-
-
-def _number(value, name: str, n: int) -> int:
-    try:
-        i = int(value)
-    except (TypeError, ValueError):
-        raise ViewerError(f"A question page needs {name}=<integer>",
-                          expected=f"{name}=<integer>", found=repr(value)) from None
-    if not 0 <= i < n:
-        raise NotFound(f"{name}={i} is out of range", expected=f"0 to {n - 1}", found=str(i))
-    return i
 
 
 def question_json(app, split: str | None, index) -> dict:
@@ -59,8 +49,6 @@ def _plain(value):
 
 def question_png(app, split: str | None, index, j, ref) -> bytes:
     """Image ``j`` of the question (or of its reference study) as an 8-bit PNG."""
-    import cv2
-
     from ..vqa.images import load_one
 
     s = _question_split(app, split)
@@ -70,13 +58,7 @@ def question_png(app, split: str | None, index, j, ref) -> bytes:
     paths = ds.harmonized_df[col].iat[i] if col in ds.harmonized_df.columns else None
     if not paths:
         raise NotFound("This question has no such images", found=f"{col} of {index}")
-    arr = load_one(ds, ds.base_image_dir, paths[_number(j, "j", len(paths))])
-    if arr.dtype != np.uint8:
-        arr = (arr.astype(np.float32) * (255.0 / max(float(arr.max()), 1.0))).astype(np.uint8)
-    ok, buf = cv2.imencode(".png", arr)
-    if not ok:  # pragma: no cover
-        raise ViewerError("Could not encode the image as PNG")
-    return buf.tobytes()
+    return png8(load_one(ds, ds.base_image_dir, paths[_number(j, "j", len(paths))]))
 
 
 def route(app, path: str, q: dict):

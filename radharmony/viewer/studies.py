@@ -45,7 +45,7 @@ def _number(value, name: str, n: int) -> int:
     try:
         i = int(value)
     except (TypeError, ValueError):
-        raise ViewerError(f"A study page needs {name}=<integer>", expected=f"{name}=<integer>",
+        raise ViewerError(f"This page needs {name}=<integer>", expected=f"{name}=<integer>",
                           found=repr(value)) from None
     if not 0 <= i < n:
         raise NotFound(f"{name}={i} is out of range", expected=f"0 to {n - 1}", found=str(i))
@@ -79,8 +79,6 @@ def study_json(app, split: str | None, index) -> dict:
 
 def study_png(app, split: str | None, index, j, prior) -> bytes:
     """Image ``j`` of the study (or of its prior) as an 8-bit PNG."""
-    import cv2
-
     st = _studies(app, split)
     i = _index(st, index)
     if str(prior) in ("1", "true"):
@@ -89,7 +87,13 @@ def study_png(app, split: str | None, index, j, prior) -> bytes:
             raise NotFound("This study has no prior", found=str(index))
     rows = st.index.rows[i]
     j = _number(j, "j", len(rows))
-    arr = st._quantized(np.asarray(rows[j:j + 1], np.int64))[0]
+    return png8(st._quantized(np.asarray(rows[j:j + 1], np.int64))[0])
+
+
+def png8(arr: np.ndarray) -> bytes:
+    """A cached (quantized) image as 8-bit PNG bytes for the page."""
+    import cv2
+
     if arr.dtype != np.uint8:
         arr = (arr.astype(np.float32) * (255.0 / max(float(arr.max()), 1.0))).astype(np.uint8)
     ok, buf = cv2.imencode(".png", arr)
