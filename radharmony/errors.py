@@ -59,7 +59,8 @@ class DatasetFolderNotFoundError(MetadataNotFoundError):
     and where the dataset comes from (a :class:`MetadataNotFoundError`: nothing can be found
     near a folder that is not there)."""
 
-    def __init__(self, title: str, folder: Path | str, *, key: str = "", access: str = ""):
+    def __init__(self, title: str, folder: Path | str, *, key: str = "", access: str = "",
+                 searched: "MetadataNotFoundError | None" = None):
         folder = Path(folder).expanduser()
         parent = next((p for p in folder.absolute().parents if p.is_dir()), None)
         try:
@@ -69,13 +70,16 @@ class DatasetFolderNotFoundError(MetadataNotFoundError):
         found = "no folder there" + (f"; the nearest existing one is {parent}" if parent else "")
         if inside:
             found += f", holding {', '.join(inside)}"
+        if searched is not None:  # the metadata was looked for near it too
+            found += f"; and {searched.found}"
         page = f" (the expected layout: docs/datasets/{key}.md)" if key else ""
         RadHarmonyError.__init__(
             self, f"The {title} folder {folder} does not exist",
             expected=f"base_image_dir: the folder holding the dataset's images{page}",
             found=found, fix="check the path (a typo, a drive not mounted)" +
-            (f"; the data comes from: {access}" if access else ""))
-        self.searched = [str(folder)]
+            (f"; the data comes from: {access}" if access else "") +
+            (f"; or {searched.fix}" if searched is not None and searched.fix else ""))
+        self.searched = [str(folder)] + (searched.searched if searched is not None else [])
 
 
 class MetadataError(RadHarmonyError, ValueError):
