@@ -103,7 +103,7 @@ def parse_header(head: object, size: int) -> dict:
     if not isinstance(shape, list) or not 1 <= len(shape) <= 4:
         raise ValueError(f"header field shape is {shape!r}")
     shape = tuple(_int(d, "shape", 1, 1 << 16) for d in shape)
-    if head.get("dtype") not in _DTYPES:
+    if not isinstance(head.get("dtype"), str) or head["dtype"] not in _DTYPES:
         raise ValueError(f"header field dtype is {head.get('dtype')!r}")
     dtype = np.dtype(head["dtype"])
     fields = head.get("info_fields")

@@ -40,9 +40,15 @@ TABLE_SOURCES = ("cells.py", "spec.py", "files.py", "table/harmonizer.py", "tabl
                  "table/schema.py", "table/read_csv.py", "table/read_json.py", "table/store.py",
                  "annotations/boxes.py", "annotations/labels.py", "annotations/label_studio.py",
                  "annotations/spans.py", "reports/format.py")
-#: the most bytes loading a saved harmonizer may decode (the Parquet footer's uncompressed
-#: sizes), so a small file cannot expand into gigabytes
+#: the most bytes loading a saved harmonizer may take once decoded, estimated from the Parquet
+#: footer before any page is read (:func:`decoded_size`), so a small file cannot expand into
+#: gigabytes
 MAX_TABLE_BYTES = 4_000_000_000
+#: the most a saved harmonizer may expand (decoded estimate / file size) once it decodes to
+#: more than :data:`_EXPANSION_FLOOR`: real tables expand 2-20x; 0.03 MB of file becoming
+#: 768 MiB of distinct text (25,000x) is a bomb
+MAX_TABLE_EXPANSION = 200
+_EXPANSION_FLOOR = 64 << 20
 
 
 def _header_checksum(header: dict, schema_meta: dict) -> int:
@@ -85,9 +91,10 @@ def load_table(path: str | os.PathLike) -> tuple[dict, pd.DataFrame]:
     fix = "save it again with harmonizer.save(path), or harmonize afresh"
     if not path.is_file():
         raise MetadataNotFoundError("the saved harmonizer", [path], fix=fix)
-    _check_decoded_size(path, fix)
+    texts = _check_decoded_size(path, fix)
     try:  # data only: Parquet + a JSON header; nothing is unpickled or imported by name
-        table = pq.read_table(path, page_checksum_verification=True)  # CRC per page
+        # CRC per page; text as dictionaries: a value repeated on many rows is decoded once
+        table = pq.read_table(path, page_checksum_verification=True, read_dictionary=texts)
         header = json.loads((table.schema.metadata or {})[_META_KEY])
         if not isinstance(header, dict) or header.get("format") != SAVED_FORMAT:
             raise ValueError(f"header {shorten(header)} is not {SAVED_FORMAT!r}")
@@ -95,7 +102,9 @@ def load_table(path: str | os.PathLike) -> tuple[dict, pd.DataFrame]:
             raise _FormatVersion(header.get("format_version"))
         if header.get("checksum") != _header_checksum(header, table.schema.metadata):
             raise ValueError("the header or column types were altered (checksum mismatch)")
-        df = decode_json_columns(table.to_pandas(), header.get("json_columns", []))
+        df = _to_frame(table)
+        _check_json_size(df, header.get("json_columns", []))
+        df = decode_json_columns(df, header.get("json_columns", []))
     except _FormatVersion as exc:
         raise SavedFileError(f"{path} is a saved harmonizer of format version "
                              f"{shorten(repr(exc.args[0]), 40)}",
@@ -104,6 +113,12 @@ def load_table(path: str | os.PathLike) -> tuple[dict, pd.DataFrame]:
                              found=f"format_version {shorten(repr(exc.args[0]), 40)}",
                              fix="load it with the radharmony release that wrote it, or "
                                  "harmonize afresh and save again") from None
+    except _TooLarge as exc:
+        raise SavedFileError(f"{path} holds JSON cells of {exc.args[0]:,} bytes in all",
+                             expected=f"at most {MAX_TABLE_BYTES // 8:,} bytes of JSON text "
+                             "(an eighth of radharmony.table.store.MAX_TABLE_BYTES: parsed "
+                             "cells take several times their text)",
+                             found=f"{exc.args[0]:,} bytes", fix=fix) from None
     except Exception as exc:  # pyarrow raises several types for damaged files
         raise SavedFileError(f"{path} is not a readable saved radharmony harmonizer",
                              expected="a Parquet file written by harmonizer.save()",
@@ -136,27 +151,87 @@ class _FormatVersion(Exception):
     pass
 
 
-def _check_decoded_size(path: Path, fix: str) -> None:
-    """Refuse a Parquet file whose footer declares more than :data:`MAX_TABLE_BYTES` of
-    uncompressed data (or more cells than that), before any page is decoded."""
+class _TooLarge(Exception):
+    pass
+
+
+def decoded_size(meta) -> int:
+    """What a Parquet file's columns will hold once loaded, in bytes, from its footer
+    (``pyarrow.parquet.FileMetaData``): per column chunk, text (byte arrays) twice its
+    uncompressed bytes (Arrow's buffers, then one Python string per value) plus 64 bytes per
+    value (the string object and its pointer), whatever the encoding; any other column twice
+    its uncompressed bytes, at least 8 bytes per value (Arrow, then NumPy)."""
+    total = 0
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        for c in range(group.num_columns):
+            col = group.column(c)
+            size, n = max(0, col.total_uncompressed_size), max(0, col.num_values)
+            if col.physical_type in ("BYTE_ARRAY", "FIXED_LEN_BYTE_ARRAY"):
+                total += 2 * size + 64 * n
+            else:
+                total += 2 * max(size, 8 * n)
+    return total
+
+
+def _check_decoded_size(path: Path, fix: str) -> list[str]:
+    """Refuse a Parquet file whose footer says it decodes to more than
+    :data:`MAX_TABLE_BYTES` (:func:`decoded_size`) or expands more than
+    :data:`MAX_TABLE_EXPANSION` times its file size, before any page is decoded. Returns the
+    names of its text columns."""
     import pyarrow.parquet as pq
 
     try:
-        meta = pq.ParquetFile(path).metadata
-        total = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
-        cells = meta.num_rows * max(1, meta.num_columns)
+        pf = pq.ParquetFile(path)
+        meta = pf.metadata
+        need = decoded_size(meta)
+        texts = [f.name for f in pf.schema_arrow if _is_text(f.type)]
     except Exception as exc:  # not Parquet, damaged footer
         raise SavedFileError(f"{path} is not a readable saved radharmony harmonizer",
                              expected="a Parquet file written by harmonizer.save()",
                              found=f"{type(exc).__name__}: {shorten(exc)}", fix=fix) from None
-    if total > MAX_TABLE_BYTES or cells > MAX_TABLE_BYTES // 8:
-        raise SavedFileError(f"{path} declares {meta.num_rows:,} rows x {meta.num_columns} "
-                             f"columns, {total:,} bytes uncompressed",
+    size = max(1, path.stat().st_size)
+    shape = f"{meta.num_rows:,} rows x {meta.num_columns} columns"
+    if need > MAX_TABLE_BYTES:
+        raise SavedFileError(f"{path} declares {shape}, {need:,} bytes once decoded",
                              expected=f"at most {MAX_TABLE_BYTES:,} bytes decoded (the memory "
                              "guard radharmony.table.store.MAX_TABLE_BYTES)",
-                             found=f"{total:,} bytes, {cells:,} cells",
-                             fix="if the file is genuine, raise "
-                                 "radharmony.table.store.MAX_TABLE_BYTES; else delete it")
+                             found=f"{need:,} bytes (text counted as the Python strings it "
+                             "becomes)", fix="if the file is genuine, raise "
+                             "radharmony.table.store.MAX_TABLE_BYTES; else delete it")
+    if need > _EXPANSION_FLOOR and need > MAX_TABLE_EXPANSION * size:
+        raise SavedFileError(f"{path} would expand {need // size:,}x: {size:,} bytes of file "
+                             f"declare {shape}, {need:,} bytes once decoded",
+                             expected=f"at most {MAX_TABLE_EXPANSION}x (the decompression-bomb "
+                             "guard radharmony.table.store.MAX_TABLE_EXPANSION)",
+                             found=f"{need // size:,}x", fix="if the file is genuine, raise "
+                             "radharmony.table.store.MAX_TABLE_EXPANSION; else delete it")
+    return texts
+
+
+def _check_json_size(df: pd.DataFrame, cols) -> None:
+    """Refuse JSON cells whose text, counted per row, passes an eighth of
+    :data:`MAX_TABLE_BYTES`: a value shared by many rows is parsed once per row."""
+    total = 0
+    for c in cols:
+        total += sum(len(v) for v in df[c].tolist() if isinstance(v, str))
+    if total > MAX_TABLE_BYTES // 8:
+        raise _TooLarge(total)
+
+
+def _to_frame(table) -> pd.DataFrame:
+    """An Arrow table as a DataFrame whose text columns (plain or dictionary) are ``object``
+    with None for missing; a dictionary's strings are made once and shared by its rows."""
+    import pyarrow as pa
+
+    texts = [n for n, c in zip(table.column_names, table.columns) if _is_text(c.type) or
+             pa.types.is_dictionary(c.type) and _is_text(c.type.value_type)]
+    df = table.drop_columns(texts).to_pandas()
+    for name in table.column_names:
+        if name in texts:
+            df.insert(table.column_names.index(name), name,
+                      pd.Series(_text_values(table.column(name)), dtype=object))
+    return df
 
 
 def _is_text(kind) -> bool:
@@ -260,18 +335,11 @@ class TableCache:
 
     @staticmethod
     def _read(path: Path):
-        import pyarrow as pa
         import pyarrow.feather as feather
 
         table = feather.read_table(path)
         head = json.loads(table.schema.metadata[b"radharmony_table"])
-        texts = [n for n, c in zip(table.column_names, table.columns) if _is_text(c.type) or
-                 pa.types.is_dictionary(c.type) and _is_text(c.type.value_type)]
-        df = table.drop_columns(texts).to_pandas()
-        for name in table.column_names:
-            if name in texts:
-                df.insert(table.column_names.index(name), name,
-                          pd.Series(_text_values(table.column(name)), dtype=object))
+        df = _to_frame(table)
         decode_json_columns(df, head["json_columns"])
         if len(df) != head["rows"]:
             raise ValueError(f"{len(df)} rows where its header says {head['rows']}")
