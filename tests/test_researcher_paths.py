@@ -182,8 +182,9 @@ def test_harmonize_help_offers_only_keys_it_accepts(capsys):
     with pytest.raises(SystemExit):
         main(["harmonize", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert "family" in text and "not a family" in text  # says it takes one split
-    assert "or a dataset family for every split" not in text
+    # a family is accepted (issue 29 item 3): every split, one file each, in an --out folder
+    assert "or a dataset family for every split" in text
+    assert "FOLDER/<key>.parquet per split" in text
     with pytest.raises(SystemExit):
         main(["info", "--help"])
     assert "or a dataset family" in " ".join(capsys.readouterr().out.split())
