@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install demo test test-min bench clean
+.PHONY: install demo test test-min bench docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -15,12 +15,12 @@ $(BIN)/python:
 # Every other dependency is installed at its declared floor's release line (name==floor.*,
 # tools/min_requirements.py --constraints): the floors pyproject.toml declares are the versions
 # every `make test` (and so CI) installs and tests.
-EXTRAS := test bench eval webdataset ray config fast
+EXTRAS := test bench eval webdataset ray config fast docs lightning
 $(STAMP): pyproject.toml tools/min_requirements.py | $(BIN)/python
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
 	$(PYTHON) tools/min_requirements.py --constraints $(EXTRAS) > $(VENV)/floors.txt
-	$(BIN)/python -m pip install -q -c $(VENV)/floors.txt -e '.[test,bench,eval,webdataset,ray,config,fast]'
+	$(BIN)/python -m pip install -q -c $(VENV)/floors.txt -e '.[test,bench,eval,webdataset,ray,config,fast,docs,lightning]'
 	$(BIN)/python -m pip install -q --no-deps torchxrayvision==1.5.7
 	touch $(STAMP)
 
@@ -47,10 +47,20 @@ test-min:
 	$(MIN_VENV)/bin/python -m pip install -q --no-deps -e .
 	$(MIN_VENV)/bin/python -m pytest -q -p no:cacheprovider --ignore=tests/tools/test_viewer.py
 
+# The docs site (docs/, mkdocs.yml): regenerate the dataset and API pages, run every python
+# example of README.md and docs/ on fake replicas, build with warnings as errors into site/.
+docs: install
+	$(BIN)/python -m tools.gen_docs
+	$(BIN)/python -m pytest -q tests/test_docs.py tests/test_readme.py
+	$(BIN)/mkdocs build --strict
+
 bench: install
 	$(BIN)/python -m benchmarks.run
 	$(BIN)/python -m benchmarks.merge
 	$(BIN)/python -m benchmarks.studies
+	$(BIN)/python -m benchmarks.vqa
+	$(BIN)/python -m benchmarks.audit
+	$(BIN)/python -m benchmarks.cli_startup
 
 clean:
-	rm -rf $(VENV) $(MIN_VENV) cache demo_output .pytest_cache
+	rm -rf $(VENV) $(MIN_VENV) cache demo_output .pytest_cache site

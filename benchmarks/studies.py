@@ -14,6 +14,12 @@
      arrays, ``List(Image())``, plus the sections); both read back with
      ``datasets.load_dataset("parquet")`` and compared pixel for pixel. Target: >= 2x.
 
+(s3) **512 px** (``--size512 N``, 0 skips): on ``benchmarks.run``'s corpus of N 600-1000 px
+     PNGs, radharmony with ``DefaultTransform(size=512)``: its first epoch against its own
+     decode of every file (target <= 1.2x), and its cached plain ``DataLoader`` epoch against
+     MONAI's ``PersistentDataset`` running ``benchmarks.run``'s pipeline at 512 (cached epochs,
+     best of alternating rounds; target >= 10x).
+
 The corpus is a ReXGradient-format replica (fake writer metadata, ~1.8 images per study)
 with small 16-bit PNGs (the cached arrays are 224 px whatever the source size), written once
 under ``bench-data/``.
@@ -68,7 +74,7 @@ def corpus(work: Path, images: int) -> tuple[Path, Path]:
     return root / "deid_png", meta_file
 
 
-def datasets_for(base: Path, meta: Path, cache: Path):
+def datasets_for(base: Path, meta: Path, cache: Path, max_images: int = 4):
     import torch
 
     from radharmony.datasets.rexgradient import ReXGradientTrainDataset
@@ -78,7 +84,7 @@ def datasets_for(base: Path, meta: Path, cache: Path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         studies = ReXGradientTrainDataset(base, meta, cache_dir=cache, dtype=torch.bfloat16,
-                                          level="study", max_images=4)
+                                          level="study", max_images=max_images)
     return images, studies
 
 
@@ -159,33 +165,109 @@ def bench_parquet(studies, work: Path) -> dict:
                                                                 studies.index.rows))}
 
 
+def bench_512(work: Path, n: int, rounds: int) -> dict:
+    import torch
+    from monai.data import DataLoader as MonaiLoader, PersistentDataset
+    from monai.transforms import Compose, Resized, SpatialPadd
+
+    from benchmarks.run import _monai_pipeline, corpus as image_corpus
+    from radharmony.datasets.rexgradient import ReXGradientTrainDataset
+    from radharmony.imaging.pipeline import DefaultTransform
+
+    base, meta = image_corpus(work, n)
+    files = sorted(Path(base).rglob("*.png"))
+    pipe = DefaultTransform(size=512)
+    pipe.encode(files[-1])  # compile and load the decoder outside the timing
+    t0 = time.perf_counter()
+    for f in files:
+        pipe.encode(f)
+    decode = time.perf_counter() - t0
+    cache = work / f"cache512-{n}"
+    shutil.rmtree(cache, ignore_errors=True)
+    ds = ReXGradientTrainDataset(base, meta, cache_dir=cache, transform=pipe,
+                                 dtype=torch.bfloat16)
+    dl = torch.utils.data.DataLoader(ds, batch_size=64, shuffle=True)
+    t0 = time.perf_counter()
+    epoch_rate(dl)
+    first = time.perf_counter() - t0
+    steps = [t for t in _monai_pipeline().transforms
+             if not isinstance(t, (Resized, SpatialPadd))]
+    steps[3:3] = [Resized(keys="img", spatial_size=512, size_mode="longest", mode="area"),
+                  SpatialPadd(keys="img", spatial_size=(512, 512), value=-1.0)]
+    mcache = work / f"monai512-{n}"
+    shutil.rmtree(mcache, ignore_errors=True)
+    mds = PersistentDataset([{"img": str(f)} for f in files], transform=Compose(steps),
+                            cache_dir=mcache)
+    mdl = MonaiLoader(mds, batch_size=64, shuffle=True)
+    epoch_rate(mdl), epoch_rate(dl)  # MONAI fills its cache; both warm up
+    best = {"rh": 0.0, "monai": 0.0}
+    for _ in range(rounds):
+        for name, loader in (("rh", dl), ("monai", mdl)):
+            k, dt = epoch_rate(loader)
+            best[name] = max(best[name], k / dt)
+    return {"images": len(files), "decode_s": decode, "first_epoch_s": first,
+            "first_over_decode": first / decode, "radharmony_cached_images_per_s": best["rh"],
+            "monai_cached_images_per_s": best["monai"], "speedup": best["rh"] / best["monai"]}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--images", type=int, default=10_000)
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--size512", type=int, default=540, metavar="N",
+                   help="images of the 512 px comparison (0: skip it)")
+    p.add_argument("--max-images", type=int, default=4, help="K of the study epoch (s1)")
+    p.add_argument("--parts", default="epochs,parquet,512",
+                   help="comma-separated: epochs (s1), parquet (s2), 512 (s3)")
     p.add_argument("--work", type=Path, default=ROOT / "bench-data")
     p.add_argument("--out", type=Path, default=ROOT / "docs" / "study_benchmarks.md")
     a = p.parse_args(argv)
-    base, meta = corpus(a.work, a.images)
-    cache = a.work / f"study-cache-{a.images}"
-    images, studies = datasets_for(base, meta, cache)
-    epochs = bench_epochs(images, studies, a.rounds)
-    print(json.dumps(epochs, indent=1), flush=True)
-    parquet = bench_parquet(studies, a.work)
-    print(json.dumps(parquet, indent=1), flush=True)
-    ok1, ok2 = epochs["ratio"] >= 0.8, parquet["speedup"] >= 2 and parquet["equal_read_back"]
+    parts = set(a.parts.split(","))
+    epochs = parquet = big = None
+    if parts & {"epochs", "parquet"}:
+        base, meta = corpus(a.work, a.images)
+        cache = a.work / f"study-cache-{a.images}"
+        images, studies = datasets_for(base, meta, cache, a.max_images)
+        if "epochs" in parts:
+            epochs = bench_epochs(images, studies, a.rounds)
+            print(json.dumps(epochs, indent=1), flush=True)
+        if "parquet" in parts:
+            parquet = bench_parquet(studies, a.work)
+            print(json.dumps(parquet, indent=1), flush=True)
+    if "512" in parts and a.size512:
+        big = bench_512(a.work, a.size512, a.rounds)
+        print(json.dumps(big, indent=1), flush=True)
     text = f"""# Study-level benchmarks
 
-`python -m benchmarks.studies --images {a.images}` on {platform.machine()}, {os.cpu_count()}
+`python -m benchmarks.studies --images {a.images} --parts {a.parts}` on {platform.machine()}, {os.cpu_count()}
 CPUs (shared), Python {platform.python_version()}; DataLoader `num_workers=0`.
 
 | measurement | radharmony | baseline | ratio | target |
 |---|---|---|---|---|
-| cached epoch, images/s ({epochs['images']:,} images in {epochs['studies']:,} studies) | study level {epochs['study_level_images_per_s']:,.0f} | image-level plain DataLoader {epochs['image_level_images_per_s']:,.0f} | {epochs['ratio']:.2f}x | >= 0.8x: {'met' if ok1 else 'NOT met'} |
-| Parquet export of {parquet['images']:,} cached images, s | `to_parquet` {parquet['radharmony_s']:.1f} | HF `Dataset.from_generator(...).to_parquet` {parquet['hf_datasets_s']:.1f} | {parquet['speedup']:.2f}x | >= 2x, equal read-back ({parquet['equal_read_back']}): {'met' if ok2 else 'NOT met'} |
-
-What each row runs: see `benchmarks/studies.py` (module docstring).
 """
+    if epochs:
+        ok1 = epochs["ratio"] >= 0.8
+        text += (f"| cached epoch, images/s ({epochs['images']:,} images in "
+                 f"{epochs['studies']:,} studies, K={a.max_images}) | study level "
+                 f"{epochs['study_level_images_per_s']:,.0f} | image-level plain DataLoader "
+                 f"{epochs['image_level_images_per_s']:,.0f} | {epochs['ratio']:.2f}x | "
+                 f">= 0.8x: {'met' if ok1 else 'NOT met'} |\n")
+    if parquet:
+        ok2 = parquet["speedup"] >= 2 and parquet["equal_read_back"]
+        text += (f"| Parquet export of {parquet['images']:,} cached images, s | `to_parquet` "
+                 f"{parquet['radharmony_s']:.1f} | HF `Dataset.from_generator(...).to_parquet` "
+                 f"{parquet['hf_datasets_s']:.1f} | {parquet['speedup']:.2f}x | >= 2x, equal "
+                 f"read-back ({parquet['equal_read_back']}): {'met' if ok2 else 'NOT met'} |\n")
+    if big:
+        ok3, ok4 = big["speedup"] >= 10, big["first_over_decode"] <= 1.2
+        text += (f"| 512 px cached plain DataLoader, images/s ({big['images']} images) | "
+                 f"{big['radharmony_cached_images_per_s']:,.0f} | MONAI PersistentDataset "
+                 f"{big['monai_cached_images_per_s']:,.0f} | {big['speedup']:.1f}x | >= 10x: "
+                 f"{'met' if ok3 else 'NOT met'} |\n"
+                 f"| 512 px first epoch, s | {big['first_epoch_s']:.1f} | own decode of the "
+                 f"corpus {big['decode_s']:.1f} | {big['first_over_decode']:.2f}x | <= 1.2x: "
+                 f"{'met' if ok4 else 'NOT met'} |\n")
+    text += "\nWhat each row runs: see `benchmarks/studies.py` (module docstring).\n"
     a.out.write_text(text)
     print(text)
     return 0

@@ -16,7 +16,8 @@ SHOW = 5
 def message(what: str, *, expected: str | None = None, found: str | None = None,
             fix: str | None = None) -> str:
     """Compose a four-part error message."""
-    parts = [what.rstrip().rstrip(".") + "."]
+    what = what.rstrip().rstrip(".")
+    parts = [what if what.endswith("?") else what + "."]
     if expected:
         parts.append(f"Expected: {expected}.")
     if found:
@@ -51,6 +52,34 @@ class MetadataNotFoundError(RadHarmonyError, FileNotFoundError):
                          found=f"nothing at any of {len(searched)} places searched: {listing}",
                          fix=fix)
         self.searched = searched
+
+
+class DatasetFolderNotFoundError(MetadataNotFoundError):
+    """``base_image_dir`` does not exist: says which folder of the path does, what it holds,
+    and where the dataset comes from (a :class:`MetadataNotFoundError`: nothing can be found
+    near a folder that is not there)."""
+
+    def __init__(self, title: str, folder: Path | str, *, key: str = "", access: str = "",
+                 searched: "MetadataNotFoundError | None" = None):
+        folder = Path(folder).expanduser()
+        parent = next((p for p in folder.absolute().parents if p.is_dir()), None)
+        try:
+            inside = sorted(c.name for c in parent.iterdir())[:6] if parent else []
+        except OSError:
+            inside = []
+        found = "no folder there" + (f"; the nearest existing one is {parent}" if parent else "")
+        if inside:
+            found += f", holding {', '.join(inside)}"
+        if searched is not None:  # the metadata was looked for near it too
+            found += f"; and {searched.found}"
+        page = f" (the expected layout: docs/datasets/{key}.md)" if key else ""
+        RadHarmonyError.__init__(
+            self, f"The {title} folder {folder} does not exist",
+            expected=f"base_image_dir: the folder holding the dataset's images{page}",
+            found=found, fix="check the path (a typo, a drive not mounted)" +
+            (f"; the data comes from: {access}" if access else "") +
+            (f"; or {searched.fix}" if searched is not None and searched.fix else ""))
+        self.searched = [str(folder)] + (searched.searched if searched is not None else [])
 
 
 class MetadataError(RadHarmonyError, ValueError):

@@ -98,11 +98,13 @@ def _lookup(key: str, kind: str) -> type[BaseRadiologicalDataset]:
                             expected=f"one of its splits {fams[key]}", found=repr(key),
                             fix=f"pass one of {fams[key]}, or radharmony.resolve_dataset"
                                 f"({key!r}, split={fams[key][0].rsplit('_', 1)[-1]!r})")
-    close = difflib.get_close_matches(str(key), table, n=3)
-    hint = f"did you mean {', '.join(map(repr, close))}?" if close else \
-        "call radharmony.list_datasets() for the valid keys"
-    raise RegistryError(f"No {kind} registered under key {key!r}",
-                        expected=f"one of {sorted(table)}", found=repr(key), fix=hint)
+    close = difflib.get_close_matches(str(key), [*table, *fams], n=3)
+    guess = f": did you mean {' or '.join(map(repr, close))}?" if close else ""
+    raise RegistryError(f"No {kind} registered under key {key!r}{guess}",
+                        expected=f"one of the {len(table)} keys radharmony.list_datasets() "
+                        f"returns ({', '.join(sorted(table)[:4])}, ...)", found=repr(key),
+                        fix=f"use {close[0]!r}" if close else
+                        "run `radharmony list` for every key, its title and access terms")
 
 
 def resolve_dataset(name, *, split: str | None = None) -> type[BaseRadiologicalDataset]:

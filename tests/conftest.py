@@ -31,3 +31,18 @@ def rex_root(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def rex_images(rex_root) -> Path:
     return rex_root / "deid_png"
+
+
+# -- the property tests' hypothesis profile (tests/property/): derandomized, so each run draws
+# the same examples and CI is deterministic, with modest example counts;
+# RADHARMONY_PROPERTY_EXAMPLES=2000 draws that many random examples per test instead, to hunt
+# for new bugs.
+from hypothesis import HealthCheck, settings  # noqa: E402
+import os  # noqa: E402
+
+_HUNT = os.environ.get("RADHARMONY_PROPERTY_EXAMPLES")
+settings.register_profile(
+    "radharmony-property", derandomize=_HUNT is None, database=None, deadline=None,
+    max_examples=int(_HUNT or 100), print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
+                           HealthCheck.data_too_large])

@@ -75,6 +75,32 @@ def test_harmonizer_vocabulary(rex, tmp_path):
     assert ds.base_image_dir == rex and ds[0]["img"].shape == (1, 224, 224)
 
 
+def test_reference_positional_order_beyond_the_first_three(rex):
+    """Ported code may pass the reference's whole positional order (base_image_dir, csv_path,
+    transform, cache_dir, output_cls, output_mask, output_report, ...): the extra ones are
+    read as those keywords; twice or too many is a RadHarmonyError."""
+    import torch
+
+    from radharmony.data.dataset import BaseRadiologicalDataset
+    from radharmony.errors import RadHarmonyError
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds = ReXGradientValidDataset(rex, None, None, None, False, False, True, False, None,
+                                     None, None, torch.float32)
+    assert ds.cache_dir is None and ds.outputs == {"report"} and ds.dtype == torch.float32
+    with pytest.raises(RadHarmonyError, match="output_report twice.*argument 7"):
+        ReXGradientValidDataset(rex, None, None, None, False, False, True, output_report=True)
+    with pytest.raises(RadHarmonyError, match="13 positional arguments"):
+        ReXGradientValidDataset(*[None] * 13)
+
+    class Own(BaseRadiologicalDataset):  # a class with its own positional arguments
+        def __init__(self, a, b, c, d):
+            self.got = (a, b, c, d)
+
+    assert Own(1, 2, 3, 4).got == (1, 2, 3, 4)
+
+
 def test_registry_vocabulary_and_family_keys():
     assert radharmony.resolve_dataset("rexgradient", split="valid") is ReXGradientValidDataset
     assert radharmony.resolve_dataset("ReXGradientValidDataset") is ReXGradientValidDataset

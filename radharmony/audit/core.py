@@ -168,12 +168,14 @@ def _labels(ds, df: pd.DataFrame, split: np.ndarray) -> pd.DataFrame:
     v = derived.to_numpy(np.float64)
     keys = pd.DataFrame({"source": sources, "split": pd.Series(split, dtype=object)
                          .fillna("(none)").to_numpy(object)})
+    known = {src: ~np.isnan(v[idx]).all(axis=0)  # findings a source speaks to anywhere
+             for src, idx in keys.groupby("source", sort=False).indices.items()}
     rows = []
     for (src, sp), idx in keys.groupby(["source", "split"], sort=False).indices.items():
         part = v[idx]
         for k, f in enumerate(derived.columns):
             col = part[:, k]
-            if np.isnan(col).all():
+            if not known[src][k]:
                 continue
             rows.append((src, sp, f, int((col == 1).sum()), int((col == 0).sum()),
                          int((col == -1).sum()), int(np.isnan(col).sum())))
@@ -241,10 +243,10 @@ def audit(datasets, *, max_distance: int = MAX_DISTANCE, limits: SanityLimits | 
 def _pairs(images: pd.DataFrame, codes: np.ndarray, scanned, max_distance: int) -> pd.DataFrame:
     rows_of = pd.Series(np.arange(len(codes))).groupby(codes).apply(np.asarray)
     found: list[tuple[int, int, str, int, bool]] = []
-    for k, rows in rows_of.items():  # rows naming one file
-        for x in range(len(rows)):
-            for y in range(x + 1, len(rows)):
-                found.append((rows[x], rows[y], "exact", 0, True))
+    for k, rows in rows_of.items():  # rows naming one file (a question-level table: many)
+        links = [(rows[x], rows[y]) for x in range(len(rows)) for y in range(x + 1, len(rows))] \
+            if len(rows) <= ALL_PAIRS_UP_TO else [(rows[0], r) for r in rows[1:]]
+        found += [(a, b, "exact", 0, True) for a, b in links]
     for group in exact_groups(pd.Series(scanned.digest, dtype=object)):  # files, same bytes
         links = [(group[x], group[y]) for x in range(len(group)) for y in range(x + 1,
                                                                               len(group))] \

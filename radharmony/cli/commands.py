@@ -1,7 +1,8 @@
 """The work behind each ``radharmony`` subcommand (parsing is in :mod:`radharmony.cli.main`).
 
-``KEY`` is a registered dataset key (``rexgradient_train``) or, for ``info``, ``validate``,
-``cache`` and ``view``, a dataset family (``rexgradient``: every split of that module).
+``KEY`` is a registered dataset key (``rexgradient_train``) or, for ``info``, ``harmonize``,
+``validate``, ``cache`` and ``view``, a dataset family (``rexgradient``: every split of that
+module).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import json
 import warnings
 from pathlib import Path
 
-from .output import EXIT_OK, EXIT_PROBLEMS, FIRST_N, UsageError, emit, note, progress, text_table
+from .output import EXIT_OK, EXIT_PROBLEMS, FIRST_N, UsageError, emit, note, progress
 from ..errors import RadHarmonyError, RegistryError, UnsupportedOutputWarning
 from ..registry import families, get_dataset_class, get_harmonizer_class, list_datasets
 
@@ -30,10 +31,12 @@ def resolve_keys(name: str, *, single: bool = False) -> list[str]:
     import difflib
 
     close = difflib.get_close_matches(name, keys + list(fams), n=3)
-    raise RegistryError(f"No dataset registered under {name!r}", expected=f"one of {keys}"
-                        + ("" if single else f" or a family {sorted(fams)}"), found=repr(name),
-                        fix=f"did you mean {', '.join(map(repr, close))}?" if close else
-                        "run `radharmony list` for the valid keys")
+    guess = f": did you mean {' or '.join(map(repr, close))}?" if close else ""
+    raise RegistryError(f"No dataset registered under {name!r}{guess}",
+                        expected=f"one of the {len(keys)} keys `radharmony list` prints" +
+                        ("" if single else " or a family (every split of it)"), found=repr(name),
+                        fix=f"use {close[0]!r}" if close else
+                        "run `radharmony list` for every key, its title and access terms")
 
 
 def _harmonizer(key: str, args: argparse.Namespace):
@@ -55,27 +58,6 @@ def _check_csv_path(args: argparse.Namespace, keys: list[str]) -> None:
     if getattr(args, "csv_path", None) is not None and len(keys) > 1:
         raise UsageError(f"--csv-path names one metadata file but {args.key!r} has "
                          f"{len(keys)} splits; pass one split's key")
-
-
-# -- list -----------------------------------------------------------------------------------------
-def cmd_list(args: argparse.Namespace) -> int:
-    rows = []
-    for family, keys in sorted(families().items()):
-        for key in keys:
-            spec = get_harmonizer_class(key).spec
-            rows.append({"key": key, "family": family, "title": spec.title,
-                         "splits": keys, "outputs": sorted(spec.outputs),
-                         "labels": len(spec.label_cols), "expected": dict(spec.expected),
-                         "access": spec.access})
-
-    def text(rows):
-        body = text_table([[r["key"], r["title"], ",".join(r["outputs"]) or "-", r["labels"],
-                        r["expected"].get("images", "?")] for r in rows],
-                      ["KEY", "TITLE", "OUTPUTS", "LABELS", "IMAGES"])
-        access = {r["family"]: r["access"] for r in rows}
-        return body + "\n\nAccess:\n" + "\n".join(f"  {f}: {a}" for f, a in access.items())
-    emit(args, rows, text)
-    return EXIT_OK
 
 
 # -- info -----------------------------------------------------------------------------------------
@@ -111,6 +93,11 @@ def table_info(df, *, spec) -> dict:
         out["boxes"] = {"images_with_boxes": int(df["boxes"].map(len).gt(0).sum()),
                         "boxes": int(per_label.sum()),
                         "per_label": {str(k): int(c) for k, c in per_label.items()}}
+    if spec.row_unit == "question":  # a VQA table: one row per question
+        from .vqa import question_info
+
+        out["questions"] = question_info(df)
+        out["images"] = out["questions"]["images"]
     return out
 
 
@@ -144,6 +131,10 @@ def _info_text(results: list[dict]) -> str:
         if "boxes" in r:
             b = r["boxes"]
             lines.append(f"  boxes: {b['boxes']:,} on {b['images_with_boxes']:,} images")
+        if "questions" in r:
+            from .vqa import question_lines
+
+            lines += question_lines(r["questions"])
     return "\n".join(lines)
 
 
@@ -165,26 +156,53 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 # -- harmonize ------------------------------------------------------------------------------------
-def cmd_harmonize(args: argparse.Namespace) -> int:
-    (key,) = resolve_keys(args.key, single=True)
-    out = Path(args.out)
-    suffix = out.suffix.lower()
-    if suffix not in (".parquet", ".csv"):
-        raise UsageError(f"--out {out} must end in .parquet or .csv")
-    h = _harmonizer(key, args)
-    if suffix == ".parquet":
-        h.save(out)  # with the header that harmonizer_path= / radharmony.load_harmonizer read back
-        df = h.harmonize()
-    else:
-        from ..cells import encode_json_columns
+FORMATS = (".parquet", ".csv")
 
-        df = h.harmonize()
-        text, _ = encode_json_columns(df)  # nested values (boxes) as JSON, as the readers parse
-        out.parent.mkdir(parents=True, exist_ok=True)
-        text.to_csv(out, index=False)
-    result = {"key": key, "out": str(out), "format": suffix[1:], "rows": len(df),
-              "columns": list(df.columns), "metadata": str(h.csv_path)}
-    emit(args, result, lambda r: f"Wrote {r['rows']:,} rows of {r['key']} to {r['out']}")
+
+def harmonize_targets(keys: list[str], out: Path, fmt: str | None, *,
+                      family: bool) -> list[tuple[str, Path]]:
+    """``(key, file)`` per split: ``out`` itself for one key and a ``.parquet``/``.csv`` name,
+    else ``out/<key>.<format>`` (``fmt``, default parquet): a family writes one file per
+    split."""
+    suffix = out.suffix.lower()
+    if suffix in FORMATS and not out.is_dir():
+        if family:
+            raise UsageError(f"a dataset family writes one file per split ({', '.join(keys)}): "
+                             f"pass --out FOLDER (FOLDER/<key>.parquet; --format csv for CSV), "
+                             f"not the file {out}")
+        if fmt is not None and f".{fmt}" != suffix:
+            raise UsageError(f"--format {fmt} but --out {out} ends in {suffix}: drop one")
+        return [(keys[0], out)]
+    if suffix and not out.is_dir():
+        raise UsageError(f"--out {out} must end in .parquet or .csv, or be a folder")
+    return [(key, out / f"{key}.{fmt or 'parquet'}") for key in keys]
+
+
+def cmd_harmonize(args: argparse.Namespace) -> int:
+    keys = resolve_keys(args.key)
+    _check_csv_path(args, keys)
+    family = args.key not in keys
+    targets = harmonize_targets(keys, Path(args.out), args.format, family=family)
+    results = []
+    for key, out in progress(targets, total=len(targets), desc="harmonizing",
+                             quiet=args.quiet or len(targets) == 1, unit="split"):
+        h = _harmonizer(key, args)
+        if out.suffix == ".parquet":
+            h.save(out)  # with the header harmonizer_path= / radharmony.load_harmonizer read
+            df = h.harmonize()
+        else:
+            from ..cells import encode_json_columns
+
+            df = h.harmonize()
+            text, _ = encode_json_columns(df)  # nested values (boxes) as JSON, as read back
+            out.parent.mkdir(parents=True, exist_ok=True)
+            text.to_csv(out, index=False)
+        results.append({"key": key, "out": str(out), "format": out.suffix[1:],
+                        "rows": len(df), "columns": list(df.columns),
+                        "metadata": str(h.csv_path)})
+    emit(args, results if family else results[0], lambda r: "\n".join(
+        f"Wrote {x['rows']:,} rows of {x['key']} to {x['out']}"
+        for x in (r if family else [r])))
     return EXIT_OK
 
 

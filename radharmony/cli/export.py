@@ -12,8 +12,6 @@ import json
 import sys
 from pathlib import Path
 
-from ..registry import families
-from .commands import build_dataset, resolve_keys
 from .output import EXIT_OK, EXIT_PROBLEMS, UsageError, positive as _positive
 from .output import workers as _workers
 from .studies import add_export_args, run_export as run_study_export
@@ -82,6 +80,9 @@ def add_parser(subparsers, *, parents=()) -> argparse.ArgumentParser:
 
 def select(args: argparse.Namespace):
     """``(dataset, split name or None)`` for the arguments."""
+    from ..registry import families
+    from .commands import build_dataset, resolve_keys
+
     fams = families()
     split = args.split
     if args.key in fams and split is not None:

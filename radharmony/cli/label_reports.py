@@ -18,9 +18,6 @@ import json
 from pathlib import Path
 
 from ..errors import RadHarmonyError
-from ..registry import get_harmonizer_class
-from ..reports.labeler import label_reports
-from ..reports.rules import resolve_rules
 
 ID_COLUMNS = ("sample_id", "patient_id", "study_id", "image_path")
 
@@ -53,6 +50,10 @@ def run(args: argparse.Namespace) -> int:
     """Label ``args.key``'s reports and write ``args.out``; returns the exit code (0)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
+
+    from ..registry import get_harmonizer_class
+    from ..reports.labeler import label_reports
+    from ..reports.rules import resolve_rules
 
     out = Path(args.out)
     if out.suffix.lower() != ".parquet":

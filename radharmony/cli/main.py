@@ -7,15 +7,25 @@ import json
 import warnings
 from pathlib import Path
 
-from . import commands as c
-from . import evaluate, export, label_reports, new
+from . import audit, evaluate, export, label_reports, new
 from . import merge as merge_cmd
 from . import studies as study_cli
+from .listing import cmd_list
 from .output import workers as _workers
 from .output import EXIT_PROBLEMS, EXIT_USAGE, UsageError, note
-from ..custom import register_config
 from ..errors import RadHarmonyError, RegistryError
 from ..version import __version__
+
+
+def _lazy(name: str):
+    """The command function ``name`` of :mod:`radharmony.cli.commands`, imported when the
+    command runs: building the parser (``--help``, ``list``) imports neither torch nor pandas."""
+    def run(args: argparse.Namespace) -> int:
+        from . import commands
+
+        return getattr(commands, name)(args)
+    run.__name__ = run.__qualname__ = name
+    return run
 
 
 def _size(text: str) -> int:
@@ -60,22 +70,26 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("list", parents=[common], help="registered datasets",
                        description="Registered datasets: key, title, splits, supported "
                        "outputs, published counts and access terms.")
-    p.set_defaults(func=c.cmd_list)
+    p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("info", parents=[common], help="counts, views, labels, reports",
                        description="Images, studies and patients per split, view positions, "
                        "label prevalence and report coverage (reads metadata only).")
     dataset_args(p)
     study_cli.add_info_args(p)
-    p.set_defaults(func=c.cmd_info)
+    p.set_defaults(func=_lazy("cmd_info"))
 
     p = sub.add_parser("harmonize", parents=[common], help="write the harmonized table",
-                       description="Harmonize one split and write the table as Parquet (with "
-                       "the header harmonizer_path= reads) or CSV (boxes as JSON).")
-    dataset_args(p, family=False)
-    p.add_argument("--out", required=True, type=Path, metavar="FILE",
-                   help="FILE.parquet or FILE.csv")
-    p.set_defaults(func=c.cmd_harmonize)
+                       description="Harmonize a split (or every split of a dataset family) "
+                       "and write each table as Parquet (with the header harmonizer_path= "
+                       "reads) or CSV (boxes as JSON).")
+    dataset_args(p)
+    p.add_argument("--out", required=True, type=Path, metavar="PATH",
+                   help="FILE.parquet or FILE.csv for one split; a FOLDER for a family (or a "
+                   "split): one FOLDER/<key>.parquet per split")
+    p.add_argument("--format", choices=("parquet", "csv"), default=None,
+                   help="the files' format when --out is a folder (default parquet)")
+    p.set_defaults(func=_lazy("cmd_harmonize"))
 
     p = sub.add_parser("validate", parents=[common], help="check metadata and image files",
                        description="Check the schema, path safety and that every image exists "
@@ -85,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--images", action="store_true", help="also decode every image")
     p.add_argument("--workers", type=_workers, default=0, metavar="N",
                    help="worker processes (default 0: in this process)")
-    p.set_defaults(func=c.cmd_validate)
+    p.set_defaults(func=_lazy("cmd_validate"))
 
     p = sub.add_parser("cache", parents=[common], help="pre-build the image cache",
                        description="Preprocess every image into the cache so training reads "
@@ -97,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cache-dir", type=Path, default=Path("cache"), metavar="DIR",
                    help="cache folder (default ./cache, as the datasets use)")
     export.engine_args(p)
-    p.set_defaults(func=c.cmd_cache)
+    p.set_defaults(func=_lazy("cmd_cache"))
 
     p = sub.add_parser("view", parents=[common], help="browse samples in a local web page",
                        description="Serve a read-only viewer: images with boxes, reports, "
@@ -111,18 +125,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cache-dir", type=Path, default=None, metavar="DIR",
                    help="cache preprocessed images here (default: no cache)")
     p.add_argument("--open", action="store_true", help="open the page in a web browser")
-    p.set_defaults(func=c.cmd_view)
+    p.set_defaults(func=_lazy("cmd_view"))
 
     p = sub.add_parser("demo", parents=[common], help="what `make demo` runs",
                        description="Run the demo (radharmony.demo); further arguments are "
                        "passed to it.")
-    p.set_defaults(func=c.cmd_demo)
+    p.set_defaults(func=_lazy("cmd_demo"))
 
     label_reports.add_parser(sub, parents=[common])
     export.add_parser(sub, parents=[common])
     merge_cmd.add_parser(sub, parents=[common])
     evaluate.add_parser(sub)
     new.add_parser(sub, parents=[common])
+    audit.add_parser(sub, parents=[common])
     return parser
 
 
@@ -146,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.quiet:
                 warnings.simplefilter("ignore")
             for config in getattr(args, "config", None) or ():
+                from ..custom import register_config
+
                 register_config(config)
             return args.func(args)
     except (UsageError, RegistryError) as exc:

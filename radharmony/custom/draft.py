@@ -3,7 +3,8 @@
 Columns are guessed by name and by value: ids (``patient``, ``subject``, ``mrn``; ``study``,
 ``accession``), the image path (cells ending in an image extension), the view (``PA``/``AP``/...),
 the report (long text), wide label columns (only ``1/0/-1/blank``-like values), a list column
-(``A|B`` cells) and box coordinates. Where a guess is unsure the draft says ``TODO``; the draft
+(``A|B`` cells), box coordinates and an official split column (``Split``, ``fold``, ``set``:
+drafted as ``splits.column`` with a ``splits.map`` onto train / valid / test). Where a guess is unsure the draft says ``TODO``; the draft
 always loads (:func:`radharmony.custom.load_config`), so it can be tried and refined.
 
 >>> import pandas as pd
@@ -34,6 +35,12 @@ SYNONYMS = {"effusion": "pleural_effusion", "normal": "no_finding", "nofinding":
             "opacity": "lung_opacity", "ptx": "pneumothorax", "tb": "tuberculosis",
             "devices": "support_devices", "lesion": "lung_lesion", "cardiomediastinum":
             "enlarged_cardiomediastinum"}
+#: a split column's name (normalized), and split values -> radharmony's split names
+SPLIT_COLUMNS = ("split", "splits", "fold", "set", "subset", "partition", "datasplit")
+SPLIT_VALUES = {"train": "train", "training": "train", "trn": "train", "tr": "train",
+                "val": "valid", "valid": "valid", "validation": "valid", "validate": "valid",
+                "dev": "valid", "tune": "valid", "tuning": "valid", "test": "test",
+                "testing": "test", "tst": "test", "holdout": "test", "heldout": "test"}
 _BOX_NAMES = {"xyxy": (("x_min", "y_min", "x_max", "y_max"), ("xmin", "ymin", "xmax", "ymax"),
                        ("x1", "y1", "x2", "y2")),
               "xywh": (("x", "y", "width", "height"), ("x", "y", "w", "h"),
@@ -72,12 +79,14 @@ def _finding(label: str) -> str | None:
 def guess(table: pd.DataFrame) -> dict:
     """Column roles guessed from names and values: ``patient``, ``study``, ``path``, ``view``,
     ``report``, ``labels`` (wide), ``list`` ({column, separator, terms, none}), ``boxes``
-    ({format, columns}), ``reader``, ``row``."""
+    ({format, columns}), ``reader``, ``row``, ``split`` (a column named like
+    :data:`SPLIT_COLUMNS`, any case, with at most 20 values)."""
     cols = [str(c) for c in table.columns]
     vals = {c: _values(table, c) for c in cols}
     names = {c: _norm(c) for c in cols}
     out: dict = {"patient": None, "study": None, "path": None, "view": None, "report": None,
-                 "labels": [], "list": None, "boxes": None, "reader": None, "row": "image"}
+                 "labels": [], "list": None, "boxes": None, "reader": None, "row": "image",
+                 "split": None}
 
     def first(pred, exclude=()):
         return next((c for c in cols if c not in exclude and pred(c)), None)
@@ -92,6 +101,9 @@ def guess(table: pd.DataFrame) -> dict:
     out["study"] = first(lambda c: any(k in names[c] for k in ("study", "accession", "exam")),
                          used)
     used.add(out["study"])
+    out["split"] = first(lambda c: names[c] in SPLIT_COLUMNS and
+                         0 < vals[c][vals[c] != ""].nunique() <= 20, used)
+    used.add(out["split"])
     out["view"] = first(lambda c: "view" in names[c] or "projection" in names[c], used) or \
         first(lambda c: (vals[c] != "").any() and
               vals[c][vals[c] != ""].str.upper().isin(VIEWS).all(), used)
@@ -207,7 +219,15 @@ def draft_config(key: str, table: pd.DataFrame, *, table_path: str, fmt: str | N
                   "  columns: [" + ", ".join(map(_q, b["columns"])) + "]"]
         if g["reader"]:
             lines.append(f"  annotator: {{column: {_q(g['reader'])}}}")
-    lines += ["", "splits:", "  group_by: patient  # no patient is in two folds", ""]
+    lines += ["", "splits:", "  group_by: patient  # no patient is in two folds"]
+    if g["split"]:
+        raw = sorted(set(_values(table, g["split"])) - {""})
+        smap = {v: SPLIT_VALUES.get(_norm(v), v) for v in raw}
+        lines += [f"  column: {_q(g['split'])}  # kept as the table's split column",
+                  "  map: {" + ", ".join(f"{_q(k)}: {_q(v)}" for k, v in smap.items()) + "}" +
+                  ("" if all(_norm(v) in SPLIT_VALUES for v in raw) else
+                   "  # TODO: map each value to train, valid or test")]
+    lines.append("")
     return "\n".join(lines)
 
 

@@ -12,7 +12,6 @@ folds) in :mod:`radharmony.data.subsets`; this module builds the table they read
 
 from __future__ import annotations
 
-import inspect
 import os
 import warnings
 from itertools import repeat
@@ -27,6 +26,7 @@ import torch
 from ..annotations.boxes import BoxSelection
 from ..annotations.demographics import table_demographics
 from .checks import drop_missing
+from .signature import ReferenceCall, constructor_signature
 from .reads import SampleReads
 from .subsets import Subsets
 from .exclude import excluded_rows
@@ -66,38 +66,16 @@ class TableRows:
                    roots=roots)
 
 
-def constructor_signature(cls: type) -> inspect.Signature:
-    """The arguments ``cls(...)`` takes: each ``__init__`` from
-    :class:`BaseRadiologicalDataset` up to ``cls``, a mixin's ``*args`` / ``**kwargs``
-    standing for the arguments it passes on (so ``help()`` and editors show them all)."""
-    P = inspect.Parameter
-    mro = cls.__mro__
-    chain = [k for k in reversed(mro[:mro.index(BaseRadiologicalDataset) + 1])
-             if "__init__" in k.__dict__]
-    params: list[inspect.Parameter] = []
-    for klass in chain:
-        own = list(inspect.signature(klass.__dict__["__init__"]).parameters.values())[1:]
-        kinds = {p.kind for p in own}
-        named = {p.name for p in own}
-        positional = [p for p in own if p.kind in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD)]
-        keyword = [p for p in own if p.kind is P.KEYWORD_ONLY]
-        passed = [p for p in params if p.name not in named]
-        if P.VAR_POSITIONAL in kinds:
-            positional += [p for p in passed if p.kind is not P.KEYWORD_ONLY]
-        if P.VAR_KEYWORD in kinds:
-            keyword += [p.replace(kind=P.KEYWORD_ONLY) for p in passed
-                        if p not in positional]
-        params = positional + keyword
-    return inspect.Signature(params)
-
-
-class BaseRadiologicalDataset(SampleReads, Subsets, torch.utils.data.Dataset):
+class BaseRadiologicalDataset(SampleReads, Subsets, torch.utils.data.Dataset,
+                              metaclass=ReferenceCall):
     """Samples of one dataset split as dicts: ``img`` (1, 224, 224) in [-1, 1], ``sample_id``
     and the requested outputs.
 
     The first three arguments may be given by position, in the reference library's order
-    ``(base_image_dir, csv_path, transform)``; every other one by keyword. Every dataset class
-    (mixins included) takes this signature (``inspect.signature`` shows it in full).
+    ``(base_image_dir, csv_path, transform)``; every other one by keyword (code ported from the
+    reference that passes more by position is read in its order: see
+    :mod:`radharmony.data.signature`). Every dataset class (mixins included) takes this
+    signature (``inspect.signature`` shows it in full).
 
     Args:
         base_image_dir: root that the table's ``image_path`` values are relative to; may be
@@ -349,3 +327,7 @@ class BaseRadiologicalDataset(SampleReads, Subsets, torch.utils.data.Dataset):
         return (f"{type(self).__name__}({len(df)} images, {df['study_id'].nunique()} studies, "
                 f"{df['patient_id'].nunique()} patients, outputs={sorted(self.outputs)})")
 
+
+
+# ``__new__`` (the study-level hook) takes ``*args, **kwargs``: show the real arguments
+BaseRadiologicalDataset.__signature__ = constructor_signature(BaseRadiologicalDataset)

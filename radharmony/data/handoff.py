@@ -137,8 +137,24 @@ def collate_keys(batch: list, fallback) -> dict:
 
 
 def _collate_samples(batch, *, collate_fn_map=None):
-    return collate_keys(batch, lambda key, values: default_collate_impl(
-        values, collate_fn_map=collate_fn_map))
+    """torch's default collate of radharmony samples: what it can batch it batches; a field it
+    cannot (a ``None`` among the values, e.g. a study's absent section, or lists of different
+    lengths, e.g. the views of studies with different image counts) stays a per-sample list, as
+    :func:`radharmony.collate` keeps it, instead of failing the whole batch."""
+    def fallback(key, values):
+        if any(v is None for v in values) or _ragged(values):
+            return list(values)
+        return default_collate_impl(values, collate_fn_map=collate_fn_map)
+    return collate_keys(batch, fallback)
+
+
+def _ragged(values: list) -> bool:
+    """Lists / tuples of different lengths, or tensors of different shapes."""
+    if all(isinstance(v, (list, tuple)) for v in values):
+        return len({len(v) for v in values}) > 1
+    if all(isinstance(v, torch.Tensor) for v in values):
+        return len({tuple(v.shape) for v in values}) > 1
+    return False
 
 
 if default_collate_fn_map is not None:

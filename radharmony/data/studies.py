@@ -163,13 +163,9 @@ class StudyDataset(torch.utils.data.Dataset):
                                   expected=f"a boolean array of length {len(self)}",
                                   found=f"dtype {mask.dtype}, shape {mask.shape}",
                                   fix="build it from ds.studies")
-        keep = np.sort(np.concatenate([self._all_rows(i) for i in np.flatnonzero(mask)]
-                                      or [np.empty(0, np.int64)]))
-        return self._on_images(self.images._subset(keep), self.sample_transform)
-
-    def _all_rows(self, i: int) -> np.ndarray:
-        sid = self.index.study_ids[i]
-        return np.flatnonzero(self.images.harmonized_df["study_id"].to_numpy(object) == sid)
+        df = self.images.harmonized_df
+        keep = df["study_id"].isin(set(self.index.study_ids[mask].tolist())).to_numpy()
+        return self._on_images(self.images._subset(np.flatnonzero(keep)), self.sample_transform)
 
     # -- images --------------------------------------------------------------------------------
     def _quantized(self, rows: np.ndarray) -> np.ndarray:
@@ -219,9 +215,10 @@ class StudyDataset(torch.utils.data.Dataset):
             return out
         size = ds.pipeline.size
         shape = (len(studies) * k, 1, size, size)
+        # the main process reuses its batch buffers; a DataLoader worker's batch goes
+        # PyTorch's usual way (its slices are not a worker slot's whole batch)
         out = handoff.own_batch(shape, ds.dtype) if torch.utils.data.get_worker_info() is None \
-            else handoff.worker_batch(shape, ds.dtype)
-        out = torch.empty(shape, dtype=ds.dtype) if out is None else out
+            else torch.empty(shape, dtype=ds.dtype)
         # each study's images are one block of slots, copied as bytes by numpy (torch would
         # split each small copy over its threads, costly when the cores are busy)
         dst = out.view(torch.uint8).numpy().reshape(shape[0], -1)

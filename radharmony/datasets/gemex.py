@@ -25,6 +25,7 @@ from ..table.harmonizer import Inputs
 from ..table.read_json import read_jsonl
 from ..vqa.dataset import VQADataset
 from ..vqa.harmonizer import BaseVQAHarmonizer
+from ..spec import Identity
 from ..vqa.table import normalise_options, option_text, vqa_spec
 from .mimic import VIEW_MAP, files_path
 
@@ -36,6 +37,7 @@ FILES = {"open_ended_question.jsonl": ("open", "open"),
 _PATH = re.compile(r"(?:^|/)p\d+/p(\d+)/s(\d+)/[^/]+$")
 _LETTER = re.compile(r"^\s*\(?([A-Z])\)?\s*(?:[:.)]|$)")
 SPEC = vqa_spec("gemex_vqa", "GEMeX-VQA", metadata_files=tuple(FILES),
+                identity=Identity("mimic_cxr_jpg"),  # MIMIC subject ids
                 extra=("task", "visual_regions", "visual_locations"),
                 column_types={"visual_regions": "json", "visual_locations": "json"},
                 view_map=VIEW_MAP, expected={"questions": 1_605_575, "images": 151_025},

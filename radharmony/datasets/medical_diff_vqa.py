@@ -28,6 +28,7 @@ from ..table.locate import find_optional
 from ..table.read_csv import read_table, require_columns
 from ..vqa.dataset import VQADataset
 from ..vqa.harmonizer import BaseVQAHarmonizer
+from ..spec import Identity
 from ..vqa.table import REFERENCE, answer_format, vqa_spec
 from .mimic import VIEW_MAP, image_file
 
@@ -37,6 +38,7 @@ STUDY_COLUMNS = ("subject_id", "study_id", "dicom_id", "view", "study_date")
 STUDIES_FILE = "mimic_all.csv"
 SPLIT_MAP = {"train": "train", "val": "valid", "valid": "valid", "test": "test"}
 SPEC = vqa_spec("medical_diff_vqa", "Medical-Diff-VQA",
+                identity=Identity("mimic_cxr_jpg"),  # MIMIC subject ids
                 metadata_files=("mimic_pair_questions.csv",),
                 extra=("task", *REFERENCE, "split", "split_raw", "study_date"),
                 column_types={"study_date": "Int64"}, view_map=VIEW_MAP,

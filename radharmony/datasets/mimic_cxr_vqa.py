@@ -17,11 +17,13 @@ from __future__ import annotations
 
 from ..vqa.dataset import VQADataset
 from ..vqa.harmonizer import BaseVQAHarmonizer
+from ..spec import Identity
 from ..vqa.table import TAXONOMY, vqa_spec
 from .mimic import VIEW_MAP, files_path
 
 FILES = {"train.json": "train", "valid.json": "valid", "test.json": "test"}
 SPEC = vqa_spec("mimic_cxr_vqa", "MIMIC-CXR-VQA", metadata_files=("train.json",),
+                identity=Identity("mimic_cxr_jpg"),  # MIMIC subject ids
                 extra=(*TAXONOMY, "split", "split_raw", "image_id"), view_map=VIEW_MAP,
                 access="PhysioNet ehrxqa 1.0.0 (MIMIC-CXR-VQA), credentialed access; images: "
                        "mimic-cxr-jpg 2.0.0")

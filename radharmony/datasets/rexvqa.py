@@ -16,26 +16,27 @@ counted and named when the dataset is built (``on_missing="drop"`` leaves it out
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import ClassVar
 
 from ..errors import MetadataError
 from ..table.harmonizer import Inputs
-from ..table.read_json import entry_columns, load_json
+from ..table.read_json import decoded_all, entry_columns, iter_json_entries
 from ..vqa.dataset import VQADataset
 from ..vqa.harmonizer import BaseVQAHarmonizer
-from ..vqa.table import TAXONOMY, normalise_options, option_text, vqa_spec
+from ..vqa.table import TAXONOMY, key_images, normalise_options, option_text, vqa_spec
 from .rexgradient import (ACCESS as REXGRADIENT_ACCESS, EXTRA_OUTPUT_COLS, SECTIONS, VIEW_MAP,
                           raw_views, relative_paths, study_fields)
 
 # -- declarative spec ----------------------------------------------------------------------------
 ACCESS = ("HuggingFace rajpurkarlab/ReXVQA (gated) for the questions; images from "
           + REXGRADIENT_ACCESS)
-#: the keys of a question the harmonizer reads
-FIELDS = ("question", "options", "correct_answer", "correct_answer_explanation", "task_name",
-          "category", "subcategory", "StudyInstanceUid", "PatientID", "AccessionNumber",
-          "ImagePath", "ImageViewPosition", "PatientSex", "PatientAge", "StudyDate",
-          *(f for _, f in SECTIONS))
+#: the keys read from every question
+QUESTION_FIELDS = ("question", "options", "correct_answer", "correct_answer_explanation",
+                   "task_name", "category", "subcategory", "StudyInstanceUid", "PatientID")
+#: the study's keys, copied into each of its questions: read once per study (its first
+#: question), the other copies skipped unparsed
+STUDY_FIELDS = ("ImagePath", "ImageViewPosition", "AccessionNumber", "PatientSex",
+                "PatientAge", "StudyDate", *(f for _, f in SECTIONS))
 
 
 def split_spec(split: str):
@@ -50,6 +51,42 @@ def _letter(value) -> str | None:
     return value.strip().upper() if isinstance(value, str) and value.strip() else None
 
 
+class ReXVQARaw:
+    """What ``read`` returns: the question ids, the question fields as columns
+    (:data:`QUESTION_FIELDS`) and each study's fields (:data:`STUDY_FIELDS`, from its first
+    question, with that question's id under ``"question"``)."""
+
+    def __init__(self, ids: list, fields: dict, studies: dict):
+        self.ids, self.fields, self.studies = ids, fields, studies
+
+    @classmethod
+    def of(cls, questions: dict, *, source: str = "metadata") -> "ReXVQARaw":
+        """From the question file as parsed (dicts) or as :func:`load_json` records."""
+        entries = list(questions.values())
+        fields = entry_columns(entries, QUESTION_FIELDS)
+        first: dict = {}  # study -> its first question (id, entry)
+        for qid, e, uid in zip(questions, entries, fields["StudyInstanceUid"]):
+            if type(uid) is not str:
+                raise MetadataError(f"{source}: question {qid!r} has no StudyInstanceUid",
+                                    expected="the study's StudyInstanceUid (text)",
+                                    found=repr(uid)[:80], fix="re-download the question file")
+            if uid not in first:
+                first[uid] = (qid, e)
+        values = iter(decoded_all([e.get(f) if isinstance(e, dict) else getattr(e, f, None)
+                                   for _, e in first.values() for f in STUDY_FIELDS]))
+        studies = {uid: {"question": qid, **{f: next(values) for f in STUDY_FIELDS}}
+                   for uid, (qid, _) in first.items()}  # all parsed in one call
+        return cls(list(questions), fields, studies)
+
+    def extend(self, other: "ReXVQARaw") -> None:
+        """Append the questions of ``other`` (a later chunk of the same file)."""
+        self.ids += other.ids
+        for f, values in other.fields.items():
+            self.fields[f] += values
+        for uid, study in other.studies.items():
+            self.studies.setdefault(uid, study)
+
+
 # -- harmonizer -----------------------------------------------------------------------------------
 class _ReXVQAHarmonizer(BaseVQAHarmonizer):
     split: ClassVar[str]
@@ -58,56 +95,81 @@ class _ReXVQAHarmonizer(BaseVQAHarmonizer):
     def metadata_description(self) -> str:  # type: ignore[override]
         return f"the ReXVQA {self.split} question file ({self.split}_vqa_data.json)"
 
-    def inputs(self, path: Path) -> Inputs:
-        return Inputs(path)
-
-    def read(self, inputs: Inputs) -> dict:
-        """The question file as read (questions as records of :data:`FIELDS`); a repeated
+    def read(self, inputs: Inputs) -> ReXVQARaw:
+        """The question file: question fields as columns, study fields once per study, read
+        a chunk of questions at a time (the file's bytes are never all held); a repeated
         question id is refused naming it."""
-        raw = load_json(inputs.metadata, counted=("correct_answer",), entry_fields=FIELDS)
-        if not isinstance(raw, dict):
-            raise MetadataError(f"{inputs.metadata} has the wrong top-level type",
-                                expected="a JSON object keyed by question id",
-                                found=type(raw).__name__, fix="re-download the question file")
-        return raw
+        out = ReXVQARaw([], {f: [] for f in QUESTION_FIELDS}, {})
+        for part in iter_json_entries(inputs.metadata, counted=("correct_answer",),
+                                      entry_fields=QUESTION_FIELDS + STUDY_FIELDS,
+                                      raw_fields=STUDY_FIELDS):
+            if not isinstance(part, dict):
+                raise MetadataError(f"{inputs.metadata} has the wrong top-level type",
+                                    expected="a JSON object keyed by question id",
+                                    found=type(part).__name__,
+                                    fix="re-download the question file")
+            out.extend(ReXVQARaw.of(part, source=str(inputs.metadata)))
+        if len(set(out.ids)) != len(out.ids):
+            seen: set = set()
+            again = next(q for q in out.ids if q in seen or seen.add(q))
+            raise MetadataError(f"{inputs.metadata}: a JSON object repeats a key",
+                                expected="each question id once", found=f"question id "
+                                f"{again!r} twice", fix="merge or rename the repeated question")
+        return out
 
     @classmethod
-    def columns(cls, raw: dict, *, source: str) -> dict[str, list]:
-        entries = list(raw.values())
-        field = entry_columns(entries, FIELDS).__getitem__
-        paths, views, options, letters, answers = [], [], [], [], []
-        for qid, p, v, opts, letter in zip(raw, field("ImagePath"), field("ImageViewPosition"),
-                                          field("options"), field("correct_answer")):
-            if isinstance(p, str):
-                p = [p]
-            if not isinstance(p, list) or not p:
-                raise MetadataError(f"{source}: question {qid!r} has no ImagePath list",
-                                    expected="a non-empty list of ../deid_png/... paths",
-                                    found=repr(p)[:80], fix="re-download the question file")
-            v = [None] * len(p) if v is None else v
-            if not isinstance(v, list) or len(v) != len(p):
-                raise MetadataError(f"{source}: question {qid!r} has {len(p)} ImagePath values "
-                                    "but ImageViewPosition does not match",
-                                    expected=f"{len(p)} view positions", found=repr(v)[:80],
-                                    fix="re-download the question file")
-            paths.append(relative_paths(p))
-            views.append(raw_views(v))
-            o = opts if type(opts) is list and all(
-                type(x) is str and x[1:3] == ". " and x[0] == "ABCDEFGH"[k]
-                for k, x in enumerate(opts)) else normalise_options(
-                    opts, where=f"{source}: question {qid!r}")  # shipped form: no parse
+    def columns(cls, raw, *, source: str) -> dict[str, list]:
+        """From ``read``'s result or the question file as parsed (a dict). A study's image
+        list, views and study fields are built once and shared by its questions."""
+        if isinstance(raw, dict):
+            raw = ReXVQARaw.of(raw, source=source)
+        field, studies = raw.fields.__getitem__, list(raw.studies.values())
+        images = [_images(s["question"], s["ImagePath"], s["ImageViewPosition"], source)
+                  for s in studies]
+        study = study_fields(lambda name: [s[name] for s in studies],
+                             [s["question"] for s in studies], source=source)
+        keys = key_images(*zip(*images), VIEW_MAP) if images else ([], [])
+        pos = {uid: j for j, uid in enumerate(raw.studies)}
+        at = [pos[uid] for uid in field("StudyInstanceUid")]
+        options, letters, answers = [], [], []
+        for qid, opts, letter in zip(raw.ids, field("options"), field("correct_answer")):
+            # as shipped ("A. ..."): kept (the schema checks every option); else normalised
+            o = opts if type(opts) is list and opts and type(opts[0]) is str and \
+                opts[0][:3] == "A. " else normalise_options(opts, where=f"{source}: question "
+                                                                        f"{qid!r}")
+            letter = letter if type(letter) is str and len(letter) == 1 and letter.isupper() \
+                else _letter(letter)
             options.append(o)
-            letter = _letter(letter)
             letters.append(letter)
             answers.append(option_text(o, letter) if letter else None)
-        study = study_fields(field, list(raw), source=source)
-        return {"question_id": list(raw), "patient_id": field("PatientID"),
-                "study_id": field("StudyInstanceUid"), "image_paths": paths,
-                "view_positions": views, "question": field("question"), "answer": answers,
-                "answer_format": ["mcq"] * len(paths), "options": options,
+        return {"question_id": raw.ids, "patient_id": field("PatientID"),
+                "study_id": field("StudyInstanceUid"),
+                "image_paths": [images[j][0] for j in at],
+                "image_path": [keys[0][j] for j in at],
+                "view_position": [keys[1][j] for j in at],
+                "view_positions": [images[j][1] for j in at], "question": field("question"),
+                "answer": answers, "answer_format": ["mcq"] * len(at), "options": options,
                 "answer_letter": letters, "explanation": field("correct_answer_explanation"),
                 "task": field("task_name"), "category": field("category"),
-                "subcategory": field("subcategory"), **study}
+                "subcategory": field("subcategory"),
+                **{c: [v[j] for j in at] for c, v in study.items()}}
+
+
+def _images(qid, p, v, source: str) -> tuple[list, list]:
+    """A question's ``(image paths relative to deid_png/, raw views)``, checked."""
+    if isinstance(p, str):
+        p = [p]
+    if not isinstance(p, list) or not p:
+        raise MetadataError(f"{source}: question {qid!r} has no ImagePath list",
+                            expected="a non-empty list of ../deid_png/... paths",
+                            found=repr(p)[:80], fix="re-download the question file")
+    v = [None] * len(p) if v is None else v
+    if not isinstance(v, list) or len(v) != len(p):
+        raise MetadataError(f"{source}: question {qid!r} has {len(p)} ImagePath values but "
+                            "ImageViewPosition does not match",
+                            expected=f"{len(p)} view positions", found=repr(v)[:80],
+                            fix="re-download the question file")
+    return relative_paths(p), raw_views(v)
 
 
 # -- thin split classes ----------------------------------------------------------------------------

@@ -5,7 +5,7 @@ Source of truth: ``annotations.jsonl`` -- one JSON object per exam (``xray_id``,
 = ``images/<xray_id>.png``, ``consensus_labels``, ``bounding_boxes``, ``report_text``,
 ``report_tokens``, ``report_iobe_tags``, ``report_spans``, ``report_labels``).
 
-Table choices (see the README's X-Raydar section):
+Table choices (see docs/datasets/index.md, X-Raydar):
 
 * no patient id is published: ``patient_id`` is the exam's ``xray_id`` and splits group by
   ``study_id`` (= ``xray_id``), i.e. by exam;

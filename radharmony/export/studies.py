@@ -68,18 +68,24 @@ def records(ds, start: int, stop: int, images: str) -> list[dict]:
     """The export records of studies ``start:stop``."""
     ix, img = ds.index, ds.images
     flat = [int(r) for s in range(start, stop) for r in ix.rows[s]]
-    if images == "cache":
+    if images == "cache":  # PNG encoding over the process's threads (OpenCV drops the GIL)
         import numpy as np
 
-        arrays = iter(ds._quantized(np.asarray(flat, np.int64))) if flat else iter(())
+        from .. import threads
+
+        encoded = threads.each(lambda a: png_bytes(a, where="study export"),
+                               list(ds._quantized(np.asarray(flat, np.int64)))) if flat else []
+        for value in encoded:
+            if threads.raised(value) is not None:
+                raise threads.raised(value)
+        arrays = iter(encoded)
     out = []
     for s in range(start, stop):
         key = study_key(ix.study_ids[s])
         pics = []
         for j, r in enumerate(ix.rows[s]):
             if images == "cache":
-                data = png_bytes(next(arrays), where=f"study {ix.study_ids[s]}")
-                pics.append((f"{j}.png", data))
+                pics.append((f"{j}.png", next(arrays)))
             else:
                 path = img.image_file(int(r))
                 try:

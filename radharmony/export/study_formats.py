@@ -67,8 +67,13 @@ def to_llava(ds, path: str | os.PathLike, *, answer: str = "findings",
     ``Findings: ... Impression: ...`` for ``answer="findings_impression"``), and ``views``,
     ``indication``, ``comparison``. Images go to ``<stem>_images/<study key>/<j>.png``.
     Studies without an answer are left out and counted in one warning. Returns the manifest
-    (``<stem>_parts/manifest.json``, beside the per-shard parts the JSON is joined from).
+    (``<stem>_parts/manifest.json``, beside the per-shard parts the JSON is joined from). A VQA
+    dataset is written one entry per question (:func:`radharmony.export.vqa.to_llava_vqa`).
     """
+    if getattr(getattr(ds, "spec", None), "row_unit", "image") == "question":  # VQA
+        from .vqa import to_llava_vqa
+
+        return to_llava_vqa(ds, path, images=images, progress=progress)
     check_study_dataset(ds, shard_size, images)
     check_choice("answer", answer, ANSWERS, error=ExportError)
     path = Path(path)

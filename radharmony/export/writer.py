@@ -74,7 +74,7 @@ def to_webdataset(ds, out_dir: str | os.PathLike, *, shard_size: int = 1000,
     Returns:
         the manifest (also written to ``out_dir/manifest.json``).
 
-    Example:
+    Examples:
         >>> from radharmony.export import to_webdataset  # doctest: +SKIP
         >>> manifest = to_webdataset(ds, "export/", num_workers=8)  # doctest: +SKIP
         >>> manifest["num_samples"], manifest["shards"][0]["name"]  # doctest: +SKIP

@@ -108,7 +108,8 @@ def plant_problems(paths, *, seed: int = 0) -> dict[str, int]:
            "unreadable": len(paths) - 4}
     img = cv2.imread(str(paths[idx["inverted"]]), cv2.IMREAD_UNCHANGED)
     top = 65535 if img.dtype == np.uint16 else 255
-    _write(paths[idx["inverted"]], (top - img).astype(img.dtype), rng)
+    upright = synthetic_cxr(*img.shape[:2], rng=rng, bits=8).astype(img.dtype)
+    _write(paths[idx["inverted"]], (top - upright * (top // 255)).astype(img.dtype), rng)
     flat = np.full(img.shape, top // 2, img.dtype)
     flat += rng.integers(0, 2, img.shape).astype(img.dtype)
     _write(paths[idx["blank"]], flat, rng)

@@ -41,7 +41,7 @@ def write_gemex(root: str | Path, *, n_subjects: int = 6, seed: int = 0,
     root = Path(write_mimic(root, n_subjects=n_subjects, seed=seed, images=images))
     folder = root / "GEMeX-VQA"
     folder.mkdir(parents=True, exist_ok=True)
-    images_ = [(s, d) for s in studies(root) for d in s["dicoms"][:1]]
+    images_ = [(s, d) for s in studies(root) for d in s["dicoms"]]
     for name, make_q in KINDS.items():
         with open(folder / name, "w") as fh:
             for q_id, (s, dicom) in enumerate(images_):

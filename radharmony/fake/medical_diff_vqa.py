@@ -8,7 +8,8 @@ Layout (PhysioNet ``medical-diff-vqa/1.0.0`` files beside MIMIC-CXR-JPG's root):
     <root>/files/...                  MIMIC-CXR-JPG (radharmony.fake.mimic)
 
 Each patient with two studies gets a main (later) / reference (prior) pair and questions of
-the seven types, ``difference`` among them; answers are free text or yes/no; splits are
+the seven types, ``difference`` among them; only the images of the paired studies
+(``mimic_all.csv``'s one per study) are kept; answers are free text or yes/no; splits are
 ``train`` / ``val`` / ``test``; label cells are ``1.0`` / ``0.0`` / ``-1.0`` / empty.
 """
 
@@ -65,6 +66,11 @@ def write_medical_diff_vqa(root: str | Path, *, n_subjects: int = 6, seed: int =
     write_csv(root / "mimic_pair_questions.csv", ["study_id", "subject_id", "ref_id",
                                                   "question_type", "question", "answer",
                                                   "split"], pairs)
+    asked = {p[0] for p in pairs} | {p[2] for p in pairs}
+    used = {r[-5] for r in rows if r[1] in asked}  # mimic_all's image of each paired study
+    for jpg in (root / "files").rglob("*.jpg"):
+        if jpg.stem not in used:
+            jpg.unlink()
     return root
 
 

@@ -38,7 +38,7 @@ def write_mimic_cxr_vqa(root: str | Path, *, n_subjects: int = 6, seed: int = 0,
     files: dict[str, list] = {"train": [], "valid": [], "test": []}
     for s in studies(root):
         split = SPLITS[s["split"]]
-        for k, dicom in enumerate(s["dicoms"][:2]):
+        for k, dicom in enumerate(s["dicoms"]):
             for content, semantic, template, question, answer in QUESTIONS[k:k + 3]:
                 out = files[split]
                 out.append({"split": split, "idx": len(out), "image_id": dicom,

@@ -107,9 +107,10 @@ def write_rexvqa(root: str | Path, *, studies: dict[str, int] | None = None, see
 
 
 def dump(path: Path, obj) -> None:
-    """As the files are read: one JSON object, NaN written bare."""
+    """As ReXGradient's own metadata files are written (assumed alike): one JSON object,
+    indented by two spaces, NaN written bare."""
     with open(path, "w") as fh:
-        json.dump(obj, fh)
+        json.dump(obj, fh, indent=2)
 
 
 @register_fake("rexvqa_train", "rexvqa_valid", "rexvqa_test")

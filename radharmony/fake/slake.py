@@ -8,7 +8,7 @@ Layout::
 Quirks reproduced: every question asked twice, in English and in Chinese (``q_lang`` ``en`` /
 ``zh``, the Chinese answer in Chinese); CT and MRI images beside the X-rays; ``triple`` lists
 with ``"vhead"`` placeholders; ``qid`` unique over the three files; ``answer_type`` ``OPEN`` /
-``CLOSED``.
+``CLOSED``. Only the X-ray images are written.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def write_slake(root: str | Path, *, seed: int = 0, images: bool = True) -> Path
             modality = "X-Ray" if k < n_images else "CT"
             folder = root / "imgs" / f"xmlab{img_id}"
             folder.mkdir(parents=True, exist_ok=True)
-            if images:
+            if images and modality == "X-Ray":  # only the images slake_chest asks about
                 import cv2
 
                 cv2.imwrite(str(folder / "source.jpg"), synthetic_cxr(240, 256, rng=rng, bits=8))

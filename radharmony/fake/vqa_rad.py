@@ -8,7 +8,8 @@ Layout (the OSF release)::
 Quirks reproduced: every field of the release in its order (``qid`` an integer, ``"NULL"``
 rephrasings, ``qid_linked_id`` UUIDs, MedPix case URLs), head and abdomen questions beside the
 chest ones, ``answer_type`` ``"CLOSED "`` with a trailing space, numeric answers (``2``),
-questions asked in both ``freeform`` and ``para`` phrasing and their ``test_`` forms.
+questions asked in both ``freeform`` and ``para`` phrasing and their ``test_`` forms. Only
+the chest images are written (the others' questions are in the JSON, as shipped).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def write_vqa_rad(root: str | Path, *, n_chest: int = 6, seed: int = 0,
     names = [(f"synpic{50000 + 37 * k}.jpg", "CHEST") for k in range(n_chest)] + \
         [(f"synpic{40000 + k}.jpg", organ) for k, organ in enumerate(("HEAD", "ABD"))]
     for k, (name, organ) in enumerate(names):
-        if images:
+        if images and organ == "CHEST":  # only the images of vqa_rad_chest's questions
             import cv2
 
             cv2.imwrite(str(folder / name), synthetic_cxr(256, 240, rng=rng, bits=8))

@@ -11,7 +11,7 @@ Storage: the windowed image is quantized to ``bits`` (8 by default: 255 steps of
 [-1, 1]; 16 gives 65,535 steps) *in the uncached path too*, so a cached sample equals an
 uncached one bit for bit. Against the unquantized float pipeline the 8-bit output differs by
 at most half a step, 1/255 = 0.0039 (bfloat16 itself rounds values near 1 to steps of
-0.0078). 8 bits was chosen on measurement (README, "What is cached, and why uint8"): half
+0.0078). 8 bits was chosen on measurement (docs/loading.md, "What is cached, and why uint8"): half
 the disk and page-cache footprint of 16 bits, and cached reads that run at memory speed.
 """
 

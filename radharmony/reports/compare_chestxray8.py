@@ -63,6 +63,8 @@ def compare(path: str | Path, *, ids: str = "odd", n_boot: int = 1000, seed: int
     out = pd.DataFrame({"finding": list(COLUMNS) + ["Total", "Total (8 findings)"],
                         "column": cols + ["", ""],
                         "gold": ["; ".join(HEADS[c]) for c in cols] + ["", ""]})
+    g = gold[cols].to_numpy(bool)
+    out["positives"] = [*g.sum(axis=0).tolist(), int(g.sum()), int(_drop(g).sum())]
     rng = np.random.default_rng(seed)
     boot = rng.integers(0, len(df), size=(n_boot, len(df)))
     for name in ("issue", "graded"):
@@ -70,14 +72,13 @@ def compare(path: str | Path, *, ids: str = "odd", n_boot: int = 1000, seed: int
         pred = label_reports(df["sections"], vocabulary="canonical", rules=rules,
                              probable=probable)
         t = score_table(gold, pred, HEADS, n_boot=n_boot, seed=seed, present=present)
-        g, p = gold[cols].to_numpy(bool), pred[cols].isin(present).to_numpy()
+        p = pred[cols].isin(present).to_numpy()
         totals = [_pooled(g, p, boot), _pooled(_drop(g), _drop(p), boot)]
         out[f"{name}_precision"] = [*t["precision"], *(x[0] for x in totals)]
         out[f"{name}_recall"] = [*t["recall"], *(x[1] for x in totals)]
         out[f"{name}_f1"] = [*t["f1"], *(x[2] for x in totals)]
         out[f"{name}_f1_lo"] = [*t["f1_lo"], *(x[3] for x in totals)]
         out[f"{name}_f1_hi"] = [*t["f1_hi"], *(x[4] for x in totals)]
-        out["positives"] = [*t["positives"], int(g.sum()), int(_drop(g).sum())]
     published = {**CHESTXRAY8_TABLE2, "Total (8 findings)": (np.nan,) * 3}
     for k, name in enumerate(("precision", "recall", "f1")):
         out[f"nih_{name}"] = [published[f][k] for f in out["finding"]]

@@ -60,6 +60,8 @@ GOLD: dict[str, tuple[str, ...]] = {
     "foreign_object": ("Foreign Bodies",),
     "clavicle_fracture": ("Fractures, Bone/clavicle",),
     "pneumoperitoneum": ("Pneumoperitoneum",),
+    "pulmonary_congestion": ("Pulmonary Congestion",),
+    "heart_failure": ("Heart Failure",),
 }
 PRIMARY = ("cardiomegaly", "pleural_effusion", "pneumothorax", "lung_opacity", "nodule")
 #: protocol -> (``probable=`` of the labeler, the values scored as "mentioned as present").

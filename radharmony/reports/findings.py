@@ -27,7 +27,7 @@ FINDINGS: tuple[str, ...] = (
     "hiatal_hernia", "granuloma", "scoliosis", "subcutaneous_emphysema", "copd",
     "interstitial_lung_disease", "bronchiectasis", "tuberculosis", "calcification",
     "aortic_calcification", "foreign_object", "clavicle_fracture", "pneumomediastinum",
-    "pneumoperitoneum")
+    "pneumoperitoneum", "pulmonary_congestion", "heart_failure", "infection")
 
 NO_FINDING = {"chexpert": "No Finding", "canonical": "no_finding"}
 
@@ -38,9 +38,9 @@ CHEXPERT: dict[str, tuple[str, ...]] = {
     "Cardiomegaly": ("cardiomegaly",),
     "Lung Lesion": ("lung_lesion", "nodule", "mass"),
     "Lung Opacity": ("lung_opacity", "infiltration"),
-    "Edema": ("edema",),
+    "Edema": ("edema", "pulmonary_congestion", "heart_failure"),  # CheXpert's edema mentions
     "Consolidation": ("consolidation",),
-    "Pneumonia": ("pneumonia",),
+    "Pneumonia": ("pneumonia", "infection"),  # CheXpert's pneumonia mentions
     "Atelectasis": ("atelectasis",),
     "Pneumothorax": ("pneumothorax", "hydropneumothorax"),
     "Pleural Effusion": ("pleural_effusion",),

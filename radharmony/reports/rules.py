@@ -48,7 +48,7 @@ from .findings import FINDINGS
 from .matcher import _Matcher, _edges, _translate
 
 #: bump when the labelling algorithm changes (the rules' own hash is part of the cache key)
-LABELER_VERSION = "1.5"
+LABELER_VERSION = "1.6"
 RULES_DIR = Path(__file__).with_name("rules")
 #: language -> the folder of its built-in rules ("es": PadChest's stemmed Spanish text)
 LANGUAGES = {"en": RULES_DIR, "es": RULES_DIR / "es"}

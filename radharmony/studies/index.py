@@ -131,10 +131,10 @@ def build_index(df: pd.DataFrame, *, max_images: int | None, view_order=VIEW_ORD
 
 def _key_image(views: np.ndarray) -> int:
     """ReXrank's frontal choice: the first PA, else the first AP, else the first image."""
+    listed = views.tolist()
     for want in KEY_VIEWS:
-        hit = np.flatnonzero(views == want)
-        if len(hit):
-            return int(hit[0])
+        if want in listed:
+            return listed.index(want)
     return 0
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import warnings
 
-import numpy as np
 import pandas as pd
 
 from ..errors import StudyWarning
@@ -22,6 +21,7 @@ def study_info(df: pd.DataFrame, spec) -> dict:
         warnings.simplefilter("ignore", StudyWarning)  # counted below instead
         ix = build_index(df, max_images=None, root_col=spec.root_col, owner=spec.key)
     counts = pd.Series(ix.n_images).value_counts().sort_index()
+    frontal = df["view"].isin(("PA", "AP")).to_numpy(bool)
     n = len(ix)
     return {"studies": n, "images": int(ix.n_images.sum()),
             "images_per_study": {int(k): int(v) for k, v in counts.items()},
@@ -29,8 +29,7 @@ def study_info(df: pd.DataFrame, spec) -> dict:
                          for k in SECTION_KEYS},
             "section_source": {str(k): int(v) for k, v in
                                pd.Series(ix.section_source).value_counts().items()},
-            "with_frontal": int(np.sum([any(v in ("PA", "AP") for v in df["view"].to_numpy(
-                object)[r]) for r in ix.rows]))}
+            "with_frontal": int(sum(bool(frontal[r].any()) for r in ix.rows))}
 
 
 def study_info_text(r: dict) -> list[str]:

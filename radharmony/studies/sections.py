@@ -27,6 +27,7 @@ from ..reports.sections import section_spans
 SECTION_KEYS = ("indication", "history", "comparison", "technique", "findings", "impression")
 #: the sections radharmony's report formatter writes, in its order
 FORMATTED = tuple(head.lower() for head, _ in SECTIONS)
+_STARTS = tuple(f"{h}:\n" for h, _ in SECTIONS)
 _FORMATTED_RX = re.compile(r"(?:\A|\n\n)(" + "|".join(h for h, _ in SECTIONS) + r"):\n")
 
 
@@ -45,7 +46,7 @@ def split_formatted(report: str | None) -> dict | None:
     >>> split_formatted("FINDINGS: Clear.") is None
     True
     """
-    if not isinstance(report, str) or not report.startswith(tuple(h for h, _ in SECTIONS)):
+    if not isinstance(report, str) or not report.startswith(_STARTS):
         return None
     heads = list(_FORMATTED_RX.finditer(report))
     names = [m.group(1).lower() for m in heads]

@@ -24,7 +24,8 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
-from ..errors import MetadataError, MetadataNotFoundError, RadHarmonyError, SavedFileError
+from ..errors import (DatasetFolderNotFoundError, MetadataError, MetadataNotFoundError,
+                      RadHarmonyError, SavedFileError)
 from ..spec import DatasetSpec
 from .inputs import Inputs
 from .guard import harmonize_error, locate_entry, merge_duplicate_rows, naming_file, read_error
@@ -91,8 +92,16 @@ class BaseHarmonizer:
 
     def resolve_metadata_path(self) -> Path:
         if self.csv_path is None:
-            return discover(self.base_image_dir, self.spec.metadata_files,
-                            description=self.metadata_description, argument="csv_path")
+            try:  # metadata beside an image folder not there yet is still found
+                return discover(self.base_image_dir, self.spec.metadata_files,
+                                description=self.metadata_description, argument="csv_path",
+                                source=self.spec.access)
+            except MetadataNotFoundError as exc:
+                if self.base_image_dir is None or Path(self.base_image_dir).exists():
+                    raise
+                raise DatasetFolderNotFoundError(self.spec.title, self.base_image_dir,
+                                                 key=self.spec.key, access=self.spec.access,
+                                                 searched=exc) from None
         self.check_metadata_path(self.csv_path)
         if not self.csv_path.is_file():
             raise MetadataNotFoundError(self.metadata_description, [self.csv_path],

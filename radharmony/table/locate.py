@@ -25,11 +25,12 @@ def search_dirs(base_image_dir: str | Path | None, *, levels: int = 3) -> list[P
     return dirs
 
 
-def discover(base_image_dir, names: Iterable[str], *, description: str, argument: str
-             ) -> Path:
+def discover(base_image_dir, names: Iterable[str], *, description: str, argument: str,
+             source: str = "") -> Path:
     """The best existing ``dir / name``: the kind of file outranks nearness (every folder is
     searched for ``names[0]`` before any is searched for ``names[1]``, and so on), nearest
-    folder first within a kind. The choice is logged at INFO on the ``radharmony`` logger."""
+    folder first within a kind. The choice is logged at INFO on the ``radharmony`` logger.
+    ``source``: where the file comes from and under what terms, added to the error's fix."""
     names = list(names)
     dirs = search_dirs(base_image_dir)
     tried = []
@@ -47,7 +48,7 @@ def discover(base_image_dir, names: Iterable[str], *, description: str, argument
         description, tried,
         fix=f"pass {argument}='/path/to/{names[0]}' or put the file in a metadata/ folder "
             f"beside or above base_image_dir (searched for, in order of preference: "
-            f"{', '.join(names)})")
+            f"{', '.join(names)})" + (f". It ships with the dataset: {source}" if source else ""))
 
 
 def listed_paths(ids, files: dict | None, fallback, *, source: str, fallback_text: str,

@@ -50,19 +50,73 @@ def duplicate_question(ids: list, source: str) -> None:
 def check_questions(out: pd.DataFrame, spec, source: str, check_path) -> pd.DataFrame:
     """Check the question columns of the typed table ``out`` (in place) and return it.
 
-    ``check_path(path, where)`` is the schema's relative-path check for each listed image.
+    ``check_path(path, where)`` is the schema's relative-path check for each listed image. A
+    table that passes the column-wise checks (the common case) is not walked row by row; one
+    that fails them is, and the first faulty row is named.
     """
     check_spec(spec)
     ids = out["question_id"].tolist()
+    cols = [ids, *(out[c].tolist() for c in ("answer_format", "options", "answer_letter",
+                                             "image_paths", "view_positions", "image_path"))]
+    if not _plainly_valid(*cols):
+        _first_fault(*cols, source=source, check_path=check_path)
+    if "ref_image_paths" in out.columns:
+        for i, (q, r) in enumerate(zip(ids, out["ref_image_paths"].tolist())):
+            if r is None:
+                continue
+            if not isinstance(r, list):
+                _fail(source, i, q, "has a ref_image_paths that is not a list",
+                      "a list of image paths, or missing", repr(r), "harmonize again")
+            for path in r:
+                check_path(path, where=f"{source}, row {i}")
+    return out
+
+
+#: "A. ", "B. ", ... : the prefixes of normalised options
+_PREFIXES = [f"{chr(65 + k)}. " for k in range(26)]
+
+
+def _plainly_valid(ids, fmts, opts, letters, paths, views, keys) -> bool:
+    """True when every question passes :func:`_first_fault`'s checks, checked column-wise
+    (each distinct image path once); False when any may not (the caller then looks row by
+    row)."""
+    from .schema import _plainly_clean
+
+    if pd.api.types.infer_dtype(ids, skipna=False) != "string" or not all(ids) or \
+            any(map(str.isspace, ids)) or len(set(ids)) != len(ids):
+        return False
+    if not set(fmts) <= set(ANSWER_FORMATS):
+        return False
+    try:
+        for fmt, o, letter in zip(fmts, opts, letters):
+            if fmt == "mcq":
+                n = len(o)
+                if type(o) is not list or not n or [x[:3] for x in o] != _PREFIXES[:n] or \
+                        "".join(o) is None or not (type(letter) is str and len(letter) == 1
+                                                   and "A" <= letter <= _PREFIXES[n - 1][0]):
+                    return False
+            elif not (o is None or o == []) or letter is not None:
+                return False
+        if not all(type(p) is list and p for p in paths):
+            return False
+        distinct = set().union(*paths)
+        if not all(type(p) is str and _plainly_clean(p) for p in distinct):
+            return False
+    except (TypeError, AttributeError, IndexError):  # a non-text option, 27 options, ...
+        return False
+    return all(type(v) is list for v in views) and \
+        list(map(len, views)) == list(map(len, paths)) and \
+        all(map(list.__contains__, paths, keys))
+
+
+def _first_fault(ids, fmts, opts, letters, paths, views, keys, *, source: str,
+                 check_path) -> None:
+    """Walk the questions row by row and raise naming the first faulty one."""
     for i, q in enumerate(ids):
         if not isinstance(q, str) or not q.strip():
             _fail(source, i, q, "has no question_id", "a non-empty question id", repr(q),
                   "fix or drop that question")
     duplicate_question(ids, source)
-    fmts, opts, letters = (out[c].tolist() for c in ("answer_format", "options",
-                                                     "answer_letter"))
-    paths, views, keys = (out[c].tolist() for c in ("image_paths", "view_positions",
-                                                    "image_path"))
     for i, (q, fmt, o, letter, p, v, key) in enumerate(zip(ids, fmts, opts, letters, paths,
                                                           views, keys)):
         if fmt not in ANSWER_FORMATS:
@@ -95,13 +149,3 @@ def check_questions(out: pd.DataFrame, spec, source: str, check_path) -> pd.Data
             _fail(source, i, q, "has images and views that do not match",
                   "view_positions as long as image_paths, and image_path one of them",
                   f"{len(p)} images, views {v!r}, key {key!r}", "harmonize again")
-    if "ref_image_paths" in out.columns:
-        for i, (q, r) in enumerate(zip(ids, out["ref_image_paths"].tolist())):
-            if r is None:
-                continue
-            if not isinstance(r, list):
-                _fail(source, i, q, "has a ref_image_paths that is not a list",
-                      "a list of image paths, or missing", repr(r), "harmonize again")
-            for path in r:
-                check_path(path, where=f"{source}, row {i}")
-    return out

@@ -36,7 +36,7 @@ _LINE_ENDS = (b",\n", b"\n", b",\r\n", b"\r\n")
 
 
 def load_json(path: str | os.PathLike, *, counted: tuple[str, ...] = (),
-              entry_fields: tuple[str, ...] | None = None):
+              entry_fields: tuple[str, ...] | None = None, raw_fields: tuple[str, ...] = ()):
     """Parse the JSON file at ``path``; raises ``ValueError`` (or ``UnicodeDecodeError``).
 
     ``entry_fields``: for a top-level object of objects (ReXGradient's studies), keep only
@@ -44,7 +44,10 @@ def load_json(path: str | os.PathLike, *, counted: tuple[str, ...] = (),
     None) instead of dicts: with :mod:`msgspec` installed the other keys are skipped unparsed,
     which halves the parse of a large file and the time to free it. Read the fields with
     :func:`entry_columns`. Plain dicts come back when msgspec is absent or the file is not an
-    object of objects (callers handle both).
+    object of objects (callers handle both). ``raw_fields`` (among ``entry_fields``) are kept
+    unparsed, as views into the file's bytes (which they keep alive), for :func:`decoded_all` to
+    parse where needed (e.g. once per study of a file repeating a study's fields in every
+    entry).
 
     A JSON object with a repeated key loses all but the last value in every JSON reader. For
     each name in ``counted`` (a key of the entries of a top-level object or list, e.g.
@@ -53,10 +56,54 @@ def load_json(path: str | os.PathLike, *, counted: tuple[str, ...] = (),
     parsed again recording every object's keys, and a repeated key raises a
     :class:`MetadataError` naming the key and the file.
     """
-    data = _read_bytes(path)
+    return _load(_read_bytes(path), path, counted, entry_fields, raw_fields)
+
+
+#: where one top-level entry ends and the next begins in an object written with a two-space
+#: indent (``json.dump(obj, fh, indent=2)``): the indent gives the depth, and a JSON string
+#: holds no raw newline, so nothing else matches
+_ENTRY_END = b'\n  },\n  "'
+#: bytes of the file :func:`iter_json_entries` reads at a time
+CHUNK_BYTES = 64 << 20
+
+
+def iter_json_entries(path: str | os.PathLike, *, entry_fields: tuple[str, ...],
+                      raw_fields: tuple[str, ...] = (), counted: tuple[str, ...] = (),
+                      chunk_bytes: int | None = None):
+    """:func:`load_json` of a large top-level object a chunk of entries at a time: yields
+    ``{key: record}`` dicts (plain dicts without msgspec), holding about ``chunk_bytes`` of the
+    file at once instead of all of it. Chunks are cut between entries of an object written
+    with a two-space indent (ReXGradient's and ReXVQA's files); any other file comes whole, in
+    one piece. A key repeated *across* chunks is the caller's to find."""
+    chunk_bytes = chunk_bytes or CHUNK_BYTES
+    with open(path, "rb") as fh:
+        buf = bytearray(fh.read(5))
+        if buf != b'{\n  "' or msgspec is None:
+            yield load_json(path, counted=counted, entry_fields=entry_fields,
+                            raw_fields=raw_fields)
+            return
+        while True:
+            block = fh.read(chunk_bytes)
+            buf += block
+            if block:
+                cut = buf.rfind(_ENTRY_END)
+                if cut < 0:
+                    continue
+                rest = b"{\n" + buf[cut + 6:]  # '  "<next key>": ...' (less than an entry)
+                del buf[cut + 4:]  # the piece ends with the entry's closing brace ...
+                piece, buf = buf, bytearray(rest)
+                piece += b"\n}"  # ... and the object's (no copy of the chunk)
+            else:
+                piece, buf = buf, bytearray()
+            yield _load(piece, path, counted, entry_fields, raw_fields)
+            if not block:
+                return
+
+
+def _load(data: bytearray, path, counted, entry_fields, raw_fields):
     raw = {name: data.count(b'"' + name.encode() + b'"') for name in counted}  # one scan each
     if entry_fields and msgspec is not None:
-        records = _parse_records(data, tuple(entry_fields))
+        records = _parse_records(data, tuple(entry_fields), tuple(raw_fields))
         if records is not None and all(
                 raw[name] == sum(1 for e in records.values()
                                  if getattr(e, name, None) is not None) for name in counted):
@@ -126,12 +173,25 @@ def _parse(data: bytearray):
 
 
 @functools.lru_cache(maxsize=None)
-def _decoder(fields: tuple[str, ...]):
-    record = msgspec.defstruct("Record", [(f, Any, None) for f in fields], gc=False)
+def _decoder(fields: tuple[str, ...], raw: tuple[str, ...] = ()):
+    record = msgspec.defstruct("Record", [(f, msgspec.Raw if f in raw else Any, None)
+                                          for f in fields], gc=False)
     return msgspec.json.Decoder(dict[str, record])
 
 
-def _parse_records(data: bytearray, fields: tuple[str, ...]) -> dict | None:
+def decoded_all(values: list) -> list:
+    """The values, those :func:`load_json` kept unparsed (``raw_fields``) parsed -- together,
+    in one call; the others as they are (also what a reader without msgspec returns)."""
+    if msgspec is None or not any(isinstance(v, msgspec.Raw) for v in values):
+        return list(values)
+    raw = msgspec.Raw
+    blob = b",".join(bytes(v) if isinstance(v, raw) else b"0" for v in values)
+    parsed = msgspec.json.decode(b"[" + blob + b"]")
+    return [p if isinstance(v, raw) else v for p, v in zip(parsed, values)]
+
+
+def _parse_records(data: bytearray, fields: tuple[str, ...], raw: tuple[str, ...] = ()
+                   ) -> dict | None:
     """``{key: record}`` of a top-level object of objects, or None when the file is not one
     (or holds non-strict JSON): the caller then parses it in full."""
     if not data.isascii():  # msgspec skips the fields it does not keep without checking them
@@ -141,7 +201,7 @@ def _parse_records(data: bytearray, fields: tuple[str, ...]) -> dict | None:
             return None  # the full parse names the line
     _rewrite_nan(data)
     try:
-        return _decoder(fields).decode(data)
+        return _decoder(fields, raw).decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
 

@@ -122,11 +122,16 @@ def validate(df: pd.DataFrame, spec: DatasetSpec, *, source: str = "harmonized t
             raise SchemaError(f"{source}: row {i} has no {col}", expected=f"a non-empty {col} "
                               "in every row", found=f"{len(bad)} empty value(s), first "
                               f"{df[col].iloc[i]!r} at row {i}", fix="fix or drop those rows")
-    out["image_path"] = pd.Series([p if isinstance(p, str) and _plainly_clean(p) else
-                                   check_relative_path(p, where=f"{source}, row {i}")
-                                   for i, p in enumerate(out["image_path"])], dtype=object)
-    per_root = spec.root_col is not None and spec.root_col in out.columns  # paths per root
     questions = spec.row_unit == "question"  # one row per question: its images repeat
+    paths = out["image_path"].tolist()
+    if not (questions and all(type(p) is str for p in paths) and
+            all(map(_plainly_clean, set(paths)))):  # questions: each distinct path once
+        out["image_path"] = pd.Series([p if isinstance(p, str) and _plainly_clean(p) else
+                                       check_relative_path(p, where=f"{source}, row {i}")
+                                       for i, p in enumerate(paths)], dtype=object)
+    elif out["image_path"].dtype != object:  # e.g. read back from Parquet as strings
+        out["image_path"] = pd.Series(paths, dtype=object)
+    per_root = spec.root_col is not None and spec.root_col in out.columns  # paths per root
     dup = pd.Series(False, index=out.index) if questions else \
         out.duplicated([spec.root_col, "image_path"], keep=False) if per_root else \
         out["image_path"].duplicated(keep=False)
@@ -246,7 +251,8 @@ def _nested(col: pd.Series) -> pd.Series:
     """Lists and dicts; their text (JSON, or the Python literal ``to_csv`` writes) parsed
     back as data only; missing is None."""
     values = col.tolist()
-    if not any(isinstance(v, str) or isinstance(v, float) for v in values):
+    kinds = set(map(type, values))  # one C-level pass
+    if not any(issubclass(k, (str, float)) for k in kinds):
         return col.astype(object)
     return pd.Series([parse_literal(v) if isinstance(v, str) else
                       None if isinstance(v, float) and v != v else v for v in values],

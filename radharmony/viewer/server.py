@@ -6,7 +6,10 @@ Routes (GET only; anything else is refused):
 * ``/api/meta`` -- splits, their labels and view positions;
 * ``/api/samples?split=&label=&view=&offset=&limit=`` -- one page of the filtered list;
 * ``/api/sample?split=&index=`` or ``?id=<sample_id>`` -- one sample;
-* ``/image.png?split=&index=`` or ``?id=`` -- its preprocessed image.
+* ``/image.png?split=&index=`` or ``?id=`` -- its preprocessed image;
+* ``/studies``, ``/api/study``, ``/study.png`` -- whole studies (:mod:`radharmony.viewer.studies`).
+* ``/questions``, ``/api/question``, ``/question.png`` -- VQA questions
+  (:mod:`radharmony.viewer.questions`).
 
 Every route lives under a per-run secret prefix, ``/<token>/`` (``server.url`` includes it;
 the page uses relative addresses, so it carries the token), and a request whose
@@ -33,13 +36,18 @@ from urllib.parse import parse_qs, urlsplit
 
 from ..errors import RadHarmonyError
 from .app import ViewerApp, ViewerError
+from .questions import route as question_route
+from .studies import route as study_route
 
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 #: ``Sec-Fetch-Site`` values of requests the viewer answers (typed URL, its own page)
 SAME_SITE = frozenset({"same-origin", "none"})
 #: the only files the server sends: name -> content type
 STATIC = {"index.html": "text/html; charset=utf-8", "viewer.js": "text/javascript; charset=utf-8",
-          "viewer.css": "text/css; charset=utf-8"}
+          "viewer.css": "text/css; charset=utf-8", "study.html": "text/html; charset=utf-8",
+          "study.js": "text/javascript; charset=utf-8",
+          "question.html": "text/html; charset=utf-8",
+          "question.js": "text/javascript; charset=utf-8"}
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
        "img-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'")
 
@@ -150,6 +158,13 @@ class ViewerHandler(BaseHTTPRequestHandler):
                 return self._json(app.sample(**where))
             if url.path == "/image.png":
                 return self._send(200, app.image_png(**where), "image/png")
+            if url.path == "/studies":  # the study pages (radharmony.viewer.studies)
+                return self._send(200, _static("study.html"), STATIC["study.html"])
+            if url.path == "/questions":  # the VQA pages (radharmony.viewer.questions)
+                return self._send(200, _static("question.html"), STATIC["question.html"])
+            found = study_route(app, url.path, q) or question_route(app, url.path, q)
+            if found is not None:
+                return self._send(200, *found)
         except ViewerError as exc:
             return self._json({"error": str(exc)}, exc.status)
         except RadHarmonyError as exc:  # e.g. an image that cannot be read

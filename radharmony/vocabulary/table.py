@@ -21,7 +21,7 @@ from typing import Iterable, Mapping
 import pandas as pd
 
 from ..errors import RadHarmonyError
-from ..registry import get_harmonizer_class, list_datasets
+from .. import catalog  # the registry's specs, without importing torch (`radharmony vocab`)
 
 #: the relations a source label may have to a canonical finding
 RELATIONS = ("exact", "narrower", "broader", "approximate")
@@ -179,13 +179,14 @@ def mapping(keys: Iterable[str] | None = None, *, expand: bool = True) -> pd.Dat
     the finding implies the source label, ``approximate``; None when unmapped) and ``declared``
     (False for the rows the hierarchy adds; ``expand=False`` leaves them out).
 
-    >>> m = mapping(["vindr_cxr"])
-    >>> m[(m.source_label == "Nodule/Mass") & m.declared][["finding", "relation"]].values.tolist()
-    [['nodule_or_mass', 'exact']]
+    Examples:
+        >>> m = mapping(["vindr_cxr"])
+        >>> m[(m.source_label == "Nodule/Mass") & m.declared][["finding", "relation"]].values.tolist()
+        [['nodule_or_mass', 'exact']]
     """
     rows = []
-    for key in (list_datasets() if keys is None else keys):
-        spec = get_harmonizer_class(key).spec
+    for key in (catalog.list_datasets() if keys is None else keys):
+        spec = catalog.spec(key)
         emap = expanded_map(spec)
         for col in spec.label_cols:
             if spec.label_map[col] is None:

@@ -12,6 +12,7 @@ image) and ``key_image`` (PA, else AP, else 0), and for difference questions ``r
 from __future__ import annotations
 
 import pandas as pd
+import torch
 
 from ..data.dataset import BaseRadiologicalDataset
 from ..data.sampling import as_tensor
@@ -37,6 +38,10 @@ class VQADataset(BaseRadiologicalDataset):
     image are counted and named in a warning at construction; ``"drop"`` leaves them out,
     ``"raise"`` (default) keeps them and reading one raises naming the file.
     """
+
+    def __new__(cls, *args, **kwargs):
+        """A question already is a study-shaped sample: no ``level="study"`` hook here."""
+        return torch.utils.data.Dataset.__new__(cls)
 
     def __init__(self, *args, max_images: int | None = None, on_missing: str = "raise",
                  **kwargs):

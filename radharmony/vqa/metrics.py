@@ -213,5 +213,5 @@ def rexrank_row(scores: pd.DataFrame) -> dict:
     """ReXrank's VQA table row (``Overall Accuracy`` and the five skills, in percent) from
     :func:`vqa_metrics`' table."""
     mcq = scores[scores["metric"] == "mcq_accuracy"].set_index("group")["value"] * 100
-    return {"Overall Accuracy": mcq.get("overall", np.nan),
-            **{s: mcq.get(s, np.nan) for s in REXRANK_SKILLS}}
+    return {"Overall Accuracy": float(mcq.get("overall", np.nan)),
+            **{s: float(mcq.get(s, np.nan)) for s in REXRANK_SKILLS}}

@@ -96,19 +96,31 @@ def key_image(views: list) -> int:
     return 0
 
 
+def key_images(image_paths: list, view_positions: list, view_map) -> tuple[list, list]:
+    """``(image_path, view_position)`` of each question's key image (:func:`key_image` on
+    its canonical views); a views list shared by several questions is looked at once."""
+    key_path, key_view, done = [], [], {}  # done: id of a views list already looked at
+    for paths, views in zip(image_paths, view_positions):
+        k = done.get(id(views)) if len(views) > 1 else 0
+        if k is None:
+            k = done[id(views)] = key_image([view_map.get(v.strip().upper(), v.strip())
+                                             if isinstance(v, str) else None for v in views])
+        key_path.append(paths[k] if paths else None)
+        key_view.append(views[k] if paths else None)
+    return key_path, key_view
+
+
 def question_frame(cols: dict, spec: DatasetSpec, *, source: str) -> pd.DataFrame:
     """The question table from column lists: ``image_paths`` / ``view_positions`` (lists per
     question) give ``image_path`` / ``view_position`` (the key image, by the spec's
-    ``view_map``); a repeated ``question_id`` is refused naming both occurrences."""
+    ``view_map``; :func:`key_images`, unless ``cols`` has them already); a repeated
+    ``question_id`` is refused naming both occurrences."""
     duplicate_question(cols["question_id"], source)
-    vmap = spec.view_map
-    key_path, key_view = [], []
-    for paths, views in zip(cols["image_paths"], cols["view_positions"]):
-        canon = [vmap.get(v.strip().upper(), v.strip()) if isinstance(v, str) else None
-                 for v in views]
-        k = key_image(canon) if paths else 0
-        key_path.append(paths[k] if paths else None)
-        key_view.append(views[k] if paths else None)
+    if "image_path" in cols:
+        key_path, key_view = cols["image_path"], cols["view_position"]
+    else:
+        key_path, key_view = key_images(cols["image_paths"], cols["view_positions"],
+                                        spec.view_map)
     base = {"patient_id": cols["patient_id"], "study_id": cols["study_id"],
             "image_path": key_path, "view_position": key_view,
             "report": cols.get("report") or [None] * len(key_path)}

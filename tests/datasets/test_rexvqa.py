@@ -48,8 +48,10 @@ def harmonize(tmp_path, text: str):
 
 
 def test_one_row_per_question_with_its_images_and_key_image(tmp_path):
+    other = [p.replace("S1", "S2") for p in question()["ImagePath"]]
     df = harmonize(tmp_path, json.dumps({"q1": question(), "q2": question(
-        correct_answer="A", ImageViewPosition=["LATERAL", ""])}))
+        correct_answer="A", StudyInstanceUid="S2", ImagePath=other,
+        ImageViewPosition=["LATERAL", ""])}))
     assert df["question_id"].tolist() == ["q1", "q2"]
     r = df.iloc[0]
     assert r.image_paths == ["P1/A1/studies/S1/series/E/instances/I1.png",
@@ -65,10 +67,38 @@ def test_one_row_per_question_with_its_images_and_key_image(tmp_path):
     assert df.iloc[1].image_path == df.iloc[1].image_paths[0]  # no frontal: the first
 
 
+def test_a_studys_fields_are_read_once_from_its_first_question(tmp_path):
+    df = harmonize(tmp_path, json.dumps({"q1": question(), "q2": question(
+        correct_answer="A", Findings="Other text.")}))
+    assert df["report"].nunique() == 1 and df["image_paths"].iloc[0] is \
+        df["image_paths"].iloc[1]  # shared, not copied
+
+
 def test_repeated_question_id_refused_naming_it(tmp_path):
     body = json.dumps(question())
     with pytest.raises(MetadataError, match="'q7'"):
         harmonize(tmp_path, '{"q7": %s, "q8": %s, "q7": %s}' % (body, body, body))
+
+
+def test_chunked_reading_equals_whole_and_finds_repeats_across_chunks(tmp_path, monkeypatch):
+    from radharmony.table import read_json
+
+    questions = {f"q{i}": question(correct_answer="ABCD"[i % 4]) for i in range(40)}
+    questions["q3"]["Impression"] = float("nan")
+    text = json.dumps(questions, indent=2)  # the files' form: NaN bare
+    whole = harmonize(tmp_path, text)
+    monkeypatch.setattr(read_json, "CHUNK_BYTES", 3000)  # about two questions a chunk
+    parts = list(read_json.iter_json_entries(tmp_path / "test_vqa_data.json",
+                                             entry_fields=("question",)))
+    assert len(parts) > 10 and sum(map(len, parts)) == 40
+    assert [k for p in parts for k in p] == list(questions)
+    chunked = harmonize(tmp_path, text)
+    import pandas as pd
+    pd.testing.assert_frame_equal(chunked, whole)
+    repeated = text[:-2] + ',\n  "q1": ' + json.dumps(question(), indent=2).replace(
+        "\n", "\n  ") + "\n}"
+    with pytest.raises(MetadataError, match="'q1' twice"):
+        harmonize(tmp_path, repeated)
 
 
 def test_answer_letter_outside_the_options_refused(tmp_path):

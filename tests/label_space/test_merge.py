@@ -340,16 +340,14 @@ def test_exported_from_the_package():
     assert radharmony.merge is merge and radharmony.MergedDataset is MergedDataset
 
 
-def test_readme_trains_a_linear_head_on_a_merged_replica(nih_root, tmp_path, monkeypatch):
+def test_docs_train_a_linear_head_on_a_merged_replica(nih_root, tmp_path, monkeypatch):
     import re
     from pathlib import Path
 
     from radharmony.fake.chexpert import write_chexpert
 
-    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = text[text.index("## One label space"):]
-    section = section[:section.index("\n## ", 3)]
-    (code,) = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    text = (Path(__file__).resolve().parents[2] / "docs" / "merge.md").read_text()
+    code = re.findall(r"```python\n(.*?)```", text, flags=re.S)[0]
     chexpert = write_chexpert(tmp_path / "chexpert", n_patients=4)
     code = code.replace("/data/NIH/images", str(nih_root)).replace(
         "/data/CheXpert-v1.0-small", str(chexpert))
@@ -357,7 +355,7 @@ def test_readme_trains_a_linear_head_on_a_merged_replica(nih_root, tmp_path, mon
     ns: dict = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        exec(compile(code, "README", "exec"), ns)
+        exec(compile(code, "docs/merge.md", "exec"), ns)
     assert torch.isfinite(ns["loss"]) and ns["loss"].item() > 0
     assert set(ns["merged"].harmonized_df["source"]) == {"nih_cxr14", "chexpert"}
     assert ns["head"].weight.grad is not None

@@ -183,3 +183,18 @@ def test_priors_never_future_never_same_day_never_other_patient():
     # a and c share a day: both take b; d takes the later of the same-day pair (c, by id)
     assert prior.tolist() == [1, -1, 1, 2, -1]
     assert days[[0, 2, 3]].tolist() == [4, 4, 5]
+
+
+def test_workers_give_the_same_batches(rex_fake, tmp_path):
+    meta = rex_fake / "download" / "metadata" / "train_metadata_view_position.json"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StudyWarning)
+        ds = ReXGradientTrainDataset(rex_fake / "deid_png", meta, level="study", max_images=2,
+                                     prior=True, cache_dir=tmp_path, dtype=torch.float32)
+    kw = {"batch_size": 5, "collate_fn": radharmony.collate}
+    ref = list(torch.utils.data.DataLoader(ds, **kw))
+    got = list(torch.utils.data.DataLoader(ds, num_workers=2, **kw))
+    assert len(ref) == len(got)
+    for a, b in zip(ref, got):
+        assert torch.equal(a["img"], b["img"]) and torch.equal(a["prior_img"], b["prior_img"])
+        assert a["study_id"] == b["study_id"] and torch.equal(a["img_mask"], b["img_mask"])

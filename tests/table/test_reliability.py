@@ -442,6 +442,9 @@ def test_every_image_a_fake_writes_is_in_a_table(tmp_path):
             in_tables |= set(df["image_path"])
             for col in (c for c in df.columns if c.endswith("_image_path")):  # e.g. priors
                 in_tables |= set(df[col].dropna())
+            for col in ("image_paths", "ref_image_paths"):  # a VQA question's images
+                if col in df.columns:
+                    in_tables |= {p for ps in df[col].dropna() for p in ps}
         missing = _image_files(root) - in_tables
         assert not missing or warned, f"{keys}: {len(missing)} images in no table, no warning: " \
             f"{sorted(missing)[:5]}"

@@ -89,7 +89,10 @@ def test_semantic_usage_errors_exit_2(capsys, rex, tmp_path):
     assert code == 2 and "did you mean 'rexgradient_valid'" in err
     code, _, err = run(capsys, "harmonize", "rexgradient", "--root", rex, "--out",
                        tmp_path / "t.csv")
-    assert code == 2 and "works on one split" in err
+    assert code == 2 and "one file per split" in err and "--out FOLDER" in err
+    code, _, err = run(capsys, "harmonize", "rexgradient_valid", "--root", rex, "--out",
+                       tmp_path / "t.csv", "--format", "parquet")
+    assert code == 2 and "--format parquet" in err and "t.csv" in err
     code, _, err = run(capsys, "harmonize", "rexgradient_valid", "--root", rex, "--out",
                        tmp_path / "t.xlsx")
     assert code == 2 and ".parquet or .csv" in err
@@ -181,6 +184,35 @@ def test_harmonize_parquet_and_csv(capsys, rex, tmp_path):
     back = pd.read_csv(tmp_path / "sub" / "valid.csv")
     assert list(back.columns) == list(df.columns)
     assert back["image_path"].tolist() == df["image_path"].tolist()
+
+
+def test_harmonize_a_family_writes_every_split_named_by_key(capsys, rex, tmp_path):
+    """``harmonize rexgradient --out FOLDER``: one file per split, FOLDER/<key>.parquet (or
+    .csv with --format csv), each what that split's harmonizer gives."""
+    code, results, _ = run_json(capsys, "harmonize", "rexgradient", "--root", rex, "--out",
+                                tmp_path / "tables")
+    keys = radharmony.families()["rexgradient"]
+    assert code == 0 and [r["key"] for r in results] == keys
+    assert sorted(p.name for p in (tmp_path / "tables").iterdir()) == \
+        sorted(f"{k}.parquet" for k in keys)
+    for r in results:
+        want = radharmony.get_harmonizer_class(r["key"])(base_image_dir=rex).harmonize()
+        pd.testing.assert_frame_equal(radharmony.load_harmonizer(r["out"]).harmonize(), want)
+        assert r["rows"] == len(want) > 0
+    code, out, _ = run(capsys, "harmonize", "rexgradient", "--root", rex, "--out",
+                       tmp_path / "csv", "--format", "csv", "-q")
+    assert code == 0 and out.count("Wrote") == len(keys)
+    assert (tmp_path / "csv" / "rexgradient_test.csv").is_file()
+    code, result, _ = run_json(capsys, "harmonize", "rexgradient_valid", "--root", rex,
+                               "--out", tmp_path / "one")  # a folder for one split too
+    assert code == 0 and result["out"] == str(tmp_path / "one" / "rexgradient_valid.parquet")
+
+
+def test_harmonize_help_says_what_a_family_does(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["harmonize", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "dataset family" in out and "<key>.parquet" in out and "not a family" not in out
 
 
 # -- validate -------------------------------------------------------------------------------------

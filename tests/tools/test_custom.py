@@ -310,6 +310,31 @@ def test_new_list_column_and_json(tmp_path):
     assert df[list(h.spec.label_cols)].values.tolist() == [[1, 0, 1], [0, 0, 0], [0, 1, 0]]
 
 
+@pytest.mark.parametrize("name, values, want, todo", [
+    ("Split", ["training", "validation", "test"],
+     {"training": "train", "validation": "valid", "test": "test"}, False),
+    ("split", ["train", "val", "train"], {"train": "train", "val": "valid"}, False),
+    ("SET", ["TRAIN", "Dev", "holdout"], {"TRAIN": "train", "Dev": "valid", "holdout": "test"},
+     False),
+    ("fold", ["0", "1", "1"], {"0": "0", "1": "1"}, True)])  # k-fold ids: the user decides
+def test_new_drafts_the_split_column(tmp_path, name, values, want, todo):
+    """``radharmony new --from table.csv`` recognises a split column (Split, split, fold, set,
+    any case) and drafts splits.column and splits.map; the harmonized table carries them."""
+    table = pd.DataFrame({"patient": ["p1", "p2", "p3"], "file": ["a.png", "b.png", "c.png"],
+                          name: values, "Effusion": ["1", "0", ""]})
+    table.to_csv(tmp_path / "t.csv", index=False)
+    out = tmp_path / "d.yaml"
+    assert main(["new", "splitty_cxr", "--from", str(tmp_path / "t.csv"), "-o", str(out)]) == 0
+    cfg = validate_config(__import__("yaml").safe_load(out.read_text()))
+    assert cfg["splits"]["column"] == name and cfg["splits"]["map"] == want
+    assert cfg["labels"]["columns"] == ["Effusion"]  # the split is not a label
+    block = out.read_text().split("splits:")[1]
+    assert ("TODO" in block) is todo
+    h, _ = load_config(out)
+    df = h(base_image_dir=tmp_path).harmonize()
+    assert df["split"].tolist() == [want[v] for v in values]
+
+
 # -- a JSON export keyed by id, list labels, templates and PNG masks ------------------------------
 def test_json_keyed_export_with_png_masks(tmp_path):
     data = {"exams": {

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-EXTRAS = ("test", "bench", "eval", "webdataset", "ray", "config", "fast")
+EXTRAS = ("test", "bench", "eval", "webdataset", "ray", "config", "fast", "docs", "lightning")
 
 
 def _tool():
@@ -45,10 +45,12 @@ def test_makefile_installs_every_extra_under_the_floor_constraints():
         assert extra in install, extra
     pins = _tool().pins(*EXTRAS, constraints=True)
     assert all("[" not in p for p in pins)  # pip -c refuses extras
-    assert "torch==2.13.0" in install and _tool().floors()["torch"] == "2.13"
+    assert "torch==2.13.0" in install  # torch apart: the local CPU build, pinned
+    assert _tool().floors()["torch"] == "2.2"  # the declared range (docs/reliability.md)
 
 
-@pytest.mark.parametrize("name, floor", sorted(_tool().floors(*EXTRAS).items()))
+@pytest.mark.parametrize("name, floor", sorted((n, f) for n, f in _tool().floors(*EXTRAS).items()
+                                               if n not in _tool().APART))
 def test_installed_version_lies_on_the_declared_floor(name, floor):
     dist = name.split("[")[0]
     try:

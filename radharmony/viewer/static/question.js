@@ -1,0 +1,74 @@
+// The question page: a VQA question, its options (the correct one marked), its images.
+"use strict";
+const $ = (id) => document.getElementById(id);
+let split = null, index = 0, total = 0;
+
+function q(params) {
+  return Object.entries(params).filter(([, v]) => v !== null && v !== undefined)
+    .map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`).join("&");
+}
+
+function figure(src, caption) {
+  const fig = document.createElement("figure");
+  const img = document.createElement("img");
+  img.src = src; img.alt = caption; img.width = 320;
+  const cap = document.createElement("figcaption");
+  cap.textContent = caption;
+  fig.append(img, cap);
+  return fig;
+}
+
+function row(table, name, text) {
+  const tr = table.insertRow();
+  const th = document.createElement("th");
+  th.textContent = name;
+  const td = tr.insertCell();
+  td.textContent = text === null || text === undefined ? "-" : text;
+  tr.prepend(th);
+}
+
+async function show() {
+  const res = await fetch(`api/question?${q({split, index})}`);
+  const s = await res.json();
+  if (!res.ok) { $("error").hidden = false; $("error").textContent = s.error; return; }
+  $("error").hidden = true;
+  total = s.total;
+  $("question-id").textContent = `${s.index + 1} / ${s.total}: ${s.question_id} ` +
+    `(study ${s.study_id}, patient ${s.patient_id})`;
+  $("question").textContent = s.question;
+  const correct = (s.answer_letter || "").split(",");
+  $("options").replaceChildren(...(s.options || []).map((o) => {
+    const li = document.createElement("li");
+    li.textContent = o.slice(3) + (correct.includes(o[0]) ? "  \u2713 correct" : "");
+    if (correct.includes(o[0])) li.style.fontWeight = "bold";
+    return li;
+  }));
+  const table = $("fields");
+  table.replaceChildren();
+  for (const k of ["answer", "answer_format", "answer_letter", "explanation", "task",
+                   "category", "subcategory", "split", "ref_study_id"]) {
+    if (k in s) row(table, k, s[k]);
+  }
+  $("views").replaceChildren(...s.views.map((v, j) => figure(
+    `question.png?${q({split, index, j})}`, `${v ?? "?"}${j === s.key_image ? " (key image)" : ""}`)));
+  $("ref-title").hidden = !s.n_ref_images;
+  $("ref-views").replaceChildren(...Array.from({length: s.n_ref_images}, (_, j) => figure(
+    `question.png?${q({split, index, j, ref: 1})}`, `reference ${j + 1}`)));
+}
+
+function step(d) { if (total) { index = (index + d + total) % total; show(); } }
+
+async function start() {
+  const meta = await (await fetch("api/meta")).json();
+  for (const s of meta.splits) $("split").add(new Option(`${s.title}`, s.key));
+  split = meta.splits[0].key;
+  $("split").onchange = () => { split = $("split").value; index = 0; show(); };
+  $("prev-question").onclick = () => step(-1);
+  $("next-question").onclick = () => step(1);
+  document.addEventListener("keydown", (e) => {
+    if (e.key === "ArrowLeft") step(-1);
+    if (e.key === "ArrowRight") step(1);
+  });
+  show();
+}
+start();
