@@ -47,7 +47,8 @@ STATIC = {"index.html": "text/html; charset=utf-8", "viewer.js": "text/javascrip
           "viewer.css": "text/css; charset=utf-8", "study.html": "text/html; charset=utf-8",
           "study.js": "text/javascript; charset=utf-8",
           "question.html": "text/html; charset=utf-8",
-          "question.js": "text/javascript; charset=utf-8"}
+          "question.js": "text/javascript; charset=utf-8",
+          "pages.js": "text/javascript; charset=utf-8"}
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
        "img-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'")
 

@@ -1,31 +1,6 @@
 // The question page: a VQA question, its options (the correct one marked), its images.
 "use strict";
-const $ = (id) => document.getElementById(id);
-let split = null, index = 0, total = 0;
-
-function q(params) {
-  return Object.entries(params).filter(([, v]) => v !== null && v !== undefined)
-    .map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`).join("&");
-}
-
-function figure(src, caption) {
-  const fig = document.createElement("figure");
-  const img = document.createElement("img");
-  img.src = src; img.alt = caption; img.width = 320;
-  const cap = document.createElement("figcaption");
-  cap.textContent = caption;
-  fig.append(img, cap);
-  return fig;
-}
-
-function row(table, name, text) {
-  const tr = table.insertRow();
-  const th = document.createElement("th");
-  th.textContent = name;
-  const td = tr.insertCell();
-  td.textContent = text === null || text === undefined ? "-" : text;
-  tr.prepend(th);
-}
+let split = null, index = 0, total = 0;  // $, q, figure, row: pages.js
 
 async function show() {
   const res = await fetch(`api/question?${q({split, index})}`);
@@ -50,7 +25,7 @@ async function show() {
     if (k in s) row(table, k, s[k]);
   }
   $("views").replaceChildren(...s.views.map((v, j) => figure(
-    `question.png?${q({split, index, j})}`, `${v ?? "?"}${j === s.key_image ? " (key image)" : ""}`)));
+    `question.png?${q({split, index, j})}`, `${v ?? "view unknown"}${j === s.key_image ? " (key image)" : ""}`)));
   $("ref-title").hidden = !s.n_ref_images;
   $("ref-views").replaceChildren(...Array.from({length: s.n_ref_images}, (_, j) => figure(
     `question.png?${q({split, index, j, ref: 1})}`, `reference ${j + 1}`)));

@@ -1,31 +1,6 @@
 // The study page: every view of one study side by side, its sections, the prior below.
 "use strict";
-const $ = (id) => document.getElementById(id);
-let split = null, index = 0, total = 0;
-
-function q(params) {
-  return Object.entries(params).filter(([, v]) => v !== null && v !== undefined)
-    .map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`).join("&");
-}
-
-function figure(src, caption) {
-  const fig = document.createElement("figure");
-  const img = document.createElement("img");
-  img.src = src; img.alt = caption; img.width = 320;
-  const cap = document.createElement("figcaption");
-  cap.textContent = caption;
-  fig.append(img, cap);
-  return fig;
-}
-
-function row(table, name, text) {
-  const tr = table.insertRow();
-  const th = document.createElement("th");
-  th.textContent = name;
-  const td = tr.insertCell();
-  td.textContent = text === null ? "-" : text;
-  tr.prepend(th);
-}
+let split = null, index = 0, total = 0;  // $, q, figure, row: pages.js
 
 async function show() {
   const res = await fetch(`api/study?${q({split, index})}`);
@@ -36,7 +11,7 @@ async function show() {
   $("study-id").textContent = `${s.index + 1} / ${s.total}: ${s.study_id} (patient ${s.patient_id}, ` +
     `${s.n_images} images, sections from ${s.section_source})`;
   $("views").replaceChildren(...s.views.map((v, j) => figure(
-    `study.png?${q({split, index, j})}`, `${v}${j === s.key_image ? " (key image)" : ""}`)));
+    `study.png?${q({split, index, j})}`, `${v ?? "view unknown"}${j === s.key_image ? " (key image)" : ""}`)));
   const table = $("sections");
   table.replaceChildren();
   for (const [k, v] of Object.entries(s.sections)) row(table, k, v);
@@ -44,7 +19,7 @@ async function show() {
     $("prior-info").textContent = `${s.prior.study_id}, ${s.prior.days ?? "?"} days earlier. ` +
       `Findings: ${s.prior.findings ?? "-"} Impression: ${s.prior.impression ?? "-"}`;
     $("prior-views").replaceChildren(...s.prior.views.map((v, j) => figure(
-      `study.png?${q({split, index, j, prior: 1})}`, v)));
+      `study.png?${q({split, index, j, prior: 1})}`, v ?? "view unknown")));
   } else {
     $("prior-info").textContent = "none";
     $("prior-views").replaceChildren();

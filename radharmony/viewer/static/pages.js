@@ -1,0 +1,27 @@
+// Helpers shared by the study and question pages (loaded before each page's own script).
+"use strict";
+const $ = (id) => document.getElementById(id);
+function q(params) {
+  return Object.entries(params).filter(([, v]) => v !== null && v !== undefined)
+    .map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`).join("&");
+}
+
+function figure(src, caption) {
+  const fig = document.createElement("figure");
+  const img = document.createElement("img");
+  img.src = src; img.alt = caption; img.width = 320;
+  const cap = document.createElement("figcaption");
+  cap.textContent = caption;
+  fig.append(img, cap);
+  return fig;
+}
+
+function row(table, name, text) {
+  const tr = table.insertRow();
+  const th = document.createElement("th");
+  th.textContent = name;
+  const td = tr.insertCell();
+  td.textContent = text === null || text === undefined ? "-" : text;
+  tr.prepend(th);
+}
+
