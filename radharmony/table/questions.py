@@ -36,6 +36,8 @@ def check_spec(spec) -> None:
 
 def duplicate_question(ids: list, source: str) -> None:
     """Refuse a question id that occurs twice, naming both occurrences."""
+    if len(set(ids)) == len(ids):  # the common case, at C speed
+        return
     first: dict = {}
     for i, q in enumerate(ids):
         j = first.setdefault(q, i)
@@ -74,6 +76,7 @@ def check_questions(out: pd.DataFrame, spec, source: str, check_path) -> pd.Data
 
 #: "A. ", "B. ", ... : the prefixes of normalised options
 _PREFIXES = [f"{chr(65 + k)}. " for k in range(26)]
+_BY_N = [_PREFIXES[:n] for n in range(27)]  # n options -> their prefixes
 
 
 def _plainly_valid(ids, fmts, opts, letters, paths, views, keys) -> bool:
@@ -89,11 +92,11 @@ def _plainly_valid(ids, fmts, opts, letters, paths, views, keys) -> bool:
         return False
     try:
         for fmt, o, letter in zip(fmts, opts, letters):
-            if fmt == "mcq":
+            if fmt == "mcq":  # str.startswith raises TypeError on a non-text option
                 n = len(o)
-                if type(o) is not list or not n or [x[:3] for x in o] != _PREFIXES[:n] or \
-                        "".join(o) is None or not (type(letter) is str and len(letter) == 1
-                                                   and "A" <= letter <= _PREFIXES[n - 1][0]):
+                if type(o) is not list or not n or not all(map(str.startswith, o, _BY_N[n])) \
+                        or not (type(letter) is str and len(letter) == 1 and
+                                "A" <= letter <= _PREFIXES[n - 1][0]):
                     return False
             elif not (o is None or o == []) or letter is not None:
                 return False
