@@ -16,7 +16,8 @@ counted and named when the dataset is built (``on_missing="drop"`` leaves it out
 
 from __future__ import annotations
 
-from operator import itemgetter
+from itertools import repeat
+from operator import getitem, itemgetter
 from typing import ClassVar
 
 from ..errors import MetadataError
@@ -134,8 +135,10 @@ class _ReXVQAHarmonizer(BaseVQAHarmonizer):
         keys = key_images(*zip(*images), VIEW_MAP) if images else ([], [])
         pos = {uid: j for j, uid in enumerate(raw.studies)}
         at = list(map(pos.__getitem__, field("StudyInstanceUid")))
-        options, letters, answers = [], [], []
-        for qid, opts, letter in zip(raw.ids, field("options"), field("correct_answer")):
+        fast = _as_shipped(field("options"), field("correct_answer"))
+        options, letters, answers = fast or ([], [], [])
+        for qid, opts, letter in zip(raw.ids, field("options"), field("correct_answer")) \
+                if fast is None else ():
             # as shipped ("A. ..."): kept (the schema checks every option); else normalised
             o = opts if type(opts) is list and opts and type(opts[0]) is str and \
                 opts[0][:3] == "A. " else normalise_options(opts, where=f"{source}: question "
@@ -157,6 +160,27 @@ class _ReXVQAHarmonizer(BaseVQAHarmonizer):
                 "answer_letter": letters, "explanation": field("correct_answer_explanation"),
                 "task": field("task_name"), "category": field("category"),
                 "subcategory": field("subcategory"), **{c: take(v) for c, v in study.items()}}
+
+
+_INDEX = {chr(65 + k): k for k in range(26)}
+_PREFIX = {c: f"{c}. " for c in _INDEX}
+
+
+def _as_shipped(options, letters) -> tuple[list, list, list] | None:
+    """``(options, letters, answers)`` at C speed when every question is as shipped (options
+    ``"A. ..."`` lists, its letter one of them, the option at the letter's place starting
+    ``"<letter>. "``); None when one may not be (the per-question loop then decides)."""
+    try:
+        if not options or set(map(type, options)) != {list} or \
+                not set(letters) <= _INDEX.keys() or \
+                not all(map(str.startswith, map(itemgetter(0), options), repeat("A. "))):
+            return None
+        chosen = list(map(getitem, options, map(_INDEX.__getitem__, letters)))
+        if not all(map(str.startswith, chosen, map(_PREFIX.__getitem__, letters))):
+            return None
+    except (TypeError, IndexError):
+        return None
+    return list(options), list(letters), list(map(itemgetter(slice(3, None)), chosen))
 
 
 def _taker(at: list):
