@@ -11,7 +11,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 # torch first, pinned: on these machines torch==2.13.0 is a local CPU build, while an
-# unpinned torch would pull a multi-GB CUDA build. The package itself declares torch>=2.2.
+# unpinned torch would pull a multi-GB CUDA build. The package declares the range torch>=2.2.
 # Every other dependency is installed at its declared floor's release line (name==floor.*,
 # tools/min_requirements.py --constraints): the floors pyproject.toml declares are the versions
 # every `make test` (and so CI) installs and tests.

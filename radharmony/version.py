@@ -10,7 +10,7 @@
   suite fails when the code's digest is not the newest entry. Changing the pipeline therefore
   means adding a new version with the new digest -- editing an old entry fails the test too.
 * :func:`pipeline_digest` -- that digest of the code actually installed, computed once per
-  process when the first image cache opens (about 60 ms: six files parsed). It is part of
+  process when the first image cache opens (20-60 ms: six files parsed). It is part of
   every image cache key too, so a user who edits the pipeline in an editable install, or
   installs a fork, never gets arrays the old code made, whether or not the version was bumped.
 * Tables are cheap to rebuild: the table cache keys on the digest of the table code itself
