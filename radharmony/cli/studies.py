@@ -1,7 +1,8 @@
 """``--level study`` of ``radharmony export`` and ``radharmony info``.
 
 ``export KEY --root DIR --level study --format llava|parquet|webdataset -o OUT``: whole
-studies (:mod:`radharmony.export.study_formats`); ``info KEY --root DIR --level study``:
+studies (:mod:`radharmony.export.study_formats`), or one record per question for a VQA key;
+``info KEY --root DIR --level study``:
 studies, images per study, section coverage (:func:`radharmony.studies.info.study_info`).
 """
 
@@ -40,12 +41,13 @@ def run_export(args: argparse.Namespace, ds, split) -> int:
     """Export the study-level form of ``ds`` (the image-level dataset the arguments select)."""
     from ..data.studies import StudyDataset
     from ..export import to_llava, to_parquet, to_study_webdataset
+    from ..export.studies import image_info, is_vqa
 
     if args.format not in STUDY_FORMATS:
         raise UsageError(f"--level study writes {STUDY_FORMATS}, not {args.format!r}")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        studies = StudyDataset(ds, max_images=args.max_images)
+        studies = ds if is_vqa(ds) else StudyDataset(ds, max_images=args.max_images)
         common = {"images": args.images, "progress": not args.quiet}
         if args.format == "llava":
             out = args.out if args.out.suffix == ".json" else args.out / "llava.json"
@@ -57,14 +59,21 @@ def run_export(args: argparse.Namespace, ds, split) -> int:
             manifest = write(studies, out, shard_size=args.shard_size, **common)
     for w in caught:
         print(f"radharmony export: {w.message}", file=sys.stderr)
+    if "shards" not in manifest:  # to_llava of a VQA dataset: one JSON, no shards
+        manifest = {"num_studies": manifest["entries"], "num_images": manifest["images"],
+                    "shards": [out.name], "images": image_info(ds, args.images)}
     summary = {"key": ds.spec.key, "split": split, "level": "study", "format": args.format,
                "out": str(out), "studies": manifest["num_studies"],
                "images": manifest["num_images"], "shards": len(manifest["shards"]),
                "image_source": manifest["images"]["description"]}
+    unit = "studies"
+    if is_vqa(ds):  # one record per question
+        unit = "questions"
+        summary["questions"] = summary.pop("studies")
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
-        print(f"{summary['key']}: exported {summary['studies']:,} studies "
+        print(f"{summary['key']}: exported {summary[unit]:,} {unit} "
               f"({summary['images']:,} images, {summary['image_source']}) as "
               f"{args.format} in {summary['shards']} shards to {out}")
     return EXIT_OK

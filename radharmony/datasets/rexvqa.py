@@ -16,6 +16,8 @@ counted and named when the dataset is built (``on_missing="drop"`` leaves it out
 
 from __future__ import annotations
 
+from itertools import repeat
+from operator import getitem, itemgetter
 from typing import ClassVar
 
 from ..errors import MetadataError
@@ -72,10 +74,12 @@ class ReXVQARaw:
                                     found=repr(uid)[:80], fix="re-download the question file")
             if uid not in first:
                 first[uid] = (qid, e)
-        values = iter(decoded_all([e.get(f) if isinstance(e, dict) else getattr(e, f, None)
-                                   for _, e in first.values() for f in STUDY_FIELDS]))
-        studies = {uid: {"question": qid, **{f: next(values) for f in STUDY_FIELDS}}
-                   for uid, (qid, _) in first.items()}  # all parsed in one call
+        cols = entry_columns([e for _, e in first.values()], STUDY_FIELDS)
+        values = decoded_all([v for f in STUDY_FIELDS for v in cols[f]])  # one call
+        n = len(first)
+        cols = [values[k * n:(k + 1) * n] for k in range(len(STUDY_FIELDS))]
+        studies = {uid: {"question": qid, **dict(zip(STUDY_FIELDS, vals))}
+                   for (uid, (qid, _)), vals in zip(first.items(), zip(*cols))}
         return cls(list(questions), fields, studies)
 
     def extend(self, other: "ReXVQARaw") -> None:
@@ -130,9 +134,11 @@ class _ReXVQAHarmonizer(BaseVQAHarmonizer):
                              [s["question"] for s in studies], source=source)
         keys = key_images(*zip(*images), VIEW_MAP) if images else ([], [])
         pos = {uid: j for j, uid in enumerate(raw.studies)}
-        at = [pos[uid] for uid in field("StudyInstanceUid")]
-        options, letters, answers = [], [], []
-        for qid, opts, letter in zip(raw.ids, field("options"), field("correct_answer")):
+        at = list(map(pos.__getitem__, field("StudyInstanceUid")))
+        fast = _as_shipped(field("options"), field("correct_answer"))
+        options, letters, answers = fast or ([], [], [])
+        for qid, opts, letter in zip(raw.ids, field("options"), field("correct_answer")) \
+                if fast is None else ():
             # as shipped ("A. ..."): kept (the schema checks every option); else normalised
             o = opts if type(opts) is list and opts and type(opts[0]) is str and \
                 opts[0][:3] == "A. " else normalise_options(opts, where=f"{source}: question "
@@ -141,18 +147,48 @@ class _ReXVQAHarmonizer(BaseVQAHarmonizer):
                 else _letter(letter)
             options.append(o)
             letters.append(letter)
-            answers.append(option_text(o, letter) if letter else None)
+            k = ord(letter) - 65 if letter and len(letter) == 1 else -1  # "B" -> o[1] ...
+            answers.append(o[k][3:] if 0 <= k < len(o) and o[k][:3] == letter + ". " else
+                           option_text(o, letter) if letter else None)
+        take = _taker(at)
         return {"question_id": raw.ids, "patient_id": field("PatientID"),
                 "study_id": field("StudyInstanceUid"),
-                "image_paths": [images[j][0] for j in at],
-                "image_path": [keys[0][j] for j in at],
-                "view_position": [keys[1][j] for j in at],
-                "view_positions": [images[j][1] for j in at], "question": field("question"),
+                "image_paths": take([i[0] for i in images]), "image_path": take(keys[0]),
+                "view_position": take(keys[1]), "view_positions": take([i[1] for i in images]),
+                "question": field("question"),
                 "answer": answers, "answer_format": ["mcq"] * len(at), "options": options,
                 "answer_letter": letters, "explanation": field("correct_answer_explanation"),
                 "task": field("task_name"), "category": field("category"),
-                "subcategory": field("subcategory"),
-                **{c: [v[j] for j in at] for c, v in study.items()}}
+                "subcategory": field("subcategory"), **{c: take(v) for c, v in study.items()}}
+
+
+_INDEX = {chr(65 + k): k for k in range(26)}
+_PREFIX = {c: f"{c}. " for c in _INDEX}
+
+
+def _as_shipped(options, letters) -> tuple[list, list, list] | None:
+    """``(options, letters, answers)`` at C speed when every question is as shipped (options
+    ``"A. ..."`` lists, its letter one of them, the option at the letter's place starting
+    ``"<letter>. "``); None when one may not be (the per-question loop then decides)."""
+    try:
+        if not options or set(map(type, options)) != {list} or \
+                not set(letters) <= _INDEX.keys() or \
+                not all(map(str.startswith, map(itemgetter(0), options), repeat("A. "))):
+            return None
+        chosen = list(map(getitem, options, map(_INDEX.__getitem__, letters)))
+        if not all(map(str.startswith, chosen, map(_PREFIX.__getitem__, letters))):
+            return None
+    except (TypeError, IndexError):
+        return None
+    return list(options), list(letters), list(map(itemgetter(slice(3, None)), chosen))
+
+
+def _taker(at: list):
+    """``take(values)`` = ``[values[j] for j in at]``, at C speed."""
+    if len(at) < 2:
+        return lambda values: [values[j] for j in at]
+    get = itemgetter(*at)
+    return lambda values: list(get(values))
 
 
 def _images(qid, p, v, source: str) -> tuple[list, list]:

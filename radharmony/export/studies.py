@@ -3,7 +3,9 @@
 and :func:`~radharmony.export.study_formats.to_study_webdataset`.
 
 A record is one study (``StudyDataset`` order): ids, views, ``key_image``, the six sections,
-``report``, the prior's id when the dataset has priors, and its images as ``(name, bytes)``:
+``report``, the prior's id when the dataset has priors, and its images as ``(name, bytes)``;
+for a VQA dataset, one question with its images (:func:`radharmony.export.vqa.vqa_records`;
+``num_studies`` in the manifest then counts questions):
 
 * ``images="cache"`` (default): the preprocessed image at the pipeline's size (224, or the
   transform's), as the cache holds it (read through it, filling it on a miss), stored
@@ -38,8 +40,19 @@ def study_key(study_id) -> str:
     return hashlib.sha1(str(study_id).encode()).hexdigest()[:16]
 
 
+def is_vqa(ds) -> bool:
+    """Whether ``ds`` is a VQA dataset (one row per question): exported one record per
+    question (:func:`radharmony.export.vqa.vqa_records`)."""
+    return getattr(getattr(ds, "spec", None), "row_unit", "image") == "question"
+
+
+def image_dataset(ds):
+    """The per-image dataset whose pipeline and cache give the exported pixels."""
+    return ds if is_vqa(ds) else ds.images
+
+
 def check_study_dataset(ds, shard_size: int, images: str) -> None:
-    if not hasattr(ds, "index") or not hasattr(ds, "images"):
+    if not is_vqa(ds) and (not hasattr(ds, "index") or not hasattr(ds, "images")):
         raise ExportError("Study exports need a study-level dataset",
                           expected="XDataset(..., level='study')", found=type(ds).__name__,
                           fix="build the dataset with level='study'")
@@ -47,10 +60,10 @@ def check_study_dataset(ds, shard_size: int, images: str) -> None:
         raise ExportError("shard_size must be a positive integer", expected="e.g. 1000",
                           found=repr(shard_size), fix="pass shard_size=1000")
     check_choice("images", images, IMAGE_SOURCES, error=ExportError)
-    if images == "cache" and ds.images.user_transform is not None:
+    if images == "cache" and image_dataset(ds).user_transform is not None:
         raise ExportError("images='cache' needs the built-in pipeline",
                           expected="transform=None or a DefaultTransform",
-                          found=type(ds.images.user_transform).__name__,
+                          found=type(image_dataset(ds).user_transform).__name__,
                           fix="pass images='original', or build the dataset without transform")
 
 
@@ -58,14 +71,18 @@ def image_info(ds, images: str) -> dict:
     """What the exported images are (recorded in the manifest)."""
     if images == "original":
         return {"source": "original", "description": "the source files as shipped"}
-    p = ds.images.pipeline
+    p = image_dataset(ds).pipeline
     return {"source": "cache", "size": p.size, "bits": p.bits, "format": "png",
             "description": f"preprocessed {p.size}x{p.size} {p.bits}-bit PNG (the cache's "
                            "pixels)"}
 
 
 def records(ds, start: int, stop: int, images: str) -> list[dict]:
-    """The export records of studies ``start:stop``."""
+    """The export records of studies ``start:stop`` (of questions, for a VQA dataset)."""
+    if is_vqa(ds):
+        from .vqa import vqa_records
+
+        return vqa_records(ds, start, stop, images)
     ix, img = ds.index, ds.images
     flat = [int(r) for s in range(start, stop) for r in ix.rows[s]]
     if images == "cache":  # PNG encoding over the process's threads (OpenCV drops the GIL)
@@ -111,9 +128,13 @@ def records(ds, start: int, stop: int, images: str) -> list[dict]:
 
 
 def study_fingerprint(ds, *, fmt: str, images: str, options: dict) -> dict:
-    fp = fingerprint(ds.images, ds.images.pipeline)
-    fp.update(level="study", max_images=ds.max_images, view_order=list(ds.view_order),
-              prior=ds.prior, export_format=fmt, images=images, options=options,
+    fp = fingerprint(image_dataset(ds), image_dataset(ds).pipeline)
+    if is_vqa(ds):
+        fp.update(level="question")
+    else:
+        fp.update(level="study", max_images=ds.max_images, view_order=list(ds.view_order),
+                  prior=ds.prior)
+    fp.update(export_format=fmt, images=images, options=options,
               num_studies=len(ds))
     return json.loads(json.dumps(fp))  # as read back from the manifest
 

@@ -14,7 +14,7 @@ from ..errors import SHOW, StudyWarning, check_choice
 from ..studies.references import rexrank_context, rexrank_report
 from ..studies.sections import SECTION_KEYS
 from .codec import ExportError
-from .studies import check_study_dataset, run_shards
+from .studies import check_study_dataset, is_vqa, run_shards
 from .tarfiles import _save_shard, _tar_bytes
 
 ANSWERS = ("findings", "findings_impression")
@@ -22,14 +22,24 @@ PROMPTS = {"findings": "Write the findings section of the radiology report for t
                        "X-ray study.",
            "findings_impression": "Write the findings and impression sections of the "
                                   "radiology report for this chest X-ray study."}
-#: Hugging Face ``datasets`` features of the Parquet export (stored in the schema metadata)
+#: the Parquet columns of a study export and of a VQA export (one row per question), by kind:
+#: ``text``, ``texts`` (list of text), ``int`` (int32), ``images`` (list<Image>)
+STUDY_COLUMNS = {"study_id": "text", "patient_id": "text", "images": "images",
+                 "views": "texts", "sample_ids": "texts", "key_image": "int",
+                 **{k: "text" for k in SECTION_KEYS}, "report": "text",
+                 "prior_study_id": "text"}
+VQA_COLUMNS = {"sample_id": "text", "question_id": "text", "patient_id": "text",
+               "study_id": "text", "images": "images", "views": "texts", "key_image": "int",
+               "image_paths": "texts", "question": "text", "options": "texts",
+               "answer": "text", "answer_format": "text", "answer_letter": "text",
+               "explanation": "text", "task": "text", "category": "text",
+               "subcategory": "text", "ref_study_id": "text"}
 _TEXT = {"dtype": "string", "_type": "Value"}
-HF_FEATURES = {"study_id": _TEXT, "patient_id": _TEXT,
-               "images": {"feature": {"_type": "Image"}, "_type": "List"},
-               "views": {"feature": _TEXT, "_type": "List"},
-               "sample_ids": {"feature": _TEXT, "_type": "List"},
-               "key_image": {"dtype": "int32", "_type": "Value"},
-               **{k: _TEXT for k in SECTION_KEYS}, "report": _TEXT, "prior_study_id": _TEXT}
+#: Hugging Face ``datasets`` features of each kind (stored in the schema metadata)
+HF_KINDS = {"text": _TEXT, "texts": {"feature": _TEXT, "_type": "List"},
+            "int": {"dtype": "int32", "_type": "Value"},
+            "images": {"feature": {"_type": "Image"}, "_type": "List"}}
+HF_FEATURES = {k: HF_KINDS[kind] for k, kind in STUDY_COLUMNS.items()}
 
 
 def _prefix(ds, prefix: str | None) -> str:
@@ -123,18 +133,21 @@ def to_parquet(ds, folder: str | os.PathLike, *, shard_size: int = 1000,
     Hugging Face ``datasets`` loads (``load_dataset("parquet", data_files=...)``): one row per
     study with ``images`` a ``list<Image>`` column (``{bytes, path}`` structs, the feature
     declared in the schema metadata), ``views``, ``sample_ids``, ``key_image``, the six
-    sections, ``report`` and ``prior_study_id``. Returns the manifest (``manifest.json``)."""
+    sections, ``report`` and ``prior_study_id``. A VQA dataset is written one row per
+    question (:data:`VQA_COLUMNS`: its images, ``question``, ``options``, ``answer``,
+    ``answer_letter``, ``explanation``, ``task``/``category``/``subcategory``). Returns the
+    manifest (``manifest.json``)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     check_study_dataset(ds, shard_size, images)
+    columns = VQA_COLUMNS if is_vqa(ds) else STUDY_COLUMNS
     image_t = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
-    schema = pa.schema([("study_id", pa.string()), ("patient_id", pa.string()),
-                        ("images", pa.list_(image_t)), ("views", pa.list_(pa.string())),
-                        ("sample_ids", pa.list_(pa.string())), ("key_image", pa.int32()),
-                        *((k, pa.string()) for k in SECTION_KEYS), ("report", pa.string()),
-                        ("prior_study_id", pa.string())],
-                       metadata={"huggingface": json.dumps({"info": {"features": HF_FEATURES}})})
+    arrow = {"text": pa.string(), "texts": pa.list_(pa.string()), "int": pa.int32(),
+             "images": pa.list_(image_t)}
+    features = {k: HF_KINDS[kind] for k, kind in columns.items()}
+    schema = pa.schema([(k, arrow[kind]) for k, kind in columns.items()],
+                       metadata={"huggingface": json.dumps({"info": {"features": features}})})
 
     def write(recs: list[dict], path: Path) -> None:
         cols = {name: [] for name in schema.names}
@@ -163,7 +176,9 @@ def to_study_webdataset(ds, folder: str | os.PathLike, *, shard_size: int = 1000
     ``<key>.<j>.png`` (``<key>.<j><suffix>`` for original files), one per view in order, and
     ``<key>.json`` (ids, views, ``key_image``, sections, ``report``, image file names). The
     key is :func:`~radharmony.export.studies.study_key` (hex digits: study ids with dots
-    would break WebDataset's grouping). Returns the manifest (``manifest.json``)."""
+    would break WebDataset's grouping). A VQA dataset is written one sample per question
+    (key: the hash of its sample id; ``.json``: :data:`VQA_COLUMNS` but the images). Returns
+    the manifest (``manifest.json``)."""
     check_study_dataset(ds, shard_size, images)
 
     def write(recs: list[dict], path: Path) -> None:

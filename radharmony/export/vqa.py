@@ -1,5 +1,7 @@
-"""VQA datasets as LLaVA conversations: :func:`to_llava_vqa` (what
-:func:`radharmony.export.study_formats.to_llava` does when given a VQA dataset).
+"""VQA datasets through the study exporters: :func:`to_llava_vqa` (what
+:func:`radharmony.export.study_formats.to_llava` does when given a VQA dataset) and
+:func:`vqa_records`, the records :func:`~radharmony.export.study_formats.to_parquet` and
+:func:`~radharmony.export.study_formats.to_study_webdataset` write for one (one per question).
 
 One entry per question: ``id`` (the sample id), ``image`` (the question's images),
 ``conversations`` (human: one ``<image>`` line per image, the question, for a multiple-choice
@@ -17,11 +19,16 @@ import warnings
 from pathlib import Path
 
 from ..errors import SHOW, check_choice
+from ..imaging.read import safe_path
 from ..vqa.images import load_one
 from .codec import ExportError, png_bytes
 from .studies import study_key
 from .tarfiles import _save_shard
 
+#: the text fields of a VQA export record (``options`` and ``image_paths`` are lists of text)
+RECORD_FIELDS = ("sample_id", "question_id", "patient_id", "study_id", "question", "options",
+                 "answer", "answer_format", "answer_letter", "explanation", "task", "category",
+                 "subcategory", "ref_study_id")
 MCQ_INSTRUCTION = "Answer with the option's letter from the given choices directly."
 OPEN_INSTRUCTION = "Answer the question using a single word or phrase."
 
@@ -85,3 +92,55 @@ def to_llava_vqa(ds, path: str | os.PathLike, *, images: str = "cache",
         warnings.warn(f"to_llava: {len(left_out)} of {len(ds)} questions have no answer and "
                       f"were left out, first: {left_out[:SHOW]}", UserWarning, stacklevel=2)
     return {"entries": len(entries), "images": len(written), "left_out": len(left_out)}
+
+
+def vqa_records(ds, start: int, stop: int, images: str) -> list[dict]:
+    """The export records of questions ``start:stop``: ``key`` (the WebDataset-safe
+    :func:`~radharmony.export.studies.study_key` of the sample id), :data:`RECORD_FIELDS`
+    (None where the dataset has no such column), ``views``, ``key_image``, ``image_paths`` and
+    ``images`` (``(name, bytes)``: the cache's PNG ``<j>.png``, or the original file
+    ``<j><suffix>``)."""
+    from .. import threads
+
+    root = ds.base_image_dir
+    paths = [list(ds._images[i]) for i in range(start, stop)]
+    flat = [rel for ps in paths for rel in ps]
+    if images == "cache":  # read through the cache in order, encode over the threads
+        encoded = threads.each(lambda a: png_bytes(a, where="VQA export"),
+                               [load_one(ds, root, rel) for rel in flat]) if flat else []
+        for value in encoded:
+            if threads.raised(value) is not None:
+                raise threads.raised(value)
+    else:
+        encoded = [_original(root, rel) for rel in flat]
+    data = iter(encoded)
+    out = []
+    for i, ps in zip(range(start, stop), paths):
+        rec = {"key": study_key(ds.rows.ids[i]),
+               **{c: _plain(ds._fields[c][i]) if c in ds._fields else None
+                  for c in RECORD_FIELDS}, "sample_id": str(ds.rows.ids[i]),
+               "views": list(ds._views[i]), "key_image": int(ds._key[i]), "image_paths": ps,
+               "images": [(f"{j}.png" if images == "cache" else
+                           f"{j}{Path(rel).suffix.lower()}", next(data))
+                          for j, rel in enumerate(ps)]}
+        out.append(rec)
+    return out
+
+
+def _plain(value):
+    """A table cell as JSON: lists for arrays, None for missing."""
+    if value is None or isinstance(value, str):
+        return value
+    if hasattr(value, "tolist") or isinstance(value, (list, tuple)):
+        return [str(v) for v in value]
+    return None if value != value else value  # NaN
+
+
+def _original(root, rel: str) -> bytes:
+    path = safe_path(root, rel)
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise ExportError(f"VQA export: cannot read {path}", expected="a readable image file",
+                          found=f"{type(exc).__name__}: {exc}",
+                          fix="restore the file, or export images='cache'") from None

@@ -7,7 +7,9 @@ columns, so a VQA table read back from CSV or Parquet is checked exactly like a 
 
 from __future__ import annotations
 
+import operator
 import re
+from itertools import chain
 
 import pandas as pd
 
@@ -36,6 +38,8 @@ def check_spec(spec) -> None:
 
 def duplicate_question(ids: list, source: str) -> None:
     """Refuse a question id that occurs twice, naming both occurrences."""
+    if len(set(ids)) == len(ids):  # the common case, at C speed
+        return
     first: dict = {}
     for i, q in enumerate(ids):
         j = first.setdefault(q, i)
@@ -74,6 +78,9 @@ def check_questions(out: pd.DataFrame, spec, source: str, check_path) -> pd.Data
 
 #: "A. ", "B. ", ... : the prefixes of normalised options
 _PREFIXES = [f"{chr(65 + k)}. " for k in range(26)]
+_BY_N = [_PREFIXES[:n] for n in range(27)]  # n options -> their prefixes
+_LAST = [None, *(p[0] for p in _PREFIXES)]  # n options -> the last letter
+_LETTERS = frozenset(p[0] for p in _PREFIXES)
 
 
 def _plainly_valid(ids, fmts, opts, letters, paths, views, keys) -> bool:
@@ -88,25 +95,40 @@ def _plainly_valid(ids, fmts, opts, letters, paths, views, keys) -> bool:
     if not set(fmts) <= set(ANSWER_FORMATS):
         return False
     try:
-        for fmt, o, letter in zip(fmts, opts, letters):
-            if fmt == "mcq":
+        for fmt, o, letter in zip(fmts, opts, letters) if set(fmts) != {"mcq"} else ():
+            if fmt == "mcq":  # str.startswith raises TypeError on a non-text option
                 n = len(o)
-                if type(o) is not list or not n or [x[:3] for x in o] != _PREFIXES[:n] or \
-                        "".join(o) is None or not (type(letter) is str and len(letter) == 1
-                                                   and "A" <= letter <= _PREFIXES[n - 1][0]):
+                if type(o) is not list or not n or not all(map(str.startswith, o, _BY_N[n])) \
+                        or not (type(letter) is str and len(letter) == 1 and
+                                "A" <= letter <= _PREFIXES[n - 1][0]):
                     return False
             elif not (o is None or o == []) or letter is not None:
                 return False
-        if not all(type(p) is list and p for p in paths):
+        if set(fmts) == {"mcq"} and not _all_mcq_valid(opts, letters):
+            return False
+        if paths and (set(map(type, paths)) != {list} or not all(map(len, paths))):
             return False
         distinct = set().union(*paths)
         if not all(type(p) is str and _plainly_clean(p) for p in distinct):
             return False
     except (TypeError, AttributeError, IndexError):  # a non-text option, 27 options, ...
         return False
-    return all(type(v) is list for v in views) and \
+    return (not views or set(map(type, views)) == {list}) and \
         list(map(len, views)) == list(map(len, paths)) and \
         all(map(list.__contains__, paths, keys))
+
+
+def _all_mcq_valid(opts, letters) -> bool:
+    """:func:`_plainly_valid`'s check of multiple-choice questions, over whole columns at C
+    speed: options lists of 1-26 texts ``"A. "``, ``"B. "``, ... in order, a letter among them."""
+    if set(map(type, opts)) != {list} or not set(letters) <= _LETTERS:
+        return False
+    n = list(map(len, opts))
+    if not all(n) or max(n) > 26:
+        return False
+    return all(map(str.startswith, chain.from_iterable(opts),
+                   chain.from_iterable(map(_BY_N.__getitem__, n)))) and \
+        all(map(operator.le, letters, map(_LAST.__getitem__, n)))
 
 
 def _first_fault(ids, fmts, opts, letters, paths, views, keys, *, source: str,

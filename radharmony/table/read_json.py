@@ -185,7 +185,7 @@ def decoded_all(values: list) -> list:
     if msgspec is None or not any(isinstance(v, msgspec.Raw) for v in values):
         return list(values)
     raw = msgspec.Raw
-    blob = b",".join(bytes(v) if isinstance(v, raw) else b"0" for v in values)
+    blob = b",".join([v if type(v) is raw else b"0" for v in values])  # Raw: a buffer
     parsed = msgspec.json.decode(b"[" + blob + b"]")
     return [p if isinstance(v, raw) else v for p, v in zip(parsed, values)]
 

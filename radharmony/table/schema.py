@@ -226,6 +226,8 @@ def _typed(col: pd.Series, kind: str, *, width: int | None, name: str, source: s
 def _text(col: pd.Series, width: int | None) -> pd.Series:
     """Text with None for missing; numbers a CSV reader made of digits become text again
     (``12.0`` -> ``"12"``, zero-padded to ``width``)."""
+    if col.dtype == object and pd.api.types.infer_dtype(col, skipna=False) == "string":
+        return col  # all text, nothing missing (one C-level pass)
     if col.dtype == object and pd.api.types.infer_dtype(col, skipna=True) in ("string",
                                                                                "empty"):
         return col.where(col.notna(), None) if col.hasnans else col

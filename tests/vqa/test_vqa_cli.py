@@ -26,3 +26,17 @@ def test_info_counts_questions_tasks_and_letters(tmp_path, capsys):
     assert cli.main(["info", "rexvqa_test", "--root", str(root), "-q"]) == 0
     text = capsys.readouterr().out
     assert "correct letter (mcq): A " in text and "Presence Assessment" in text
+
+
+def test_export_study_formats_take_a_vqa_key(tmp_path, capsys):
+    root = write_rexvqa(tmp_path / "d", studies={"test": 3})
+    n = len(json.loads((tmp_path / "d" / "metadata" / "test_vqa_data.json").read_text()))
+    for fmt in ("parquet", "webdataset", "llava"):
+        out = tmp_path / fmt
+        assert cli.main(["export", "rexvqa_test", "--root", str(root), "--level", "study",
+                         "--format", fmt, "-o", str(out), "--json", "-q",
+                         "--cache-dir", str(tmp_path / "cache")]) == 0
+        summary = json.loads(capsys.readouterr().out)
+        assert summary["questions"] == n and summary["format"] == fmt
+    manifest = json.loads((tmp_path / "parquet" / "manifest.json").read_text())
+    assert manifest["num_studies"] == n and manifest["fingerprint"]["level"] == "question"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from radharmony.datasets.rexvqa import ReXVQATestDataset
 from radharmony.datasets.vqa_rad import VQARADChestDataset
@@ -37,3 +38,67 @@ def test_open_questions_and_original_images(tmp_path):
         assert e["conversations"][1]["value"] == row.answer
         assert e["image"] == [str(ds.base_image_dir / row.image_paths[0])]
         assert "single word or phrase" in e["conversations"][0]["value"]
+
+
+def _expected(ds):
+    df = ds.harmonized_df
+    return {sid: row for sid, row in zip(ds.sample_ids, df.itertuples())}
+
+
+def test_parquet_one_row_per_question(tmp_path):
+    import pyarrow.parquet as pq
+    from datasets import load_dataset
+
+    from radharmony.export.study_formats import to_parquet
+
+    ds = ReXVQATestDataset(write_rexvqa(tmp_path / "d", studies={"test": 4}), cache_dir=None)
+    manifest = to_parquet(ds, tmp_path / "pq", shard_size=5, progress=False)
+    files = sorted(str(p) for p in (tmp_path / "pq").glob("*.parquet"))
+    assert len(files) == len(manifest["shards"]) == -(-len(ds) // 5) and manifest["complete"]
+    table = pq.read_table(files).to_pylist()
+    want = _expected(ds)
+    assert [r["sample_id"] for r in table] == list(ds.sample_ids)
+    for r in table:
+        row = want[r["sample_id"]]
+        assert (r["question_id"], r["question"], r["answer"], r["answer_letter"],
+                r["explanation"], r["task"], r["category"], r["subcategory"]) == \
+            (row.question_id, row.question, row.answer, row.answer_letter, row.explanation,
+             row.task, row.category, row.subcategory)
+        assert r["options"] == list(row.options) and len(r["options"]) > 1
+        assert r["image_paths"] == list(row.image_paths)
+        assert len(r["images"]) == len(row.image_paths) and r["images"][0]["bytes"][:4] == \
+            b"\x89PNG"
+    hf = load_dataset("parquet", data_files=files, split="train")
+    assert hf.features["images"].feature.__class__.__name__ == "Image"
+    first = hf[0]
+    assert first["question"] == table[0]["question"] and first["options"] == table[0]["options"]
+    assert first["images"][0].size == (ds.pipeline.size, ds.pipeline.size)
+    again = to_parquet(ds, tmp_path / "pq", shard_size=5, progress=False)  # resumes: kept
+    assert [s["sha256"] for s in again["shards"]] == [s["sha256"] for s in manifest["shards"]]
+
+
+def test_webdataset_one_sample_per_question(tmp_path):
+    import tarfile
+
+    from radharmony.export.study_formats import to_study_webdataset
+
+    ds = ReXVQATestDataset(write_rexvqa(tmp_path / "d", studies={"test": 3}), cache_dir=None)
+    to_study_webdataset(ds, tmp_path / "wds", shard_size=4, images="original", progress=False)
+    members = {}
+    for shard in sorted((tmp_path / "wds").glob("*.tar")):
+        with tarfile.open(shard) as tar:
+            for m in tar.getmembers():
+                members[m.name] = tar.extractfile(m).read()
+    metas = [json.loads(v) for k, v in members.items() if k.endswith(".json")]
+    assert sorted(m["sample_id"] for m in metas) == sorted(ds.sample_ids)
+    want = _expected(ds)
+    for m in metas:
+        key = m["key"]
+        assert "." not in key and ":" not in key  # WebDataset groups by the first dot
+        row = want[m["sample_id"]]
+        assert m["question"] == row.question and m["answer_letter"] == row.answer_letter
+        assert m["options"] == list(row.options)
+        for j, rel in enumerate(row.image_paths):
+            name = f"{key}.{j}{Path(rel).suffix.lower()}"
+            assert name in m["images"]
+            assert members[name] == (ds.base_image_dir / rel).read_bytes()
