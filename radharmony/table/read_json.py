@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Any
@@ -149,14 +150,16 @@ def _read_bytes(path) -> bytearray:
     return data
 
 
-def _rewrite_nan(data: bytearray) -> None:
-    """In place and length-preserving (" NaN" -> "null"), in one pass: no copy of a 400 MB
-    file; only where the line ends after it (a JSON string holds no raw newline)."""
-    i = data.find(b" NaN")
+def _rewrite_nan(data: bytearray, start: int = 0) -> bool:
+    """In place and length-preserving (" NaN" -> "null"), in one pass from ``start``: no copy
+    of a 400 MB file; only where the line ends after it (a JSON string holds no raw newline).
+    True when anything was rewritten."""
+    i, done = data.find(b" NaN", start), False
     while i >= 0:
         if data.startswith(_LINE_ENDS, i + 4):
-            data[i:i + 4] = b"null"
+            data[i:i + 4], done = b"null", True
         i = data.find(b" NaN", i + 4)
+    return done
 
 
 def _parse(data: bytearray):
@@ -199,11 +202,21 @@ def _parse_records(data: bytearray, fields: tuple[str, ...], raw: tuple[str, ...
             str(data, "utf-8")
         except UnicodeDecodeError:
             return None  # the full parse names the line
-    _rewrite_nan(data)
+    decode = _decoder(fields, raw).decode
+    try:  # strict JSON first: msgspec refuses a bare NaN anywhere, skipped fields included,
+        return decode(data)  # so a file it reads has none to rewrite (no scan of its bytes)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        at = _MALFORMED_AT.search(str(exc))  # where it stopped: no bare NaN before that
+    if not _rewrite_nan(data, max(0, int(at.group(1)) - 8) if at else 0):
+        return None  # not a bare NaN: the full parse names the fault
     try:
-        return _decoder(fields, raw).decode(data)
+        return decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
+
+
+#: the byte offset in msgspec's "JSON is malformed: ... (byte 123)"
+_MALFORMED_AT = re.compile(r"\(byte (\d+)\)")
 
 
 def is_record(entry) -> bool:
