@@ -78,26 +78,30 @@ def iter_json_entries(path: str | os.PathLike, *, entry_fields: tuple[str, ...],
     one piece. A key repeated *across* chunks is the caller's to find."""
     chunk_bytes = chunk_bytes or CHUNK_BYTES
     with open(path, "rb") as fh:
-        buf = bytearray(fh.read(5))
-        if buf != b'{\n  "' or msgspec is None:
+        rest = fh.read(5)
+        if rest != b'{\n  "' or msgspec is None:
             yield load_json(path, counted=counted, entry_fields=entry_fields,
                             raw_fields=raw_fields)
             return
-        while True:
-            block = fh.read(chunk_bytes)
-            buf += block
-            if block:
-                cut = buf.rfind(_ENTRY_END)
+        while True:  # each piece read straight into its own buffer (records keep views of it)
+            have = len(rest)
+            piece = bytearray(have + chunk_bytes + 2)  # + 2: room for the closing "\n}"
+            piece[:have] = rest
+            with memoryview(piece) as view, view[have:have + chunk_bytes] as into:
+                n = fh.readinto(into)
+            end = have + n
+            if n:
+                cut = piece.rfind(_ENTRY_END, 0, end)
                 if cut < 0:
+                    rest = piece[:end]
                     continue
-                rest = b"{\n" + buf[cut + 6:]  # '  "<next key>": ...' (less than an entry)
-                del buf[cut + 4:]  # the piece ends with the entry's closing brace ...
-                piece, buf = buf, bytearray(rest)
-                piece += b"\n}"  # ... and the object's (no copy of the chunk)
+                rest = b"{\n" + piece[cut + 6:end]  # '  "<next key>": ...' (< an entry)
+                del piece[cut + 4:]  # the piece ends with the entry's closing brace ...
+                piece += b"\n}"  # ... and the object's (within its room: no copy)
             else:
-                piece, buf = buf, bytearray()
+                del piece[end:]
             yield _load(piece, path, counted, entry_fields, raw_fields)
-            if not block:
+            if not n:
                 return
 
 
