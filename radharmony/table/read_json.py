@@ -189,10 +189,14 @@ def _decoder(fields: tuple[str, ...], raw: tuple[str, ...] = ()):
 def decoded_all(values: list) -> list:
     """The values, those :func:`load_json` kept unparsed (``raw_fields``) parsed -- together,
     in one call; the others as they are (also what a reader without msgspec returns)."""
-    if msgspec is None or not any(isinstance(v, msgspec.Raw) for v in values):
+    if msgspec is None:
         return list(values)
-    raw = msgspec.Raw
-    blob = b",".join([v if type(v) is raw else b"0" for v in values])  # Raw: a buffer
+    raw, kinds = msgspec.Raw, set(map(type, values))
+    if kinds == {raw}:  # every value unparsed (the common case): no per-value work
+        return msgspec.json.decode(b"[" + b",".join(values) + b"]")  # Raw: a buffer
+    if raw not in kinds:
+        return list(values)
+    blob = b",".join([v if type(v) is raw else b"0" for v in values])
     parsed = msgspec.json.decode(b"[" + blob + b"]")
     return [p if isinstance(v, raw) else v for p, v in zip(parsed, values)]
 
