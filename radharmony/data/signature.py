@@ -29,12 +29,10 @@ def constructor_signature(cls: type) -> inspect.Signature:
     """The arguments ``cls(...)`` takes: each ``__init__`` from
     :class:`BaseRadiologicalDataset` up to ``cls``, a mixin's ``*args`` / ``**kwargs``
     standing for the arguments it passes on (so ``help()`` and editors show them all)."""
-    from .dataset import BaseRadiologicalDataset
-
     P = inspect.Parameter
     mro = cls.__mro__
-    chain = [k for k in reversed(mro[:mro.index(BaseRadiologicalDataset) + 1])
-             if "__init__" in k.__dict__]
+    base = [k for k in mro if isinstance(k, ReferenceCall)][-1]  # BaseRadiologicalDataset
+    chain = [k for k in reversed(mro[:mro.index(base) + 1]) if "__init__" in k.__dict__]
     params: list[inspect.Parameter] = []
     for klass in chain:
         own = list(inspect.signature(klass.__dict__["__init__"]).parameters.values())[1:]

@@ -18,6 +18,8 @@ of raw bytes keyed by extension), giving back exactly ``ds[i]``.
 
 from __future__ import annotations
 
+import hashlib
+
 import json
 from typing import Any
 
@@ -170,3 +172,9 @@ def decode_sample(sample: dict, *, dtype: torch.dtype = torch.float32) -> dict:
 
 
 __all__ = ["ExportError", "decode_sample", "encode_members", "png_bytes"]
+
+
+def study_key(study_id) -> str:
+    """A WebDataset- and file-safe key of a study: the first 16 hex digits of the SHA-1 of its
+    id (ReXGradient's ids hold dots, which WebDataset reads as an extension)."""
+    return hashlib.sha1(str(study_id).encode()).hexdigest()[:16]

@@ -19,7 +19,6 @@ the same dataset and options keeps every intact shard (resumable); anything else
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -27,17 +26,11 @@ from typing import Callable
 
 from ..errors import check_choice
 from ..studies.sections import SECTION_KEYS
-from .codec import ExportError, png_bytes
+from .codec import ExportError, png_bytes, study_key  # noqa: F401 (study_key: re-exported)
 from .manifest import _sha256_file, fingerprint
 
 IMAGE_SOURCES = ("cache", "original")
 STUDY_FORMAT = "radharmony-study-export"
-
-
-def study_key(study_id) -> str:
-    """A WebDataset- and file-safe key of a study: the first 16 hex digits of the SHA-1 of its
-    id (ReXGradient's ids hold dots, which WebDataset reads as an extension)."""
-    return hashlib.sha1(str(study_id).encode()).hexdigest()[:16]
 
 
 def is_vqa(ds) -> bool:

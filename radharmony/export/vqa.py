@@ -22,7 +22,7 @@ from ..errors import SHOW, check_choice
 from ..imaging.read import safe_path
 from ..vqa.images import load_one
 from .codec import ExportError, png_bytes
-from .studies import study_key
+from .codec import study_key
 from .tarfiles import _save_shard
 
 #: the text fields of a VQA export record (``options`` and ``image_paths`` are lists of text)
