@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .merge import _pairs
+from .merge import _pairs, dataset_arguments
 from .output import EXIT_OK, EXIT_PROBLEMS, UsageError, emit
 from .output import workers as _workers
 
@@ -27,11 +27,7 @@ def add_parser(subparsers, *, parents=()) -> None:
         "or unreadable images. Nothing is dropped; --exclusions writes the sample ids a "
         "dataset's exclude= takes. Exits 1 when a pair straddles splits or patients or an "
         "image is unreadable.")
-    p.add_argument("keys", nargs="+", metavar="KEY", help="dataset keys (see `radharmony list`)")
-    p.add_argument("--root", action="append", required=True, metavar="KEY=DIR",
-                   help="a dataset's image folder (base_image_dir); one per KEY")
-    p.add_argument("--csv-path", action="append", metavar="KEY=FILE",
-                   help="a dataset's metadata file (found near its root when omitted)")
+    dataset_arguments(p)
     p.add_argument("--html", type=Path, metavar="FILE.html", help="write the audit page")
     p.add_argument("--exclusions", type=Path, metavar="FILE.txt",
                    help="write the sample ids to leave out (all but one of each duplicate "

@@ -30,6 +30,16 @@ def _pairs(values, *, flag: str, keys) -> dict[str, Path]:
     return out
 
 
+def dataset_arguments(p) -> None:
+    """Several datasets on one command line: ``KEY...``, ``--root KEY=DIR`` per key and
+    ``--csv-path KEY=FILE`` (read by :func:`_pairs`); ``merge`` and ``audit`` take them."""
+    p.add_argument("keys", nargs="+", metavar="KEY", help="dataset keys (see `radharmony list`)")
+    p.add_argument("--root", action="append", required=True, metavar="KEY=DIR",
+                   help="a dataset's image folder (base_image_dir); one per KEY")
+    p.add_argument("--csv-path", action="append", metavar="KEY=FILE",
+                   help="a dataset's metadata file (found near its root when omitted)")
+
+
 def add_parser(subparsers, *, parents=()) -> None:
     """Add the ``merge`` and ``vocab`` subcommands."""
     p = subparsers.add_parser(
@@ -37,11 +47,7 @@ def add_parser(subparsers, *, parents=()) -> None:
         description="Merge datasets into the canonical findings (1 / 0 / -1 / NaN, no invented "
         "negatives) and write the merged table as Parquet; prints, per source, how many "
         "label values were mapped, transferred one way or left unknown.")
-    p.add_argument("keys", nargs="+", metavar="KEY", help="dataset keys (see `radharmony list`)")
-    p.add_argument("--root", action="append", required=True, metavar="KEY=DIR",
-                   help="a dataset's image folder (base_image_dir); one per KEY")
-    p.add_argument("--csv-path", action="append", metavar="KEY=FILE",
-                   help="a dataset's metadata file (found near its root when omitted)")
+    dataset_arguments(p)
     p.add_argument("-o", "--out", required=True, type=Path, metavar="FILE.parquet")
     p.add_argument("--findings", metavar="ID,...",
                    help="comma-separated canonical finding ids (default: all)")
