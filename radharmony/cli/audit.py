@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .merge import _pairs, dataset_arguments
+from .merge import dataset_arguments, dataset_sources
 from .output import EXIT_OK, EXIT_PROBLEMS, UsageError, emit
 from .output import workers as _workers
 
@@ -49,12 +49,7 @@ def run(args: argparse.Namespace) -> int:
     from ..audit import MAX_DISTANCE, audit
     from ..registry import get_dataset_class
 
-    keys = list(dict.fromkeys(args.keys))
-    roots = _pairs(args.root, flag="--root", keys=keys)
-    csvs = _pairs(args.csv_path, flag="--csv-path", keys=keys)
-    missing = [k for k in keys if k not in roots]
-    if missing:
-        raise UsageError(f"no --root for {missing}: pass --root KEY=DIR for every KEY")
+    keys, roots, csvs = dataset_sources(args)
     flags = [f.strip() for f in args.exclude_flags.split(",") if f.strip()]
     bad = sorted(set(flags) - {"unreadable", "blank", "inverted", "tiny"})
     if bad:

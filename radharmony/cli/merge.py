@@ -40,6 +40,18 @@ def dataset_arguments(p) -> None:
                    help="a dataset's metadata file (found near its root when omitted)")
 
 
+def dataset_sources(args: argparse.Namespace) -> tuple[list[str], dict, dict]:
+    """The keys (first occurrence each), their roots and metadata files from
+    :func:`dataset_arguments`' flags; a key without ``--root`` is a usage error."""
+    keys = list(dict.fromkeys(args.keys))
+    roots = _pairs(args.root, flag="--root", keys=keys)
+    csvs = _pairs(args.csv_path, flag="--csv-path", keys=keys)
+    missing = [k for k in keys if k not in roots]
+    if missing:
+        raise UsageError(f"no --root for {missing}: pass --root KEY=DIR for every KEY")
+    return keys, roots, csvs
+
+
 def add_parser(subparsers, *, parents=()) -> None:
     """Add the ``merge`` and ``vocab`` subcommands."""
     p = subparsers.add_parser(
@@ -76,12 +88,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.suffix.lower() != ".parquet":
         raise UsageError(f"--out {out} must end in .parquet")
-    keys = list(dict.fromkeys(args.keys))
-    roots = _pairs(args.root, flag="--root", keys=keys)
-    csvs = _pairs(args.csv_path, flag="--csv-path", keys=keys)
-    missing = [k for k in keys if k not in roots]
-    if missing:
-        raise UsageError(f"no --root for {missing}: pass --root KEY=DIR for every KEY")
+    keys, roots, csvs = dataset_sources(args)
     findings = [f.strip() for f in args.findings.split(",") if f.strip()] \
         if args.findings else None
     datasets = []

@@ -25,3 +25,19 @@ function row(table, name, text) {
   tr.prepend(th);
 }
 
+// Paging: the page's own script defines `show()` and the globals split, index, total.
+function step(d) { if (total) { index = (index + d + total) % total; show(); } }
+
+async function start(prevId, nextId) {
+  const meta = await (await fetch("api/meta")).json();
+  for (const s of meta.splits) $("split").add(new Option(`${s.title}`, s.key));
+  split = meta.splits[0].key;
+  $("split").onchange = () => { split = $("split").value; index = 0; show(); };
+  $(prevId).onclick = () => step(-1);
+  $(nextId).onclick = () => step(1);
+  document.addEventListener("keydown", (e) => {
+    if (e.key === "ArrowLeft") step(-1);
+    if (e.key === "ArrowRight") step(1);
+  });
+  show();
+}

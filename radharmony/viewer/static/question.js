@@ -1,6 +1,6 @@
 // The question page: a VQA question, its options (the correct one marked), its images.
 "use strict";
-let split = null, index = 0, total = 0;  // $, q, figure, row: pages.js
+let split = null, index = 0, total = 0;  // $, q, figure, row, start: pages.js
 
 async function show() {
   const res = await fetch(`api/question?${q({split, index})}`);
@@ -31,19 +31,4 @@ async function show() {
     `question.png?${q({split, index, j, ref: 1})}`, `reference ${j + 1}`)));
 }
 
-function step(d) { if (total) { index = (index + d + total) % total; show(); } }
-
-async function start() {
-  const meta = await (await fetch("api/meta")).json();
-  for (const s of meta.splits) $("split").add(new Option(`${s.title}`, s.key));
-  split = meta.splits[0].key;
-  $("split").onchange = () => { split = $("split").value; index = 0; show(); };
-  $("prev-question").onclick = () => step(-1);
-  $("next-question").onclick = () => step(1);
-  document.addEventListener("keydown", (e) => {
-    if (e.key === "ArrowLeft") step(-1);
-    if (e.key === "ArrowRight") step(1);
-  });
-  show();
-}
-start();
+start("prev-question", "next-question");

@@ -1,6 +1,6 @@
 // The study page: every view of one study side by side, its sections, the prior below.
 "use strict";
-let split = null, index = 0, total = 0;  // $, q, figure, row: pages.js
+let split = null, index = 0, total = 0;  // $, q, figure, row, start: pages.js
 
 async function show() {
   const res = await fetch(`api/study?${q({split, index})}`);
@@ -26,19 +26,4 @@ async function show() {
   }
 }
 
-function step(d) { if (total) { index = (index + d + total) % total; show(); } }
-
-async function start() {
-  const meta = await (await fetch("api/meta")).json();
-  for (const s of meta.splits) $("split").add(new Option(`${s.title}`, s.key));
-  split = meta.splits[0].key;
-  $("split").onchange = () => { split = $("split").value; index = 0; show(); };
-  $("prev-study").onclick = () => step(-1);
-  $("next-study").onclick = () => step(1);
-  document.addEventListener("keydown", (e) => {
-    if (e.key === "ArrowLeft") step(-1);
-    if (e.key === "ArrowRight") step(1);
-  });
-  show();
-}
-start();
+start("prev-study", "next-study");
