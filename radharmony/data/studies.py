@@ -28,6 +28,7 @@ import torch
 from . import batches, handoff, sampling
 from .splits import assign_folds
 from ..errors import RadHarmonyError, StudyWarning, check_choice
+from ..imaging.pipeline import STORAGE
 from ..studies.index import build_index, check_max_images, check_view_order
 from ..studies.priors import find_priors
 from ..studies.sections import SECTION_KEYS
@@ -85,8 +86,10 @@ class StudyDataset(torch.utils.data.Dataset):
             self.prior_of, self.prior_days = find_priors(
                 first, self.index.patient_ids, self.index.study_ids, images.harmonized_df,
                 images.spec, owner=owner)
-        views = images.harmonized_df["view"].to_numpy(object)
+        views, ids = images.harmonized_df["view"].to_numpy(object), images.rows.ids
         self._views = [views[r].tolist() for r in self.index.rows]
+        self._sample_ids = [ids[r].tolist() for r in self.index.rows]
+        self._counts = np.array([len(r) for r in self.index.rows] + [0], np.int64)  # [-1]: 0
 
     # -- the table ---------------------------------------------------------------------------
     @property
@@ -175,72 +178,62 @@ class StudyDataset(torch.utils.data.Dataset):
             return batches.read_quantized(ds, rows)[0]
         return np.stack([ds.load_image(int(r))[0] for r in rows])
 
-    def _converted(self, rows: np.ndarray) -> torch.Tensor:
-        """Image rows ``rows`` as ``(n, 1, S, S)`` in the dataset's dtype, in a scratch
-        buffer reused by the next call: a batch held in one pack is converted straight out
-        of its memory map (as the image-level batched read does), any other gathered first."""
-        ds, size = self.images, self.images.pipeline.size
-        shape = (len(rows), 1, size, size)
-        scratch = self.__dict__.get("_scratch")
-        if scratch is None or scratch.dtype != ds.dtype or len(scratch) < len(rows) \
-                or scratch.shape[1:] != shape[1:]:
-            scratch = self._scratch = torch.empty((max(len(rows), 64), *shape[1:]),
-                                                  dtype=ds.dtype)
-        out = scratch[:len(rows)]
-        if ds.image_cache is not None:
-            found = batches._find(ds, rows)  # the batched read's own lookup and pack path
-            direct = batches._one_pack(ds, found)
-            if direct is not None:
-                pack, records = direct
-                return ds.pipeline.to_tensor(pack.data, ds.dtype, rows=records, out=out)
-            q = batches._gather(ds, rows, found, None)[0]
-        else:
-            q = self._quantized(rows)
-        return ds.pipeline.to_tensor(q, ds.dtype, out=out)
-
     def _images(self, studies: list[int]) -> torch.Tensor:
-        """``(len(studies), K, 1, S, S)`` of those studies (-1: no study), padding -1."""
+        """``(len(studies), K, 1, S, S)`` of those studies (-1: no study), padding -1.
+
+        One pass over the batch's ``B x K`` image slots: each real image is converted from
+        its cache array straight into its slot (out of the pack's memory map when the batch
+        lies in one pack, as the image-level batched read does; else gathered first) and each
+        padding slot is filled with -1 in the same pass (``to_tensor``'s negative rows)."""
         ds, k = self.images, self.max_images
-        rows = [self.index.rows[s] if s >= 0 else np.empty(0, np.int64) for s in studies]
-        flat = np.concatenate(rows) if rows else np.empty(0, np.int64)
         if ds.user_transform is not None:  # the user's transform gives each image's tensor
-            imgs = [[ds[int(i)]["img"] for i in r] for r in rows]
-            first = next((im for r in imgs for im in r), None)
-            shape = tuple(first.shape) if first is not None else \
-                (1, ds.pipeline.size, ds.pipeline.size)
-            out = torch.full((len(studies), k, *shape), -1.0, dtype=ds.dtype)
-            for j, r in enumerate(imgs):
-                for i, img in enumerate(r):
-                    out[j, i] = img
-            return out
+            return self._transformed(studies)
         size = ds.pipeline.size
+        counts = self._counts[studies]
+        flat = np.concatenate([self.index.rows[s] for s in studies if s >= 0] or
+                              [np.empty(0, np.int64)])
+        # slot j*k+i holds the study's i-th image (position in flat), -1 marks padding
+        slots = np.full((len(studies), k), -1, np.int64)
+        real = np.arange(k)[None, :] < counts[:, None]
+        slots[real] = np.arange(len(flat))
         shape = (len(studies) * k, 1, size, size)
         # the main process reuses its batch buffers; a DataLoader worker's batch goes
         # PyTorch's usual way (its slices are not a worker slot's whole batch)
         out = handoff.own_batch(shape, ds.dtype) if torch.utils.data.get_worker_info() is None \
             else torch.empty(shape, dtype=ds.dtype)
-        # each study's images are one block of slots, copied as bytes by numpy (torch would
-        # split each small copy over its threads, costly when the cores are busy)
-        dst = out.view(torch.uint8).numpy().reshape(shape[0], -1)
-        src = self._converted(flat).view(torch.uint8).numpy().reshape(len(flat), -1) \
-            if len(flat) else None
-        pad = self.__dict__.get("_pad")
-        if pad is None or pad.shape != dst.shape[1:]:  # one padding image's bytes (all -1)
-            pad = self._pad = torch.full(shape[1:], -1.0, dtype=ds.dtype).view(
-                torch.uint8).numpy().reshape(-1)
-        start = 0
-        for j, r in enumerate(rows):
-            n = len(r)
-            if n:
-                dst[j * k:j * k + n] = src[start:start + n]
-            if n < k:
-                dst[j * k + n:(j + 1) * k] = pad
-            start += n
+        source = None
+        if ds.image_cache is not None and len(flat):
+            found = batches._find(ds, flat)  # the batched read's own lookup and pack path
+            direct = batches._one_pack(ds, found)
+            if direct is not None:  # straight out of the pack: its records per slot
+                source, records = direct[0].data, direct[1]
+                slots[real] = records
+            else:
+                source = batches._gather(ds, flat, found, None)[0]
+        elif len(flat):
+            source = self._quantized(flat)
+        if source is None:  # no real image at all: every slot is padding
+            source = np.zeros((0, size, size), STORAGE[ds.pipeline.bits])
+        ds.pipeline.to_tensor(source, ds.dtype, rows=slots.reshape(-1), out=out)
         return out.view(len(studies), k, 1, size, size)
 
+    def _transformed(self, studies: list[int]) -> torch.Tensor:
+        """:meth:`_images` through the user's transform, image by image."""
+        ds, k = self.images, self.max_images
+        rows = [self.index.rows[s] if s >= 0 else np.empty(0, np.int64) for s in studies]
+        imgs = [[ds[int(i)]["img"] for i in r] for r in rows]
+        first = next((im for r in imgs for im in r), None)
+        shape = tuple(first.shape) if first is not None else \
+            (1, ds.pipeline.size, ds.pipeline.size)
+        out = torch.full((len(studies), k, *shape), -1.0, dtype=ds.dtype)
+        for j, r in enumerate(imgs):
+            for i, img in enumerate(r):
+                out[j, i] = img
+        return out
+
     def _masks(self, studies: list[int]) -> torch.Tensor:
-        n = torch.tensor([len(self.index.rows[s]) if s >= 0 else 0 for s in studies])
-        return torch.arange(self.max_images)[None, :] < n[:, None]
+        return torch.from_numpy(np.arange(self.max_images)[None, :] <
+                                self._counts[studies][:, None])
 
     # -- samples ------------------------------------------------------------------------------
     def _check(self, index) -> int:
@@ -250,48 +243,45 @@ class StudyDataset(torch.utils.data.Dataset):
         return int(index) % n
 
     def __getitem__(self, index: int) -> dict:
-        return self.__getitems__([index])[0] if self.sample_transform is None else \
-            self._finish(self._samples([self._check(index)])[0])
+        return self.__getitems__([index])[0]
 
     def __getitems__(self, indices) -> list[dict]:
         """The studies of ``indices`` read as one batch (``DataLoader(ds, batch_size=B)``
-        calls this): one read of all their images, one conversion."""
+        calls this): one read of all their images, one conversion (see :meth:`_images`)."""
         idx = [self._check(i) for i in indices]
-        samples, tensors = self._samples(idx, whole=True)
-        if self.sample_transform is not None:
-            return [self._finish(s) for s in samples]
-        rows = {k: v.unbind(0) for k, v in tensors.items()}
-        for j, s in enumerate(samples):
-            for k in tensors:
-                s[k] = rows[k][j]
-        return handoff.mark(samples, tensors, rows)
-
-    def _samples(self, idx: list[int], whole: bool = False):
         priors = [int(self.prior_of[i]) for i in idx] if self.prior else []
-        imgs = self._images(idx + priors)
-        masks = self._masks(idx + priors)
+        imgs, masks = self._images(idx + priors), self._masks(idx + priors)
         tensors = {"img": imgs[:len(idx)], "img_mask": masks[:len(idx)]}
         if self.prior:
             tensors["prior_img"], tensors["prior_img_mask"] = imgs[len(idx):], masks[len(idx):]
-        ix, ids = self.index, self.images.rows.ids
+        rows = {k: v.unbind(0) for k, v in tensors.items()}
+        samples = self._samples(idx, priors, rows)
+        if self.sample_transform is not None:
+            return [self._finish(s) for s in samples]
+        return handoff.mark(samples, tensors, rows)
+
+    def _samples(self, idx: list[int], priors: list[int], rows: dict) -> list[dict]:
+        """The sample dicts of studies ``idx`` (and their ``priors``), whose tensors are
+        ``rows`` (each batch tensor's rows, in order)."""
+        ix, views, ids = self.index, self._views, self._sample_ids
         out = []
         for j, i in enumerate(idx):
             s = {"study_id": ix.study_ids[i], "patient_id": ix.patient_ids[i],
-                 "img": tensors["img"][j], "img_mask": tensors["img_mask"][j],
-                 "views": list(self._views[i]), "sample_ids": ids[ix.rows[i]].tolist(),
+                 "img": rows["img"][j], "img_mask": rows["img_mask"][j],
+                 "views": list(views[i]), "sample_ids": list(ids[i]),
                  "key_image": int(ix.key_image[i]), **ix.sections[i], "report": ix.reports[i]}
             if self.prior:
                 p = priors[j]
                 s.update({"prior_study_id": ix.study_ids[p] if p >= 0 else None,
-                          "prior_img": tensors["prior_img"][j],
-                          "prior_img_mask": tensors["prior_img_mask"][j],
-                          "prior_views": list(self._views[p]) if p >= 0 else [],
+                          "prior_img": rows["prior_img"][j],
+                          "prior_img_mask": rows["prior_img_mask"][j],
+                          "prior_views": list(views[p]) if p >= 0 else [],
                           "prior_findings": ix.sections[p]["findings"] if p >= 0 else None,
                           "prior_impression": ix.sections[p]["impression"] if p >= 0 else None,
                           "prior_days": None if p < 0 or np.isnan(self.prior_days[i])
                           else int(self.prior_days[i])})
             out.append(s)
-        return (out, tensors) if whole else out
+        return out
 
     def _finish(self, sample: dict) -> dict:
         if self.sample_transform is None:

@@ -29,26 +29,37 @@ def _bits(typingctx, x):
 
 
 def rows_to_bfloat16(q, rows, out, scale):
-    """``out[j]`` (uint16 bfloat16 bits) = level ``q[rows[j]]`` in [-1, 1]. One pass per
-    image: each value is computed, rounded and stored where it is read (through a float32
-    scratch row, the same work took twice as long: twice the memory traffic)."""
-    n = q.shape[1] * q.shape[2]
+    """``out[j]`` (uint16 bfloat16 bits) = level ``q[rows[j]]`` in [-1, 1]; a negative
+    ``rows[j]`` (a padding slot) is level 0, -1, throughout. One pass per image: each value is
+    computed, rounded and stored where it is read (through a float32 scratch row, the same
+    work took twice as long: twice the memory traffic)."""
+    n = out.shape[1] * out.shape[2]
     src2, dst2 = q.reshape(q.shape[0], n), out.reshape(out.shape[0], n)
     one, half, lsb = np.float32(1.0), np.uint32(0x7FFF), np.uint32(1)
+    b = _bits(np.float32(0) * scale - one)
+    pad = np.uint16((b + half + ((b >> np.uint32(16)) & lsb)) >> np.uint32(16))
     for j in range(rows.shape[0]):
-        src, dst = src2[rows[j]], dst2[j]
+        dst = dst2[j]
+        if rows[j] < 0:
+            dst[:] = pad
+            continue
+        src = src2[rows[j]]
         for i in range(n):
             b = _bits(np.float32(src[i]) * scale - one)
             dst[i] = np.uint16((b + half + ((b >> np.uint32(16)) & lsb)) >> np.uint32(16))
 
 
 def rows_to_float32(q, rows, out, scale):
-    """``out[j]`` (float32) = level ``q[rows[j]]`` in [-1, 1]."""
-    n = q.shape[1] * q.shape[2]
+    """``out[j]`` (float32) = level ``q[rows[j]]`` in [-1, 1] (-1 where ``rows[j]`` < 0)."""
+    n = out.shape[1] * out.shape[2]
     src2, dst2 = q.reshape(q.shape[0], n), out.reshape(out.shape[0], n)
     one = np.float32(1.0)
     for j in range(rows.shape[0]):
-        src, dst = src2[rows[j]], dst2[j]
+        dst = dst2[j]
+        if rows[j] < 0:
+            dst[:] = np.float32(0) * scale - one
+            continue
+        src = src2[rows[j]]
         for i in range(n):
             dst[i] = np.float32(src[i]) * scale - one
 

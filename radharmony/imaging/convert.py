@@ -30,14 +30,16 @@ def to_tensor(q: np.ndarray, dtype: torch.dtype, *, out: torch.Tensor | None = N
     computes the same values another ~3x faster (see :func:`accelerated`). ``out``: a
     contiguous ``(..., 1, H, W)`` tensor of ``dtype`` to write into (e.g. in shared memory).
     ``rows``: convert ``q[rows]`` of a ``(N, H, W)`` stack (e.g. a memory-mapped pack),
-    image by image straight from ``q``, with no gathered copy in between. Either way the work
+    image by image straight from ``q``, with no gathered copy in between; a negative row is a
+    padding image, -1 throughout (level 0), written in the same pass (a batch of studies'
+    image slots: :mod:`radharmony.data.studies`). Either way the work
     is split over ``torch.get_num_threads()`` threads (torch's intra-op knob: 1 inside
     DataLoader workers; ``cv2.LUT`` and the kernels release the GIL). Results do not depend
     on the thread count or the path.
     """
     lut = _lut(dtype) if q.dtype == np.uint8 else None
     if lut is None:  # uint16 storage, or a dtype without a table: the arithmetic itself
-        src = q if rows is None else np.take(q, rows, axis=0)
+        src = q if rows is None else _take(q, rows)
         res = _scale(torch.from_numpy(src.astype(np.float32)), float(np.iinfo(q.dtype).max)) \
             .unsqueeze(-3).to(dtype)
         return res if out is None else out.copy_(res)
@@ -65,14 +67,26 @@ def _levels(stack: np.ndarray, rows: np.ndarray, dtype: torch.dtype, lut: np.nda
         out = dst.view(view)
         work = lambda a, b: fn(stack, rows[a:b], out[a:b], SCALE)  # noqa: E731
     else:
-        work = lambda a, b: [_lut_into(stack[r], lut, d)  # noqa: E731
-                             for d, r in zip(dst[a:b], rows[a:b])]
+        work = lambda a, b: [_lut_into(stack, r, lut, d)  # noqa: E731
+                             for d, r in zip(dst[a:b], rows[a:b].tolist())]
     threads.split(work, len(rows), dst.size // MIN_PIXELS_PER_THREAD)
 
 
-def _lut_into(src: np.ndarray, lut: np.ndarray, dst: np.ndarray) -> None:
-    if cv2.LUT(src, lut, dst=dst) is not dst:  # OpenCV allocated its own
-        dst[...] = cv2.LUT(src, lut)
+def _lut_into(stack: np.ndarray, row: int, lut: np.ndarray, dst: np.ndarray) -> None:
+    if row < 0:  # a padding image: level 0
+        dst.fill(lut[0])
+    elif cv2.LUT(stack[row], lut, dst=dst) is not dst:  # OpenCV allocated its own
+        dst[...] = cv2.LUT(stack[row], lut)
+
+
+def _take(q: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``q[rows]``, level 0 where a row is negative (padding)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    if len(q) == 0:
+        return np.zeros((len(rows), *q.shape[1:]), q.dtype)
+    out = np.take(q, np.maximum(rows, 0), axis=0)
+    out[rows < 0] = 0
+    return out
 
 
 #: fewer pixels than this per thread are converted in the calling thread (a hand-off costs
@@ -120,9 +134,10 @@ def _exact(kernel, view, lut: np.ndarray) -> bool:
     for writable in (True, False):
         src = np.arange(256, dtype=np.uint8).reshape(1, 16, 16)
         src.flags.writeable = writable
-        got = np.empty((1, 16, 16), view)
-        kernel(src, np.zeros(1, np.int64), got, SCALE)
-        if not np.array_equal(got.reshape(-1).view(lut.dtype), lut):
+        got = np.empty((2, 16, 16), view)
+        kernel(src, np.array([0, -1], np.int64), got, SCALE)  # a level each, and a padding
+        if not np.array_equal(got[0].reshape(-1).view(lut.dtype), lut) or \
+                not (got[1].reshape(-1).view(lut.dtype) == lut[0]).all():
             return False
     return True
 

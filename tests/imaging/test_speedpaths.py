@@ -73,6 +73,13 @@ def test_to_tensor_table_equals_arithmetic_and_batches_equal_items(dtype):
     q16s = np.concatenate([q16, q16[::-1]])
     assert torch.equal(DefaultTransform.to_tensor(q16s, torch.float32, rows=rows),
                        DefaultTransform.to_tensor(q16s[rows], torch.float32))
+    # a negative row is a padding image, -1 throughout (the study batches' empty slots)
+    pads = np.array([-1, 4, -1, 0])
+    for src in (stack, q16s):
+        got = DefaultTransform.to_tensor(src, dtype if src is stack else torch.float32,
+                                         rows=pads, out=torch.full_like(out, 7))
+        assert (got[[0, 2]] == -1).all() and torch.equal(got[[1, 3]], DefaultTransform.to_tensor(
+            src[[4, 0]], got.dtype))
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
@@ -83,7 +90,8 @@ def test_the_compiled_kernel_gives_the_tables_values(dtype, monkeypatch):
     rng = np.random.default_rng(7)
     stack = rng.integers(0, 256, (40, 48, 64), dtype=np.uint8)
     stack.setflags(write=False)  # as a pack's map
-    rows = rng.integers(0, 40, 33)
+    rows = rng.integers(-4, 40, 33)  # negative: padding images
+    assert (rows < 0).any()
     fn, view = convert._kernel(dtype)
     calls = []
     monkeypatch.setitem(jit._loaded, ("convert", str(dtype).removeprefix("torch.")),
@@ -110,6 +118,8 @@ def test_the_compiled_kernel_gives_the_tables_values(dtype, monkeypatch):
     for n in (1, 3):
         assert torch.equal(got[n][0], table[0]) and torch.equal(got[n][2], table[0])
         assert torch.equal(got[n][1], table[1]) and got[n][1].shape == (7, 1, 48, 64)
+    assert (table[0][rows < 0] == -1).all() and torch.equal(
+        table[0][rows >= 0], DefaultTransform.to_tensor(stack[rows[rows >= 0]], dtype))
 
 
 def test_a_kernel_is_used_only_when_it_gives_every_level_exactly(monkeypatch):

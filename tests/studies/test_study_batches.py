@@ -1,0 +1,66 @@
+"""A batch of studies read at once (each real image converted straight into its slot, padding
+filled in the same pass) equals, value for value, the single samples collated and each image's
+own image-level sample, whichever way the images come: one pack, loose entries, no cache."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import radharmony
+from radharmony.data import batches
+from radharmony.datasets.rexgradient import ReXGradientTrainDataset
+from radharmony.errors import StudyWarning
+
+from study_fixtures import rex_fake  # noqa: F401 (fixture)
+
+
+def _expected(ds, ref, study: int) -> torch.Tensor:
+    """``(K, 1, S, S)`` of ``study`` from the uncached image-level samples, padding -1."""
+    size = ds.images.pipeline.size
+    out = torch.full((ds.max_images, 1, size, size), -1.0, dtype=ds.images.dtype)
+    if study >= 0:
+        for i, row in enumerate(ds.index.rows[study]):
+            out[i] = ref[int(row)]["img"]
+    return out
+
+
+@pytest.mark.parametrize("where", ["pack", "loose", "uncached"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_batched_studies_equal_single_samples_collated(rex_fake, tmp_path, where, dtype,
+                                                       monkeypatch):
+    images = rex_fake / "deid_png"
+    meta = rex_fake / "download" / "metadata" / "train_metadata_view_position.json"
+    kw = dict(cache_dir=None if where == "uncached" else tmp_path, dtype=dtype)
+    if where == "pack":
+        ReXGradientTrainDataset(images, meta, **kw).pre_cache(progress=False)
+        monkeypatch.setattr(batches, "_gather", None)  # one pack: converted out of its map
+    ref = ReXGradientTrainDataset(images, meta, cache_dir=None, dtype=dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StudyWarning)
+        ds = ReXGradientTrainDataset(images, meta, level="study", max_images=2, prior=True,
+                                     **kw)
+    assert ds.images.sample_ids.tolist() == ref.sample_ids.tolist()
+    order = [*range(len(ds) - 1, -1, -3), 0, 0]  # shuffled, a study twice
+    counts = [len(ds.index.rows[s]) for s in order]
+    assert 1 in counts and ds.max_images in counts  # padded slots and full studies
+    assert -1 in ds.prior_of[order] and (ds.prior_of[order] >= 0).any()
+    img = torch.stack([_expected(ds, ref, s) for s in order])
+    prior = torch.stack([_expected(ds, ref, int(ds.prior_of[s])) for s in order])
+    singles = [ds[s] for s in order]
+    for fn in (radharmony.collate, None):  # ours, and torch's default collate
+        loader = torch.utils.data.DataLoader(ds, batch_size=len(order), sampler=order,
+                                             collate_fn=fn)
+        batch = next(iter(loader))
+        assert batch["img"].dtype == dtype and batch["img"].shape == img.shape
+        assert torch.equal(batch["img"], img) and torch.equal(batch["prior_img"], prior)
+        assert batch["img_mask"].tolist() == [[i < n for i in range(2)] for n in counts]
+        assert torch.equal(batch["prior_img_mask"], torch.stack([s["prior_img_mask"]
+                                                                 for s in singles]))
+        assert batch["sample_ids"] == [s["sample_ids"] for s in singles]
+    assert torch.equal(radharmony.collate(singles)["img"], img)
+    for s, single in zip(order, singles):  # one study alone: the same values
+        assert torch.equal(single["img"], _expected(ds, ref, s))
+    assert (ds._images([-1, -1]) == -1).all()  # no study at all: padding only
