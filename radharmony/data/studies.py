@@ -90,6 +90,9 @@ class StudyDataset(torch.utils.data.Dataset):
         self._views = [views[r].tolist() for r in self.index.rows]
         self._sample_ids = [ids[r].tolist() for r in self.index.rows]
         self._counts = np.array([len(r) for r in self.index.rows] + [0], np.int64)  # [-1]: 0
+        ix = self.index  # per study, as Python lists: what every sample reads
+        self._heads = list(zip(ix.study_ids.tolist(), ix.patient_ids.tolist(),
+                               ix.key_image.tolist(), ix.sections, ix.reports.tolist()))
 
     # -- the table ---------------------------------------------------------------------------
     @property
@@ -266,10 +269,10 @@ class StudyDataset(torch.utils.data.Dataset):
         ix, views, ids = self.index, self._views, self._sample_ids
         out = []
         for j, i in enumerate(idx):
-            s = {"study_id": ix.study_ids[i], "patient_id": ix.patient_ids[i],
-                 "img": rows["img"][j], "img_mask": rows["img_mask"][j],
-                 "views": list(views[i]), "sample_ids": list(ids[i]),
-                 "key_image": int(ix.key_image[i]), **ix.sections[i], "report": ix.reports[i]}
+            study, patient, key, sections, report = self._heads[i]
+            s = {"study_id": study, "patient_id": patient, "img": rows["img"][j],
+                 "img_mask": rows["img_mask"][j], "views": list(views[i]),
+                 "sample_ids": list(ids[i]), "key_image": key, **sections, "report": report}
             if self.prior:
                 p = priors[j]
                 s.update({"prior_study_id": ix.study_ids[p] if p >= 0 else None,

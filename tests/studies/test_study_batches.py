@@ -27,10 +27,19 @@ def _expected(ds, ref, study: int) -> torch.Tensor:
     return out
 
 
+@pytest.fixture(params=[1, 2], ids=["1 thread", "2 threads"])
+def threads(request):
+    """torch's thread count (2: the conversion is split over two threads)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(request.param)
+    yield request.param
+    torch.set_num_threads(before)
+
+
 @pytest.mark.parametrize("where", ["pack", "loose", "uncached"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_batched_studies_equal_single_samples_collated(rex_fake, tmp_path, where, dtype,
-                                                       monkeypatch):
+                                                       threads, monkeypatch):
     images = rex_fake / "deid_png"
     meta = rex_fake / "download" / "metadata" / "train_metadata_view_position.json"
     kw = dict(cache_dir=None if where == "uncached" else tmp_path, dtype=dtype)
