@@ -75,9 +75,10 @@ SIDE = {"question_images": "question_image_metadata.parquet",
         "images": "image_metadata.parquet"}
 QA_ZIP = "qa.zip"
 IDS = ("patient_id", "study_id", "question_id")
-#: optional question columns: harmonized name -> the last dotted part of the shipped name
-TAGS = {"category": "question_type", "task": "question_strategy", "quality": "rating",
-        "split_raw": "split"}
+#: optional question columns: harmonized name -> the shipped name (known: question_type and
+#: quality.rating; else the column whose last dotted part matches)
+TAGS = {"category": "question.question_type", "task": "question.question_strategy",
+        "quality": "question.quality.rating", "split_raw": "split"}
 SPLITS = {**SPLIT_MAP, "val": "valid", "valid": "valid"}
 SPEC = vqa_spec("mimic_ext_cxr_qba", "MIMIC-Ext-CXR-QBA", metadata_files=(QUESTIONS_FILE,),
                 identity=Identity("mimic_cxr_jpg"),  # MIMIC subject ids
@@ -87,9 +88,16 @@ SPEC = vqa_spec("mimic_ext_cxr_qba", "MIMIC-Ext-CXR-QBA", metadata_files=(QUESTI
                        "mimic-cxr-jpg)")
 
 
-def _tag(names: list[str], last: str) -> str | None:
-    """The shipped column whose last dotted part is ``last`` (``question.question_type``)."""
-    return next((n for n in names if n.rsplit(".", 1)[-1] == last and n not in IDS), None)
+def _tag(names: list[str], name: str) -> str | None:
+    """The shipped column ``name``, else the one whose last dotted part is ``name``'s."""
+    last = name.rsplit(".", 1)[-1]
+    return name if name in names else \
+        next((n for n in names if n.rsplit(".", 1)[-1] == last and n not in IDS), None)
+
+
+def _text(value) -> str:
+    """A rating as text: ``5`` (also when nulls made the column float) -> ``"5"``."""
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
 
 
 def _values(column, fn=None) -> list:
@@ -219,7 +227,7 @@ class MIMICExtCXRQBAHarmonizer(BaseVQAHarmonizer):
         paths, views = cls._images(q, qi, study, raw["views"] or {})
         out = {c: _values(q.column(tags[c])) if tags[c] else [None] * n
                for c in ("task", "category", "split_raw")}
-        out["quality"] = _values(q.column(tags["quality"]), str) if tags["quality"] else [None] * n
+        out["quality"] = _values(q.column(tags["quality"]), _text) if tags["quality"] else [None] * n
         if tags["split_raw"] is None and raw["split"] is not None:
             of = dict(zip(raw["split"]["study_id"], raw["split"]["split"]))
             out["split_raw"] = _values(q.column("study_id"), lambda s: of.get(s.removeprefix("s")))

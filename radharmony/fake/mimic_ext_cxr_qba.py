@@ -148,6 +148,30 @@ def write_mimic_ext_cxr_qba(root: str | Path, *, n_subjects: int = 6, seed: int 
     return root
 
 
+def write_export(export: str | Path, n_studies: int, *, seed: int = 0) -> Path:
+    """A metadata-only export of ``n_studies`` synthetic studies (``len(QUESTIONS)``
+    questions each over one or two frontal images; no image files) under ``export`` --
+    ``qa.zip`` and ``metadata/`` -- for benchmarks at scale; returns the questions file."""
+    import numpy as np
+
+    export = Path(export)
+    rng = np.random.default_rng(seed)
+    rows = []
+    export.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(export / "qa.zip", "w", zipfile.ZIP_DEFLATED) as z:
+        for k in range(n_studies):
+            subject, study = f"p{10000000 + k // 3}", f"s{50000000 + k}"
+            dicoms = ["-".join(f"{int(x):08x}" for x in rng.integers(0, 2**32, 5))
+                      for _ in range(1 + k % 2)]
+            views = list(FRONTAL[:len(dicoms)])
+            questions = qba_questions(subject, study, dicoms)
+            z.writestr(f"{subject[:3]}/{subject}/{study}.qa.json", json.dumps(
+                {"patient_id": subject, "study_id": study, "questions": questions}))
+            rows += [(subject, study, q, dicoms, views) for q in questions]
+    return write_metadata(export / "metadata", rows, row_group_size=1 << 17) / \
+        "question_metadata.parquet"
+
+
 @register_fake("mimic_ext_cxr_qba")
 def make(root: Path) -> dict:
     """Contract-suite maker: the A_frontal export's q1M subset over a six-patient replica."""
