@@ -11,8 +11,9 @@ batch at a time), the other only loads the two question files whole with
 ``pandas.read_parquet`` -- what a reader without batching and column selection starts with,
 before it reads a single text. Each reports the peak RSS above its baseline (the interpreter
 and libraries imported, nothing read); the harmonized table's own size
-(``memory_usage(deep=True)``) is printed beside them: the harmonizer's peak should stay within a small multiple of the table
-it returns, whatever the files' other columns hold. No pass/fail: the numbers are the result.
+(``memory_usage(deep=True)``) is printed beside them: the harmonizer's peak should stay within
+a small multiple of the table it returns, whatever the files' other columns hold. No
+pass/fail: the numbers are the result.
 """
 
 from __future__ import annotations

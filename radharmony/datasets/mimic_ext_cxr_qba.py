@@ -195,9 +195,9 @@ class MIMICExtCXRQBAHarmonizer(BaseVQAHarmonizer):
                                                 "(exports/<subset>/qa.zip)")
         names = parquet_names(path, description=self.metadata_description)
         tags = {k: _tag(names, v) for k, v in TAGS.items()}
-        questions = read_parquet(path, [*IDS, *filter(None, tags.values())],
-                                 description=self.metadata_description,
-                                 dictionary=["patient_id", "study_id", *filter(None, tags.values())])
+        shipped = [c for c in tags.values() if c]
+        questions = read_parquet(path, [*IDS, *shipped], description=self.metadata_description,
+                                 dictionary=["patient_id", "study_id", *shipped])
         images = read_parquet(inputs.file("question_images"), ["study_id", "question_id",
                                                                "image_id"],
                               description=SIDE["question_images"],
@@ -227,7 +227,10 @@ class MIMICExtCXRQBAHarmonizer(BaseVQAHarmonizer):
         paths, views = cls._images(q, qi, study, raw["views"] or {})
         out = {c: _values(q.column(tags[c])) if tags[c] else [None] * n
                for c in ("task", "category", "split_raw")}
-        out["quality"] = _values(q.column(tags["quality"]), _text) if tags["quality"] else [None] * n
+        if tags["quality"]:
+            out["quality"] = _values(q.column(tags["quality"]), _text)
+        else:
+            out["quality"] = [None] * n
         if tags["split_raw"] is None and raw["split"] is not None:
             of = dict(zip(raw["split"]["study_id"], raw["split"]["split"]))
             out["split_raw"] = _values(q.column("study_id"), lambda s: of.get(s.removeprefix("s")))

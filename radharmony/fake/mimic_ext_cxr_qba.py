@@ -2,7 +2,8 @@
 
 Layout (PhysioNet ``mimic-ext-cxr-qba/1.0.0`` beside MIMIC-CXR-JPG's root)::
 
-    <root>/files/...                                   MIMIC-CXR-JPG (radharmony.fake.mimic)
+    <root>/files/...                                   MIMIC-CXR-JPG (radharmony.fake.mimic),
+                                                       the frontal images the export names
     <root>/mimic-ext-cxr-qba/exports/A_frontal/
         qa.zip                                         p1x/p1xxxxxxx/sxxxxxxxx.qa.json per study
         metadata/{question,question_image,image}_metadata.parquet     every question
@@ -72,7 +73,8 @@ def qba_questions(subject: str, study: str, dicoms: list[str], *, start: int = 0
                     "obs_entities": ["pleural effusion"], "positiveness": "pos",
                     "modifiers": [["severity", "small"]], "localization": box,
                     "sub_answers": list(subs), "from_report": True,
-                    "extraction_quality": {"region_quality": 3}, "answer_quality": {"entailment": 6}}
+                    "extraction_quality": {"region_quality": 3},
+                    "answer_quality": {"entailment": 6}}
 
         subs = [answer(2 + j, "details", d, level=1) for j, d in enumerate(details)]
         answers = [answer(1, "main_answer", main, subs=subs)]
@@ -145,6 +147,10 @@ def write_mimic_ext_cxr_qba(root: str | Path, *, n_subjects: int = 6, seed: int 
             rows += [(subject, study, q, dicoms, views) for q in questions]
     write_metadata(export / "metadata", rows)
     write_metadata(export / "metadata" / "q1M", rows[::2])
+    used = {d for *_, dicoms, _ in rows for d in dicoms}  # the exports' frontal images only
+    for jpg in (root / "files").rglob("*.jpg"):
+        if jpg.stem not in used:
+            jpg.unlink()
     return root
 
 

@@ -15,7 +15,9 @@ from radharmony.errors import MetadataError, MetadataNotFoundError, RowsDroppedW
 from radharmony.fake.mimic_ext_cxr_qba import SUBSET, write_mimic_ext_cxr_qba
 
 P, S1, S2 = "p10000032", "s50414267", "s53189527"
-A1, A2, L1 = "02aa804e-bde0afdd-112c0b34-7bc16630-4e384014", "2a2277a9-b0ded155-c0de8eb9-c124d10e-82c5caab", "174413ec-4ec4c1f7-34ea26b7-c5f994f8-79ef1962"
+A1 = "02aa804e-bde0afdd-112c0b34-7bc16630-4e384014"
+A2 = "2a2277a9-b0ded155-c0de8eb9-c124d10e-82c5caab"
+L1 = "174413ec-4ec4c1f7-34ea26b7-c5f994f8-79ef1962"
 
 
 def _answer(kind, text, subs=()):
@@ -29,7 +31,8 @@ def _export(tmp_path, *, prefix="", split=None, orphan=False):
     meta = tmp_path / "exports" / "A_frontal" / "metadata" / "q1M"
     meta.mkdir(parents=True)
     q = pd.DataFrame({
-        "question.question_type": ["is_abnormal", "describe_all", "where_is_finding", "has_finding"],
+        "question.question_type": ["is_abnormal", "describe_all", "where_is_finding",
+                                   "has_finding"],
         "question.question_strategy": ["abnormal", "abnormal", "finding", "finding"],
         "question.quality.rating": [6, 5, 5, 4],
         "patient_id": [P] * 4, "study_id": [S1, S1, S1, S2],
