@@ -59,6 +59,7 @@ bench: install
 	$(BIN)/python -m benchmarks.merge
 	$(BIN)/python -m benchmarks.studies
 	$(BIN)/python -m benchmarks.vqa
+	$(BIN)/python -m benchmarks.qba
 	$(BIN)/python -m benchmarks.audit
 	$(BIN)/python -m benchmarks.cli_startup
 

@@ -11,7 +11,8 @@ from importlib import import_module
 MODULES = ("rexgradient", "xraydar", "nih", "chexpert", "padchest", "vindr", "rsna", "siim",
            "openi", "mimic", "vindr_physionet", "chexpert_plus", "ranzcr", "vindr_pcxr", "ms_cxr",
            "chexmask", "tbx11k", "nlm_tb", "siim_covid", "brax", "object_cxr", "chexlocalize",
-           "chest_imagenome", "padchest_gr", "rexvqa", "medical_diff_vqa", "vqa_rad", "slake", "mimic_cxr_vqa", "gemex")
+           "chest_imagenome", "padchest_gr", "rexvqa", "medical_diff_vqa", "vqa_rad", "slake",
+           "mimic_cxr_vqa", "gemex", "mimic_ext_cxr_qba")
 
 __all__: list[str] = []
 #: registry key -> dataset class, in module order

@@ -16,8 +16,8 @@ counted and named when the dataset is built (``on_missing="drop"`` leaves it out
 
 from __future__ import annotations
 
-from itertools import repeat
-from operator import getitem, itemgetter
+from itertools import accumulate, chain, repeat
+from operator import attrgetter, getitem, itemgetter
 from typing import ClassVar
 
 from ..errors import MetadataError
@@ -55,8 +55,9 @@ def _letter(value) -> str | None:
 
 class ReXVQARaw:
     """What ``read`` returns: the question ids, the question fields as columns
-    (:data:`QUESTION_FIELDS`) and each study's fields (:data:`STUDY_FIELDS`, from its first
-    question, with that question's id under ``"question"``)."""
+    (:data:`QUESTION_FIELDS`) and the study fields as columns (:data:`STUDY_FIELDS`, one value
+    per study, from its first question), with each study's uid and first question id under
+    ``"uid"`` and ``"question"``."""
 
     def __init__(self, ids: list, fields: dict, studies: dict):
         self.ids, self.fields, self.studies = ids, fields, studies
@@ -64,31 +65,42 @@ class ReXVQARaw:
     @classmethod
     def of(cls, questions: dict, *, source: str = "metadata") -> "ReXVQARaw":
         """From the question file as parsed (dicts) or as :func:`load_json` records."""
-        entries = list(questions.values())
+        ids, entries = list(questions), list(questions.values())
         fields = entry_columns(entries, QUESTION_FIELDS)
-        first: dict = {}  # study -> its first question (id, entry)
-        for qid, e, uid in zip(questions, entries, fields["StudyInstanceUid"]):
-            if type(uid) is not str:
-                raise MetadataError(f"{source}: question {qid!r} has no StudyInstanceUid",
-                                    expected="the study's StudyInstanceUid (text)",
-                                    found=repr(uid)[:80], fix="re-download the question file")
-            if uid not in first:
-                first[uid] = (qid, e)
-        cols = entry_columns([e for _, e in first.values()], STUDY_FIELDS)
+        uids = fields["StudyInstanceUid"]
+        if uids and set(map(type, uids)) != {str}:
+            i = next(i for i, u in enumerate(uids) if type(u) is not str)
+            raise MetadataError(f"{source}: question {ids[i]!r} has no StudyInstanceUid",
+                                expected="the study's StudyInstanceUid (text)",
+                                found=repr(uids[i])[:80], fix="re-download the question file")
+        at = _first_of_each(uids)  # each study's first question
+        cols = entry_columns([entries[i] for i in at], STUDY_FIELDS)
         values = decoded_all([v for f in STUDY_FIELDS for v in cols[f]])  # one call
-        n = len(first)
-        cols = [values[k * n:(k + 1) * n] for k in range(len(STUDY_FIELDS))]
-        studies = {uid: {"question": qid, **dict(zip(STUDY_FIELDS, vals))}
-                   for (uid, (qid, _)), vals in zip(first.items(), zip(*cols))}
-        return cls(list(questions), fields, studies)
+        n = len(at)
+        studies = {f: values[k * n:(k + 1) * n] for k, f in enumerate(STUDY_FIELDS)}
+        studies["uid"], studies["question"] = [uids[i] for i in at], [ids[i] for i in at]
+        return cls(ids, fields, studies)
 
-    def extend(self, other: "ReXVQARaw") -> None:
-        """Append the questions of ``other`` (a later chunk of the same file)."""
-        self.ids += other.ids
-        for f, values in other.fields.items():
-            self.fields[f] += values
-        for uid, study in other.studies.items():
-            self.studies.setdefault(uid, study)
+    @classmethod
+    def joined(cls, parts: list) -> "ReXVQARaw":
+        """The chunks of one file as one (a study whose questions span chunks: its first)."""
+        if len(parts) == 1:
+            return parts[0]
+        chained = lambda get: list(chain.from_iterable(map(get, parts)))  # noqa: E731
+        ids = chained(attrgetter("ids"))
+        fields = {f: chained(lambda p: p.fields[f]) for f in QUESTION_FIELDS}
+        studies = {f: chained(lambda p: p.studies[f]) for f in parts[0].studies}
+        uids = studies["uid"]
+        if len(set(uids)) != len(uids):
+            keep = _first_of_each(uids)
+            studies = {f: [v[i] for i in keep] for f, v in studies.items()}
+        return cls(ids, fields, studies)
+
+
+def _first_of_each(values: list) -> list[int]:
+    """The index of each distinct value's first occurrence, in order of first occurrence."""
+    first = dict(zip(reversed(values), range(len(values) - 1, -1, -1)))  # last write: first
+    return list(map(first.__getitem__, dict.fromkeys(values)))
 
 
 # -- harmonizer -----------------------------------------------------------------------------------
@@ -103,8 +115,8 @@ class _ReXVQAHarmonizer(BaseVQAHarmonizer):
         """The question file: question fields as columns, study fields once per study, read
         a chunk of questions at a time (the file's bytes are never all held); a repeated
         question id is refused naming it."""
-        out = ReXVQARaw([], {f: [] for f in QUESTION_FIELDS}, {})
-        for part in iter_json_entries(inputs.metadata, counted=("correct_answer",),
+        parts = []
+        for part in iter_json_entries(inputs.metadata, reuse_buffer=True,
                                       entry_fields=QUESTION_FIELDS + STUDY_FIELDS,
                                       raw_fields=STUDY_FIELDS):
             if not isinstance(part, dict):
@@ -112,7 +124,9 @@ class _ReXVQAHarmonizer(BaseVQAHarmonizer):
                                     expected="a JSON object keyed by question id",
                                     found=type(part).__name__,
                                     fix="re-download the question file")
-            out.extend(ReXVQARaw.of(part, source=str(inputs.metadata)))
+            parts.append(ReXVQARaw.of(part, source=str(inputs.metadata)))  # raw fields parsed
+            del part  # (before the next chunk is read into the same buffer)
+        out = ReXVQARaw.joined(parts) if parts else ReXVQARaw.of({})
         if len(set(out.ids)) != len(out.ids):
             seen: set = set()
             again = next(q for q in out.ids if q in seen or seen.add(q))
@@ -124,16 +138,15 @@ class _ReXVQAHarmonizer(BaseVQAHarmonizer):
     @classmethod
     def columns(cls, raw, *, source: str) -> dict[str, list]:
         """From ``read``'s result or the question file as parsed (a dict). A study's image
-        list, views and study fields are built once and shared by its questions."""
+        list, views, key image and study fields are built once and shared by its questions."""
         if isinstance(raw, dict):
             raw = ReXVQARaw.of(raw, source=source)
-        field, studies = raw.fields.__getitem__, list(raw.studies.values())
-        images = [_images(s["question"], s["ImagePath"], s["ImageViewPosition"], source)
-                  for s in studies]
-        study = study_fields(lambda name: [s[name] for s in studies],
-                             [s["question"] for s in studies], source=source)
-        keys = key_images(*zip(*images), VIEW_MAP) if images else ([], [])
-        pos = {uid: j for j, uid in enumerate(raw.studies)}
+        field, studies = raw.fields.__getitem__, raw.studies
+        paths, views = _images(studies["question"], studies["ImagePath"],
+                               studies["ImageViewPosition"], source)
+        study = study_fields(studies.__getitem__, studies["question"], source=source)
+        keys = key_images(paths, views, VIEW_MAP)
+        pos = {uid: j for j, uid in enumerate(studies["uid"])}
         at = list(map(pos.__getitem__, field("StudyInstanceUid")))
         fast = _as_shipped(field("options"), field("correct_answer"))
         options, letters, answers = fast or ([], [], [])
@@ -153,8 +166,8 @@ class _ReXVQAHarmonizer(BaseVQAHarmonizer):
         take = _taker(at)
         return {"question_id": raw.ids, "patient_id": field("PatientID"),
                 "study_id": field("StudyInstanceUid"),
-                "image_paths": take([i[0] for i in images]), "image_path": take(keys[0]),
-                "view_position": take(keys[1]), "view_positions": take([i[1] for i in images]),
+                "image_paths": take(paths), "image_path": take(keys[0]),
+                "view_position": take(keys[1]), "view_positions": take(views),
                 "question": field("question"),
                 "answer": answers, "answer_format": ["mcq"] * len(at), "options": options,
                 "answer_letter": letters, "explanation": field("correct_answer_explanation"),
@@ -191,7 +204,22 @@ def _taker(at: list):
     return lambda values: list(get(values))
 
 
-def _images(qid, p, v, source: str) -> tuple[list, list]:
+def _images(qids: list, paths: list, views: list, source: str) -> tuple[list, list]:
+    """Each study's ``(image paths relative to deid_png/, raw views)``, checked; whole
+    columns at once when every study has a list of text paths and as many views."""
+    lens = list(map(len, paths)) if set(map(type, paths)) <= {list} else None
+    if lens is not None and all(lens) and set(map(type, views)) <= {list} and \
+            list(map(len, views)) == lens:
+        flat, flat_views = relative_paths(list(chain.from_iterable(paths))), \
+            raw_views(list(chain.from_iterable(views)))
+        ends = list(accumulate(lens))
+        return list(map(flat.__getitem__, map(slice, [0, *ends[:-1]], ends))), \
+            list(map(flat_views.__getitem__, map(slice, [0, *ends[:-1]], ends)))
+    pairs = [_one_study_images(q, p, v, source) for q, p, v in zip(qids, paths, views)]
+    return [p for p, _ in pairs], [v for _, v in pairs]
+
+
+def _one_study_images(qid, p, v, source: str) -> tuple[list, list]:
     """A question's ``(image paths relative to deid_png/, raw views)``, checked."""
     if isinstance(p, str):
         p = [p]

@@ -123,7 +123,7 @@ def records(ds, start: int, stop: int, images: str) -> list[dict]:
 def study_fingerprint(ds, *, fmt: str, images: str, options: dict) -> dict:
     fp = fingerprint(image_dataset(ds), image_dataset(ds).pipeline)
     if is_vqa(ds):
-        fp.update(level="question")
+        fp.update(level="question", ref_images=True)  # records carry reference images
     else:
         fp.update(level="study", max_images=ds.max_images, view_order=list(ds.view_order),
                   prior=ds.prior)

@@ -33,7 +33,8 @@ VQA_COLUMNS = {"sample_id": "text", "question_id": "text", "patient_id": "text",
                "image_paths": "texts", "question": "text", "options": "texts",
                "answer": "text", "answer_format": "text", "answer_letter": "text",
                "explanation": "text", "task": "text", "category": "text",
-               "subcategory": "text", "ref_study_id": "text"}
+               "subcategory": "text", "ref_study_id": "text", "ref_images": "images",
+               "ref_image_paths": "texts"}
 _TEXT = {"dtype": "string", "_type": "Value"}
 #: Hugging Face ``datasets`` features of each kind (stored in the schema metadata)
 HF_KINDS = {"text": _TEXT, "texts": {"feature": _TEXT, "_type": "List"},
@@ -135,8 +136,9 @@ def to_parquet(ds, folder: str | os.PathLike, *, shard_size: int = 1000,
     declared in the schema metadata), ``views``, ``sample_ids``, ``key_image``, the six
     sections, ``report`` and ``prior_study_id``. A VQA dataset is written one row per
     question (:data:`VQA_COLUMNS`: its images, ``question``, ``options``, ``answer``,
-    ``answer_letter``, ``explanation``, ``task``/``category``/``subcategory``). Returns the
-    manifest (``manifest.json``)."""
+    ``answer_letter``, ``explanation``, ``task``/``category``/``subcategory``, and a difference
+    question's reference study as ``ref_study_id``, ``ref_images`` (``list<Image>``, empty
+    otherwise) and ``ref_image_paths``). Returns the manifest (``manifest.json``)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -153,9 +155,9 @@ def to_parquet(ds, folder: str | os.PathLike, *, shard_size: int = 1000,
         cols = {name: [] for name in schema.names}
         for rec in recs:
             for name in schema.names:
-                if name == "images":
+                if columns[name] == "images":
                     cols[name].append([{"bytes": d, "path": f"{rec['key']}/{n}"}
-                                       for n, d in rec["images"]])
+                                       for n, d in rec[name]])
                 else:
                     cols[name].append(rec.get(name))
         table = pa.Table.from_pydict(cols, schema=schema)
@@ -177,16 +179,19 @@ def to_study_webdataset(ds, folder: str | os.PathLike, *, shard_size: int = 1000
     ``<key>.json`` (ids, views, ``key_image``, sections, ``report``, image file names). The
     key is :func:`~radharmony.export.studies.study_key` (hex digits: study ids with dots
     would break WebDataset's grouping). A VQA dataset is written one sample per question
-    (key: the hash of its sample id; ``.json``: :data:`VQA_COLUMNS` but the images). Returns
-    the manifest (``manifest.json``)."""
+    (key: the hash of its sample id; ``.json``: :data:`VQA_COLUMNS` but the images; a
+    difference question's reference images as ``<key>.ref<j>.png``, named in the JSON's
+    ``ref_images``). Returns the manifest (``manifest.json``)."""
     check_study_dataset(ds, shard_size, images)
 
     def write(recs: list[dict], path: Path) -> None:
         members = []
         for rec in recs:
-            meta = {k: v for k, v in rec.items() if k != "images"}
-            meta["images"] = [f"{rec['key']}.{n}" for n, _ in rec["images"]]
-            members += [(f"{rec['key']}.{n}", d) for n, d in rec["images"]]
+            meta = {k: v for k, v in rec.items() if k not in ("images", "ref_images")}
+            for group in ("images", "ref_images"):
+                if group in rec:
+                    meta[group] = [f"{rec['key']}.{n}" for n, _ in rec[group]]
+                    members += [(f"{rec['key']}.{n}", d) for n, d in rec[group]]
             members.append((f"{rec['key']}.json", json.dumps(meta).encode()))
         _save_shard(path, _tar_bytes(members))
 

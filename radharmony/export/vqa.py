@@ -9,6 +9,13 @@ question its options ``A. ...`` one a line and "Answer with the option's letter 
 given choices directly."; otherwise "Answer the question using a single word or phrase."; gpt:
 the correct letter, or the answer text), and ``question_id``, ``answer_format``, ``options``,
 ``answer_letter``, ``answer``, ``explanation``, ``task``, ``category``.
+
+A difference question (Medical-Diff-VQA) also carries its reference study's images: in LLaVA
+after the question's own, the prompt naming them (``Current study:`` / ``Reference (prior)
+study:`` before each group of ``<image>`` lines), the entry listing them again as
+``ref_image`` with ``ref_study_id``; in the records as ``ref_image_paths`` and ``ref_images``
+(``ref<j>.png``), which Parquet writes as a ``list<Image>`` column and WebDataset as
+``<key>.ref<j>.png`` members.
 """
 
 from __future__ import annotations
@@ -33,9 +40,17 @@ MCQ_INSTRUCTION = "Answer with the option's letter from the given choices direct
 OPEN_INSTRUCTION = "Answer the question using a single word or phrase."
 
 
-def vqa_prompt(sample: dict, n_images: int) -> str:
-    """The human turn of a question (options in the prompt for a multiple-choice one)."""
-    text = "<image>\n" * n_images + sample["question"]
+CURRENT_LABEL = "Current study:"
+REFERENCE_LABEL = "Reference (prior) study:"
+
+
+def vqa_prompt(sample: dict, n_images: int, n_ref: int = 0) -> str:
+    """The human turn of a question (options in the prompt for a multiple-choice one); with
+    ``n_ref`` reference images, both groups of ``<image>`` lines are named."""
+    text = "<image>\n" * n_images
+    if n_ref:
+        text = f"{CURRENT_LABEL}\n{text}{REFERENCE_LABEL}\n" + "<image>\n" * n_ref
+    text += sample["question"]
     if sample["answer_format"] == "mcq":
         return text + "\n" + "\n".join(sample["options"]) + "\n" + MCQ_INSTRUCTION
     return text + "\n" + OPEN_INSTRUCTION
@@ -62,7 +77,20 @@ def to_llava_vqa(ds, path: str | os.PathLike, *, images: str = "cache",
     text = {c: df[c].tolist() for c in ("question_id", "question", "answer", "answer_format",
                                         "options", "answer_letter", "explanation")}
     extra = {c: df[c].tolist() if c in df.columns else [None] * len(df)
-             for c in ("task", "category")}
+             for c in ("task", "category", "ref_study_id")}
+
+    def file_of(rel: str, qid) -> str:
+        if rel not in written:
+            if images == "original":
+                written[rel] = str(ds.base_image_dir / rel)
+            else:
+                f = image_dir / f"{study_key(rel)}.png"
+                f.parent.mkdir(parents=True, exist_ok=True)
+                _save_shard(f, png_bytes(load_one(ds, ds.base_image_dir, rel),
+                                         where=f"question {qid}"))
+                written[rel] = f.relative_to(path.parent).as_posix()
+        return written[rel]
+
     for i in tqdm(range(len(ds)), unit="question", desc="exporting (llava)",
                   disable=not progress):
         sample = {c: v[i] for c, v in text.items()}
@@ -70,22 +98,12 @@ def to_llava_vqa(ds, path: str | os.PathLike, *, images: str = "cache",
         if gpt is None:
             left_out.append(sample["question_id"])
             continue
-        files = []
-        for rel in df["image_paths"].iat[i]:
-            if rel not in written:
-                if images == "original":
-                    written[rel] = str(ds.base_image_dir / rel)
-                else:
-                    f = image_dir / f"{study_key(rel)}.png"
-                    f.parent.mkdir(parents=True, exist_ok=True)
-                    _save_shard(f, png_bytes(load_one(ds, ds.base_image_dir, rel),
-                                             where=f"question {sample['question_id']}"))
-                    written[rel] = f.relative_to(path.parent).as_posix()
-            files.append(written[rel])
-        entries.append({"id": ds.sample_ids[i], "image": files, "conversations": [
-            {"from": "human", "value": vqa_prompt(sample, len(files))},
+        files = [file_of(rel, sample["question_id"]) for rel in df["image_paths"].iat[i]]
+        refs = [file_of(rel, sample["question_id"]) for rel in reference_paths(ds, i)]
+        entries.append({"id": ds.sample_ids[i], "image": files + refs, "conversations": [
+            {"from": "human", "value": vqa_prompt(sample, len(files), len(refs))},
             {"from": "gpt", "value": gpt}], **sample,
-            **{c: v[i] for c, v in extra.items()}})
+            **{c: v[i] for c, v in extra.items()}, "ref_image": refs})
     path.parent.mkdir(parents=True, exist_ok=True)
     _save_shard(path, json.dumps(entries, indent=1, ensure_ascii=False).encode())
     if left_out:
@@ -94,17 +112,27 @@ def to_llava_vqa(ds, path: str | os.PathLike, *, images: str = "cache",
     return {"entries": len(entries), "images": len(written), "left_out": len(left_out)}
 
 
+def reference_paths(ds, i: int) -> list[str]:
+    """The reference study's image paths of question ``i`` (``[]`` unless a difference
+    question)."""
+    refs = getattr(ds, "_refs", None)
+    value = None if refs is None else refs[i]
+    return [] if value is None or isinstance(value, float) else [str(p) for p in value]
+
+
 def vqa_records(ds, start: int, stop: int, images: str) -> list[dict]:
     """The export records of questions ``start:stop``: ``key`` (the WebDataset-safe
     :func:`~radharmony.export.studies.study_key` of the sample id), :data:`RECORD_FIELDS`
     (None where the dataset has no such column), ``views``, ``key_image``, ``image_paths`` and
     ``images`` (``(name, bytes)``: the cache's PNG ``<j>.png``, or the original file
-    ``<j><suffix>``)."""
+    ``<j><suffix>``), ``ref_image_paths`` and ``ref_images`` (the reference study's, named
+    ``ref<j>...``; empty unless a difference question)."""
     from .. import threads
 
     root = ds.base_image_dir
     paths = [list(ds._images[i]) for i in range(start, stop)]
-    flat = [rel for ps in paths for rel in ps]
+    ref_paths = [reference_paths(ds, i) for i in range(start, stop)]
+    flat = [rel for ps, rs in zip(paths, ref_paths) for rel in ps + rs]
     if images == "cache":  # read through the cache in order, encode over the threads
         encoded = threads.each(lambda a: png_bytes(a, where="VQA export"),
                                [load_one(ds, root, rel) for rel in flat]) if flat else []
@@ -115,14 +143,19 @@ def vqa_records(ds, start: int, stop: int, images: str) -> list[dict]:
         encoded = [_original(root, rel) for rel in flat]
     data = iter(encoded)
     out = []
-    for i, ps in zip(range(start, stop), paths):
+
+    def named(rels: list[str], stem: str = "") -> list[tuple[str, bytes]]:
+        return [(f"{stem}{j}.png" if images == "cache" else
+                 f"{stem}{j}{Path(rel).suffix.lower()}", next(data))
+                for j, rel in enumerate(rels)]
+
+    for i, ps, rs in zip(range(start, stop), paths, ref_paths):
         rec = {"key": study_key(ds.rows.ids[i]),
                **{c: _plain(ds._fields[c][i]) if c in ds._fields else None
                   for c in RECORD_FIELDS}, "sample_id": str(ds.rows.ids[i]),
                "views": list(ds._views[i]), "key_image": int(ds._key[i]), "image_paths": ps,
-               "images": [(f"{j}.png" if images == "cache" else
-                           f"{j}{Path(rel).suffix.lower()}", next(data))
-                          for j, rel in enumerate(ps)]}
+               "images": named(ps), "ref_image_paths": rs}
+        rec["ref_images"] = named(rs, "ref")
         out.append(rec)
     return out
 

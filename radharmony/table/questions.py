@@ -15,6 +15,7 @@ import pandas as pd
 
 from ..errors import SchemaError
 from ..spec import QUESTION_COLUMNS
+from .paths import all_plainly_clean
 
 #: the values of ``answer_format``
 ANSWER_FORMATS = ("closed", "open", "mcq")
@@ -87,8 +88,6 @@ def _plainly_valid(ids, fmts, opts, letters, paths, views, keys) -> bool:
     """True when every question passes :func:`_first_fault`'s checks, checked column-wise
     (each distinct image path once); False when any may not (the caller then looks row by
     row)."""
-    from .schema import _plainly_clean
-
     if pd.api.types.infer_dtype(ids, skipna=False) != "string" or not all(ids) or \
             any(map(str.isspace, ids)) or len(set(ids)) != len(ids):
         return False
@@ -108,8 +107,7 @@ def _plainly_valid(ids, fmts, opts, letters, paths, views, keys) -> bool:
             return False
         if paths and (set(map(type, paths)) != {list} or not all(map(len, paths))):
             return False
-        distinct = set().union(*paths)
-        if not all(type(p) is str and _plainly_clean(p) for p in distinct):
+        if not all_plainly_clean(list(set().union(*paths))):
             return False
     except (TypeError, AttributeError, IndexError):  # a non-text option, 27 options, ...
         return False

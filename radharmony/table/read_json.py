@@ -17,6 +17,7 @@ import functools
 import json
 import os
 import re
+import threading
 from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Any
@@ -70,12 +71,17 @@ CHUNK_BYTES = 64 << 20
 
 def iter_json_entries(path: str | os.PathLike, *, entry_fields: tuple[str, ...],
                       raw_fields: tuple[str, ...] = (), counted: tuple[str, ...] = (),
-                      chunk_bytes: int | None = None):
+                      chunk_bytes: int | None = None, reuse_buffer: bool = False):
     """:func:`load_json` of a large top-level object a chunk of entries at a time: yields
     ``{key: record}`` dicts (plain dicts without msgspec), holding about ``chunk_bytes`` of the
     file at once instead of all of it. Chunks are cut between entries of an object written
     with a two-space indent (ReXGradient's and ReXVQA's files); any other file comes whole, in
-    one piece. A key repeated *across* chunks is the caller's to find."""
+    one piece. A key repeated *across* chunks is the caller's to find.
+
+    ``reuse_buffer``: read every chunk into one buffer (no fresh memory, and its page faults,
+    per chunk); the ``raw_fields`` values of a chunk then hold only until the next chunk is
+    asked for, so the caller parses them first (:func:`decoded_all`).
+    """
     chunk_bytes = chunk_bytes or CHUNK_BYTES
     with open(path, "rb") as fh:
         rest = fh.read(5)
@@ -83,36 +89,44 @@ def iter_json_entries(path: str | os.PathLike, *, entry_fields: tuple[str, ...],
             yield load_json(path, counted=counted, entry_fields=entry_fields,
                             raw_fields=raw_fields)
             return
-        while True:  # each piece read straight into its own buffer (records keep views of it)
+        buf = bytearray()
+        while True:  # each piece read straight into the buffer (records keep views of it)
             have = len(rest)
-            piece = bytearray(have + chunk_bytes + 2)  # + 2: room for the closing "\n}"
-            piece[:have] = rest
-            with memoryview(piece) as view, view[have:have + chunk_bytes] as into:
+            if not reuse_buffer or len(buf) < have + chunk_bytes + 2:  # + 2: for "\n}"
+                buf = bytearray(have + chunk_bytes + 2)
+            buf[:have] = rest  # same length: never resized (records may hold views of it)
+            with memoryview(buf) as view, view[have:have + chunk_bytes] as into:
                 n = fh.readinto(into)
             end = have + n
             if n:
-                cut = piece.rfind(_ENTRY_END, 0, end)
-                if cut < 0:
-                    rest = piece[:end]
+                cut = buf.rfind(_ENTRY_END, 0, end)
+                if cut < 0:  # no entry ends in it yet: read on
+                    rest = bytes(buf[:end])
                     continue
-                rest = b"{\n" + piece[cut + 6:end]  # '  "<next key>": ...' (< an entry)
-                del piece[cut + 4:]  # the piece ends with the entry's closing brace ...
-                piece += b"\n}"  # ... and the object's (within its room: no copy)
-            else:
-                del piece[end:]
-            yield _load(piece, path, counted, entry_fields, raw_fields)
+                rest = b"{\n" + buf[cut + 6:end]  # '  "<next key>": ...' (< an entry)
+                buf[cut + 4:cut + 6] = b"\n}"  # after the entry's closing brace, the object's
+                end = cut + 6
+            yield _load(buf, path, counted, entry_fields, raw_fields, end)
             if not n:
                 return
 
 
-def _load(data: bytearray, path, counted, entry_fields, raw_fields):
-    raw = {name: data.count(b'"' + name.encode() + b'"') for name in counted}  # one scan each
+def _load(data: bytearray, path, counted, entry_fields, raw_fields, end: int | None = None):
+    """Parse ``data[:end]`` (all of it when ``end`` is None); see :func:`load_json`."""
+    end = len(data) if end is None else end
+    raw = {name: data.count(b'"' + name.encode() + b'"', 0, end) for name in counted}
     if entry_fields and msgspec is not None:
-        records = _parse_records(data, tuple(entry_fields), tuple(raw_fields))
-        if records is not None and all(
-                raw[name] == sum(1 for e in records.values()
-                                 if getattr(e, name, None) is not None) for name in counted):
-            return records  # else a repeated or null key: the full parse below tells which
+        parsed = _parse_records(data, end, tuple(entry_fields), tuple(raw_fields))
+        if parsed is not None:
+            records, entries = parsed
+            if entries != len(records):  # a key of the top-level object repeats
+                _raise_repeated_keys(path, data[:end])
+            elif all(raw[name] == sum(1 for e in records.values()
+                                      if getattr(e, name, None) is not None)
+                     for name in counted):
+                return records  # else a repeated or null key: the full parse below tells
+    if end != len(data):
+        data = data[:end]
     parsed = _parse(data)
     for name in counted:
         entries = parsed.values() if isinstance(parsed, dict) else \
@@ -120,23 +134,30 @@ def _load(data: bytearray, path, counted, entry_fields, raw_fields):
         have = sum(1 for e in entries if isinstance(e, dict) and name in e)
         if raw[name] != have:
             _raise_repeated_keys(path, data)
+    if entry_fields and isinstance(parsed, dict):  # entries keyed by id: a repeated id?
+        _raise_repeated_keys(path, data, top_only=True)
     return parsed
 
 
-def _raise_repeated_keys(path, data: bytearray) -> None:
+def _raise_repeated_keys(path, data: bytearray, *, top_only: bool = False) -> None:
+    """Raise naming the keys any object of ``data`` repeats (``top_only``: the outermost
+    object's); nothing when none does."""
     repeated: list[str] = []
 
     def pairs_hook(pairs):
         obj = dict(pairs)
+        found = [] if top_only else repeated
         if len(obj) != len(pairs):
             seen: set = set()
             for k, _ in pairs:
-                if k in seen and len(repeated) < 5:
+                if k in seen and len(found) < 5:
                     first = next(((a, b) for a, b in pairs if isinstance(b, str)), None)
                     where = f" (in the object whose first text field is {first[0]}="\
                         f"{shorten(repr(first[1]), 60)})" if first else ""
-                    repeated.append(f"{shorten(repr(k), 240)}{where}")
+                    found.append(f"{shorten(repr(k), 240)}{where}")
                 seen.add(k)
+        if top_only:  # the outermost object is the last one finished
+            repeated[:] = found
         return obj
 
     json.loads(data, object_pairs_hook=pairs_hook)
@@ -154,15 +175,16 @@ def _read_bytes(path) -> bytearray:
     return data
 
 
-def _rewrite_nan(data: bytearray, start: int = 0) -> bool:
-    """In place and length-preserving (" NaN" -> "null"), in one pass from ``start``: no copy
-    of a 400 MB file; only where the line ends after it (a JSON string holds no raw newline).
-    True when anything was rewritten."""
-    i, done = data.find(b" NaN", start), False
+def _rewrite_nan(data: bytearray, start: int = 0, end: int | None = None) -> bool:
+    """In place and length-preserving (" NaN" -> "null"), in one pass over ``data[start:end]``:
+    no copy of a 400 MB file; only where the line ends after it (a JSON string holds no raw
+    newline). True when anything was rewritten."""
+    end = len(data) if end is None else end
+    i, done = data.find(b" NaN", start, end), False
     while i >= 0:
-        if data.startswith(_LINE_ENDS, i + 4):
+        if data.startswith(_LINE_ENDS, i + 4, end):
             data[i:i + 4], done = b"null", True
-        i = data.find(b" NaN", i + 4)
+        i = data.find(b" NaN", i + 4, end)
     return done
 
 
@@ -179,10 +201,21 @@ def _parse(data: bytearray):
         raise ValueError("JSON nested deeper than the parser's recursion limit") from None
 
 
+#: entries the record decoders built, per thread (see :func:`_decoder`)
+_BUILT = threading.local()
+
+
+def _built(_record) -> None:
+    _BUILT.n += 1
+
+
 @functools.lru_cache(maxsize=None)
 def _decoder(fields: tuple[str, ...], raw: tuple[str, ...] = ()):
+    """A decoder of ``{key: record}``; each record built counts itself in ``_BUILT.n``, so
+    a top-level key that repeats (the decoded dict keeps one entry of the two) shows."""
     record = msgspec.defstruct("Record", [(f, msgspec.Raw if f in raw else Any, None)
-                                          for f in fields], gc=False)
+                                          for f in fields], gc=False,
+                               namespace={"__post_init__": _built})
     return msgspec.json.Decoder(dict[str, record])
 
 
@@ -201,26 +234,27 @@ def decoded_all(values: list) -> list:
     return [p if isinstance(v, raw) else v for p, v in zip(parsed, values)]
 
 
-def _parse_records(data: bytearray, fields: tuple[str, ...], raw: tuple[str, ...] = ()
-                   ) -> dict | None:
-    """``{key: record}`` of a top-level object of objects, or None when the file is not one
-    (or holds non-strict JSON): the caller then parses it in full."""
+def _parse_records(data: bytearray, end: int, fields: tuple[str, ...],
+                   raw: tuple[str, ...] = ()) -> tuple[dict, int] | None:
+    """``({key: record}, entries decoded)`` of the top-level object of objects in
+    ``data[:end]``, or None when it is not one (or holds non-strict JSON): the caller then
+    parses it in full. The records' raw fields are views of ``data``."""
+    view = memoryview(data)[:end]
     if not data.isascii():  # msgspec skips the fields it does not keep without checking them
         try:
-            str(data, "utf-8")
+            str(view, "utf-8")
         except UnicodeDecodeError:
             return None  # the full parse names the line
     decode = _decoder(fields, raw).decode
-    try:  # strict JSON first: msgspec refuses a bare NaN anywhere, skipped fields included,
-        return decode(data)  # so a file it reads has none to rewrite (no scan of its bytes)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        at = _MALFORMED_AT.search(str(exc))  # where it stopped: no bare NaN before that
-    if not _rewrite_nan(data, max(0, int(at.group(1)) - 8) if at else 0):
-        return None  # not a bare NaN: the full parse names the fault
-    try:
-        return decode(data)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return None
+    for attempt in range(2):
+        _BUILT.n = 0
+        try:  # strict JSON first: msgspec refuses a bare NaN anywhere, skipped fields
+            return decode(view), _BUILT.n  # included, so a file it reads has none to rewrite
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            at = _MALFORMED_AT.search(str(exc))  # where it stopped: no bare NaN before that
+        if attempt or not _rewrite_nan(data, max(0, int(at.group(1)) - 8) if at else 0, end):
+            return None  # not a bare NaN: the full parse names the fault
+    return None
 
 
 #: the byte offset in msgspec's "JSON is malformed: ... (byte 123)"
@@ -232,15 +266,14 @@ def is_record(entry) -> bool:
     return hasattr(type(entry), "__struct_fields__")
 
 
-def entry_columns(entries: list, names: tuple[str, ...]) -> dict[str, tuple | list]:
-    """``{name: value of each entry}`` over dicts or records (None where absent, and for an
-    entry that is neither): one C-level pass when every entry has every name."""
+def entry_columns(entries: list, names: tuple[str, ...]) -> dict[str, list]:
+    """``{name: [value of each entry]}`` over dicts or records (None where absent, and for an
+    entry that is neither): a C-level pass per name when every entry has every name."""
     if not entries:
-        return {n: () for n in names}
+        return {n: [] for n in names}
     get = attrgetter if is_record(entries[0]) else itemgetter
     try:
-        return dict(zip(names, zip(*map(get(*names), entries)))) if len(names) > 1 else \
-            {names[0]: tuple(map(get(names[0]), entries))}
+        return {n: list(map(get(n), entries)) for n in names}
     except (KeyError, AttributeError, TypeError):
         return {n: [e.get(n) if isinstance(e, dict) else getattr(e, n, None)
                     if is_record(e) else None for e in entries] for n in names}

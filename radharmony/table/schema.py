@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import posixpath
 from itertools import repeat
 
 import numpy as np
 import pandas as pd
 
-from ..errors import PathSafetyError, SchemaError
+from ..errors import SchemaError
 from ..annotations.boxes import parse_boxes
 from ..cells import parse_literal
 from ..spec import DatasetSpec
+from .paths import check_relative_path, plainly_clean
+from .questions import check_questions
 
 #: ``DatasetSpec.column_types`` values
 COLUMN_TYPES = ("Int64", "int64", "float64", "float32", "bool", "json")
@@ -49,38 +50,9 @@ def _id_text(col: pd.Series, *, name: str, source: str) -> pd.Series:
     return _as_object(col.map(lambda v: v if v is None or isinstance(v, str) else str(v)))
 
 
-def _plainly_clean(p: str) -> bool:
-    """True when ``p`` is certainly a clean relative POSIX path (normpath would keep it); a
-    fast pre-check, False for anything doubtful (which then goes through the full check)."""
-    return not (not p or p[0] in "/ " or p[-1] in "/ " or "\\" in p or "//" in p or
-                "/." in p or p[:2] in ("./", "..") or p == "." or p[1:2] == ":" or
-                "\x00" in p)
-
-
-def check_relative_path(path: object, *, where: str) -> str:
-    """``path`` if it is a clean relative POSIX path inside the image root, else raise.
-
-    Refused: non-text or empty values, NUL bytes, absolute paths (POSIX, ``C:``, UNC), and
-    paths that leave the root through ``..``. (Symlinks are resolved when the image is read,
-    by :func:`radharmony.imaging.read.safe_path`.)
-    """
-    if not isinstance(path, str) or not path.strip() or "\x00" in path:
-        raise SchemaError(f"{where}: image_path is not a path", expected="a non-empty string "
-                          "without NUL bytes", found=repr(path)[:120],
-                          fix="check the metadata entry for this image")
-    norm = posixpath.normpath(path.replace("\\", "/"))
-    if norm == ".":
-        raise SchemaError(f"{where}: image_path {path!r} names the image root itself",
-                          expected="the path of an image file", found=repr(path),
-                          fix="check the metadata entry for this image")
-    if posixpath.isabs(norm) or norm.startswith("../") or norm == ".." or (
-            len(norm) > 1 and norm[1] == ":"):
-        raise PathSafetyError(f"{where}: image_path {path!r} leaves base_image_dir",
-                              expected="a path relative to base_image_dir without '..'",
-                              found=f"{'an absolute' if posixpath.isabs(norm) else 'an escaping'}"
-                                    f" path", fix="correct the metadata entry; radharmony never "
-                                                  "reads files outside the dataset")
-    return norm
+def _all_text(values: list) -> bool:
+    """Every value a ``str`` (checked at C speed)."""
+    return not values or set(map(type, values)) == {str}
 
 
 def validate(df: pd.DataFrame, spec: DatasetSpec, *, source: str = "harmonized table"
@@ -113,7 +85,7 @@ def validate(df: pd.DataFrame, spec: DatasetSpec, *, source: str = "harmonized t
         if col in spec.zero_pad:
             out[col] = _padded(out[col], df[col], spec.zero_pad[col])
         values = out[col].tolist()
-        if all(type(v) is str for v in values) and all(values) and \
+        if _all_text(values) and all(values) and \
                 not any(map(str.isspace, values)):
             continue  # every value a non-blank string (checked at C speed)
         bad = [i for i, v in enumerate(values) if not isinstance(v, str) or not v.strip()]
@@ -124,9 +96,9 @@ def validate(df: pd.DataFrame, spec: DatasetSpec, *, source: str = "harmonized t
                               f"{df[col].iloc[i]!r} at row {i}", fix="fix or drop those rows")
     questions = spec.row_unit == "question"  # one row per question: its images repeat
     paths = out["image_path"].tolist()
-    if not (questions and all(type(p) is str for p in paths) and
-            all(map(_plainly_clean, set(paths)))):  # questions: each distinct path once
-        out["image_path"] = pd.Series([p if isinstance(p, str) and _plainly_clean(p) else
+    if not (questions and _all_text(paths)):  # questions: image_path is one of the
+        # question's image_paths, each of which check_questions checks (below)
+        out["image_path"] = pd.Series([p if isinstance(p, str) and plainly_clean(p) else
                                        check_relative_path(p, where=f"{source}, row {i}")
                                        for i, p in enumerate(paths)], dtype=object)
     elif out["image_path"].dtype != object:  # e.g. read back from Parquet as strings
@@ -177,10 +149,8 @@ def validate(df: pd.DataFrame, spec: DatasetSpec, *, source: str = "harmonized t
         if col not in done and pd.api.types.is_string_dtype(out[col]):
             out[col] = _as_object(out[col])
     if questions:
-        from .questions import check_questions
-
         check_questions(out, spec, source, lambda p, where: isinstance(p, str) and
-                        _plainly_clean(p) or check_relative_path(p, where=where))
+                        plainly_clean(p) or check_relative_path(p, where=where))
     return out
 
 

@@ -14,11 +14,13 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
+from ..data import precache
 from ..data.dataset import BaseRadiologicalDataset
 from ..data.sampling import as_tensor
 from ..errors import ImageReadError, PathSafetyError, check_choice
 from ..table.schema import canonical_views
 from .images import absent_questions, report_absent, stack_images
+from .precache import QuestionImages
 from .table import REFERENCE, TAXONOMY
 
 #: the text fields every VQA sample carries, in order
@@ -98,6 +100,29 @@ class VQADataset(BaseRadiologicalDataset):
 
     def __getitems__(self, indices) -> list[dict]:
         return [self[i] for i in indices]
+
+    # -- every image of the questions, not the key image alone ------------------------------
+    def cache_keys(self) -> list[str]:
+        """The cache key of every distinct image of the questions (their own and reference
+        images; :class:`~radharmony.vqa.precache.QuestionImages` order)."""
+        return precache.cache_keys(QuestionImages(self))
+
+    def pre_cache(self, num_workers: int = 0, *, progress: bool = True, engine: str = "local",
+                  address: str | None = None) -> list[str]:
+        """Decode, cache and pack every image the questions read -- each question's images
+        and its reference study's, each distinct file once (the base class would take the
+        key image of each row only). Returns their cache keys."""
+        return precache.pre_cache(QuestionImages(self), num_workers=num_workers,
+                                  progress=progress, engine=engine, address=address).keys
+
+    def validate(self, *, decode: bool = True, num_workers: int = 0, progress: bool = True):
+        """Check every image the questions read up front (see
+        :meth:`~radharmony.data.dataset.BaseRadiologicalDataset.validate`), each distinct
+        file once; the report's rows are :class:`~radharmony.vqa.precache.QuestionImages`'s."""
+        from ..data.checks import validate_dataset
+
+        return validate_dataset(QuestionImages(self), decode=decode, num_workers=num_workers,
+                                progress=progress)
 
     def answer_letters(self) -> pd.Series:
         """How often each correct letter occurs among the mcq questions (a biased letter

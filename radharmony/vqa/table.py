@@ -10,7 +10,6 @@ import pandas as pd
 
 from ..errors import MetadataError
 from ..spec import QUESTION_COLUMNS, REQUIRED_COLUMNS, DatasetSpec
-from ..table.questions import duplicate_question
 
 #: optional question columns, kept where the source has them
 TAXONOMY = ("task", "category", "subcategory")
@@ -96,15 +95,28 @@ def key_image(views: list) -> int:
     return 0
 
 
+class _Canonical(dict):
+    """Raw view name -> canonical (by ``view_map``), each distinct name worked out once."""
+
+    def __init__(self, view_map):
+        super().__init__()
+        self.view_map = view_map
+
+    def __missing__(self, v):
+        self[v] = c = self.view_map.get(v.strip().upper(), v.strip()) \
+            if isinstance(v, str) else None
+        return c
+
+
 def key_images(image_paths: list, view_positions: list, view_map) -> tuple[list, list]:
     """``(image_path, view_position)`` of each question's key image (:func:`key_image` on
     its canonical views); a views list shared by several questions is looked at once."""
     key_path, key_view, done = [], [], {}  # done: id of a views list already looked at
+    canonical = _Canonical(view_map).__getitem__
     for paths, views in zip(image_paths, view_positions):
         k = done.get(id(views)) if len(views) > 1 else 0
         if k is None:
-            k = done[id(views)] = key_image([view_map.get(v.strip().upper(), v.strip())
-                                             if isinstance(v, str) else None for v in views])
+            k = done[id(views)] = key_image(list(map(canonical, views)))
         key_path.append(paths[k] if paths else None)
         key_view.append(views[k] if paths else None)
     return key_path, key_view
@@ -113,9 +125,8 @@ def key_images(image_paths: list, view_positions: list, view_map) -> tuple[list,
 def question_frame(cols: dict, spec: DatasetSpec, *, source: str) -> pd.DataFrame:
     """The question table from column lists: ``image_paths`` / ``view_positions`` (lists per
     question) give ``image_path`` / ``view_position`` (the key image, by the spec's
-    ``view_map``; :func:`key_images`, unless ``cols`` has them already); a repeated
-    ``question_id`` is refused naming both occurrences."""
-    duplicate_question(cols["question_id"], source)
+    ``view_map``; :func:`key_images`, unless ``cols`` has them already). The one schema
+    validation checks it (a repeated ``question_id`` is refused naming both occurrences)."""
     if "image_path" in cols:
         key_path, key_view = cols["image_path"], cols["view_position"]
     else:
@@ -131,4 +142,5 @@ def question_frame(cols: dict, spec: DatasetSpec, *, source: str) -> pd.DataFram
                             expected=f"columns {order}", found=sorted(cols),
                             fix="report this as a radharmony bug")
     data = {**base, **{c: cols[c] for c in order}}
-    return pd.DataFrame({c: pd.Series(v, dtype=object) for c, v in data.items()})
+    return pd.DataFrame({c: pd.Series(v, dtype=object) for c, v in data.items()},
+                        copy=False)  # a block per column (validating replaces columns)

@@ -165,3 +165,30 @@ def test_question_with_absent_image_counted_and_named(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         dropped[0]  # the rest read fine
+
+
+def test_repeated_question_id_within_one_indented_chunk_refused(tmp_path):
+    """The indented form is parsed into records: a repeated key shows as one record more
+    decoded than kept (no byte scan)."""
+    body = json.dumps(question(), indent=2).replace("\n", "\n  ")
+    text = '{\n  "q7": %s,\n  "q7": %s,\n  "q8": %s\n}' % (body, body, body)
+    with pytest.raises(MetadataError, match="repeated key 'q7'"):
+        harmonize(tmp_path, text)
+
+
+def test_reused_chunk_buffer_with_an_entry_longer_than_a_chunk(tmp_path, monkeypatch):
+    """Chunks read into one buffer: an entry longer than a chunk, and a study whose
+    questions fall in different chunks (its fields from its first question), read as whole."""
+    from radharmony.table import read_json
+
+    questions = {f"q{i}": question(correct_answer="ABCD"[i % 4]) for i in range(30)}
+    questions["q5"]["correct_answer_explanation"] = "Long. " * 2000  # 12 kB > a chunk
+    questions["q9"]["Findings"] = "Only in q9's copy."  # the study's first question: q0
+    text = json.dumps(questions, indent=2)
+    whole = harmonize(tmp_path, text)
+    monkeypatch.setattr(read_json, "CHUNK_BYTES", 2500)
+    chunked = harmonize(tmp_path, text)
+    import pandas as pd
+    pd.testing.assert_frame_equal(chunked, whole)
+    assert chunked.loc[5, "explanation"] == "Long. " * 2000
+    assert set(chunked["report"]) == {"INDICATION:\nCough\n\nFINDINGS:\nClear lungs."}

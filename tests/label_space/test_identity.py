@@ -82,7 +82,8 @@ def test_mimic_and_ms_cxr_replicas_share_subjects(tmp_path):
 def test_every_declared_family_member_links_by_its_rule():
     expected = {"mimic_cxr_jpg": {"mimic_cxr_jpg", "mimic_cxr_jpg_test", "ms_cxr", "ms_cxr_t",
                                   "chest_imagenome", "chest_imagenome_gold", "chexmask_mimic",
-                                  "mimic_cxr_vqa", "medical_diff_vqa", "gemex_vqa"},
+                                  "mimic_cxr_vqa", "medical_diff_vqa", "gemex_vqa",
+                                  "mimic_ext_cxr_qba"},
                 "chexpert": {"chexpert", "chexpert_valid", "chexlocalize_val",
                              "chexlocalize_test", "chexpert_plus", "chexmask_chexpert"},
                 "padchest": {"padchest", "padchest_gr", "chexmask_padchest"},

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from radharmony.datasets.rexvqa import ReXVQATestDataset
 from radharmony.datasets.vqa_rad import VQARADChestDataset
 from radharmony.export.study_formats import to_llava
@@ -102,3 +104,74 @@ def test_webdataset_one_sample_per_question(tmp_path):
             name = f"{key}.{j}{Path(rel).suffix.lower()}"
             assert name in m["images"]
             assert members[name] == (ds.base_image_dir / rel).read_bytes()
+
+
+@pytest.fixture(scope="module")
+def diff(tmp_path_factory):
+    from radharmony.datasets.medical_diff_vqa import MedicalDiffVQADataset
+    from radharmony.fake.medical_diff_vqa import write_medical_diff_vqa
+
+    root = write_medical_diff_vqa(tmp_path_factory.mktemp("diff"))
+    return MedicalDiffVQADataset(root, cache_dir=None)
+
+
+def _reference(ds):
+    """sample id -> (ref_study_id, ref_image_paths) of the difference questions (several)."""
+    df = ds.harmonized_df
+    out = {sid: (r, list(p)) for sid, r, p in zip(ds.sample_ids, df["ref_study_id"],
+                                                 df["ref_image_paths"]) if p is not None}
+    assert 2 <= len(out) < len(df)
+    return out
+
+
+def test_llava_difference_questions_carry_the_reference_images(diff, tmp_path):
+    to_llava(diff, tmp_path / "d.json", images="original", progress=False)
+    refs = _reference(diff)
+    for e in json.loads((tmp_path / "d.json").read_text()):
+        human = e["conversations"][0]["value"]
+        if e["id"] not in refs:
+            assert e["ref_image"] == [] and "Reference" not in human
+            assert human.count("<image>") == len(e["image"]) == 1
+            continue
+        ref_study, ref_paths = refs[e["id"]]
+        want = [str(diff.base_image_dir / p) for p in ref_paths]
+        assert e["ref_image"] == want and e["image"][-len(want):] == want
+        assert e["ref_study_id"] == ref_study and len(e["image"]) == 1 + len(want)
+        current, reference = human.split("Reference (prior) study:\n")
+        assert current == "Current study:\n<image>\n"
+        assert reference.count("<image>") == len(want)
+
+
+def test_parquet_and_webdataset_write_the_reference_images(diff, tmp_path):
+    import tarfile
+
+    import pyarrow.parquet as pq
+
+    from radharmony.export.study_formats import to_parquet, to_study_webdataset
+
+    refs = _reference(diff)
+    to_parquet(diff, tmp_path / "pq", shard_size=7, progress=False)
+    rows = pq.read_table(sorted(map(str, (tmp_path / "pq").glob("*.parquet")))).to_pylist()
+    assert len(rows) == len(diff)
+    for r in rows:
+        ref_study, ref_paths = refs.get(r["sample_id"], (r["ref_study_id"], []))
+        assert r["ref_study_id"] == ref_study and r["ref_image_paths"] == ref_paths
+        assert len(r["ref_images"]) == len(ref_paths)
+        for j, (img, rel) in enumerate(zip(r["ref_images"], ref_paths)):
+            assert img["bytes"][:4] == b"\x89PNG" and img["path"].endswith(f"/ref{j}.png")
+            # the reference image is the prior study's, not the question's own
+            assert rel not in r["image_paths"]
+    to_study_webdataset(diff, tmp_path / "wds", shard_size=7, images="original",
+                        progress=False)
+    members = {}
+    for shard in sorted((tmp_path / "wds").glob("*.tar")):
+        with tarfile.open(shard) as tar:
+            members.update({m.name: tar.extractfile(m).read() for m in tar.getmembers()})
+    metas = [json.loads(v) for k, v in members.items() if k.endswith(".json")]
+    assert len(metas) == len(diff)
+    for m in metas:
+        _, ref_paths = refs.get(m["sample_id"], (None, []))
+        assert m["ref_image_paths"] == ref_paths
+        assert m["ref_images"] == [f"{m['key']}.ref{j}.jpg" for j in range(len(ref_paths))]
+        for name, rel in zip(m["ref_images"], ref_paths):
+            assert members[name] == (diff.base_image_dir / rel).read_bytes()

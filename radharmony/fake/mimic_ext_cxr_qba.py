@@ -1,0 +1,186 @@
+"""A MIMIC-Ext-CXR-QBA replica in the shipped on-disk form, over a MIMIC-CXR-JPG replica.
+
+Layout (PhysioNet ``mimic-ext-cxr-qba/1.0.0`` beside MIMIC-CXR-JPG's root)::
+
+    <root>/files/...                                   MIMIC-CXR-JPG (radharmony.fake.mimic),
+                                                       the frontal images the export names
+    <root>/mimic-ext-cxr-qba/exports/A_frontal/
+        qa.zip                                         p1x/p1xxxxxxx/sxxxxxxxx.qa.json per study
+        metadata/{question,question_image,image}_metadata.parquet     every question
+        metadata/q1M/{question,question_image,image}_metadata.parquet  a subset (every other)
+
+Known from the sources (the PhysioNet page, the reference library's reader, a public preview
+of one Parquet file): the file names and folders; the qa.json form (``patient_id``,
+``study_id``, ``questions[]`` with ``question_id, question_type, question_strategy,
+question, answers[]``; each answer ``answer_id, answer_type`` (main_answer / details /
+related_information)``, answer_level, text, localization{image_id: {bboxes, ...}},
+sub_answers``); ids written with their prefixes (``p10000032``, ``s50414267``, question ids
+``D02_has_finding_001``); Parquet files written by pandas with the level's ids as the index,
+so they come *last* among the columns; the other columns flattened with dots
+(``question.question_type``, ``question.quality.rating``); exports hold frontal images
+only and no study without one.
+
+Assumed (not seen): the names of the columns other than ``question.question_type`` and
+``question.quality.rating`` (``question.question_strategy``, ``image.view_position``,
+``question_img.*``), quality ratings as integer codes, the indication question's id form
+(``A_indication_001``), and member names without a leading ``qa/`` (the reference library
+reads ``qa/p1x/...``; the reader accepts both).
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+from . import register_fake
+from .mimic import studies, write_mimic
+
+#: (question type identifier, strategy, question, main answer, detail answers)
+QUESTIONS = [
+    ("A_indication", "indication", "Chest pain and dyspnea. Evaluate for infiltrate.",
+     "There is no infiltrate.", ["No focal consolidation is seen."]),
+    ("B01_describe_all", "abnormal", "Describe the given study.",
+     "There is a small left pleural effusion.", []),
+    ("B03_is_abnormal", "abnormal", "Is the study abnormal?",
+     "Yes, there are abnormal findings.", ["There is a small left pleural effusion."]),
+    ("C01_describe_region", "region_abnormal", "Describe the left lung.",
+     "There is atelectasis in the left lower lobe.", []),
+    ("D02_has_finding", "finding", "Is there pleural effusion?",
+     "Yes, there is pleural effusion.", ["There is a small left pleural effusion."]),
+    ("D02_has_finding", "finding", "Is there pneumothorax?",
+     "No, there is no pneumothorax.", []),
+    ("D03_where_is_finding", "finding", "Where is the atelectasis?",
+     "The atelectasis is in the left lower lobe.", []),
+]
+FRONTAL = ("PA", "AP")
+SUBSET = "A_frontal"
+
+
+def qba_questions(subject: str, study: str, dicoms: list[str], *, start: int = 0) -> list:
+    """The qa.json ``questions`` of one study (prefixed ids) over its frontal ``dicoms``."""
+    out, seen = [], {}
+    for k, (ident, strategy, question, main, details) in enumerate(QUESTIONS):
+        seen[ident] = seen.get(ident, 0) + 1
+        box = {d: {"image_id": d, "localization_reference_ids": ["left lung"],
+                   "bboxes": [[136.0, 402.0, 898.0, 1678.0]], "instance_mask_ids": ["left lung"],
+                   "missing_localization": [], "is_fallback": False, "localization_quality": 4}
+               for d in dicoms}
+
+        def answer(aid, kind, text, level=0, subs=()):
+            return {"answer_id": aid, "answer_type": kind, "answer_level": level, "text": text,
+                    "name_tag": text.rstrip("."), "laterality": "left", "regions": ["left lung"],
+                    "obs_entities": ["pleural effusion"], "positiveness": "pos",
+                    "modifiers": [["severity", "small"]], "localization": box,
+                    "sub_answers": list(subs), "from_report": True,
+                    "extraction_quality": {"region_quality": 3},
+                    "answer_quality": {"entailment": 6}}
+
+        subs = [answer(2 + j, "details", d, level=1) for j, d in enumerate(details)]
+        answers = [answer(1, "main_answer", main, subs=subs)]
+        if k % 3 == 0:  # related information beside the main answer: not part of the answer
+            answers.append(answer(9, "related_information", "The heart size is normal."))
+        out.append({"question_id": f"{ident}_{seen[ident]:03d}",
+                    "question_type": ident.split("_", 1)[1], "question_strategy": strategy,
+                    "variables": {}, "obs_ids": ["O01"], "contains_report_answers": True,
+                    "contains_template_answers": k % 2 == 1, "extraction_quality": {},
+                    "question_img_localization_quality": {d: 4 for d in dicoms},
+                    "question": question, "answers": answers,
+                    "question_quality": {"question_clarity": 6}})
+    return out
+
+
+def write_metadata(folder: Path, rows: list[tuple], *, row_group_size: int | None = None
+                   ) -> Path:
+    """The three Parquet files from ``rows`` = ``(subject, study, question, dicoms, views)``
+    (ids prefixed), each indexed by its level's ids as pandas writes them."""
+    import pandas as pd
+
+    folder.mkdir(parents=True, exist_ok=True)
+    q, qi, img, seen = [], [], [], set()
+    for subject, study, question, dicoms, views in rows:
+        q.append({"patient_id": subject, "study_id": study, "question_id": question["question_id"],
+                  "question.question_type": question["question_type"],
+                  "question.question_strategy": question["question_strategy"],
+                  "question.contains_report_answers": question["contains_report_answers"],
+                  "question.contains_template_answers": question["contains_template_answers"],
+                  "question.num_answers": len(question["answers"]),
+                  "question.quality.rating": 5 + len(q) % 2})
+        for d, v in zip(dicoms, views):
+            qi.append({"patient_id": subject, "study_id": study,
+                       "question_id": question["question_id"], "image_id": d,
+                       "question_img.has_bboxes": True,
+                       "question_img.quality.localization_quality": 4})
+            if d not in seen:
+                seen.add(d)
+                img.append({"patient_id": subject, "study_id": study, "image_id": d,
+                            "image.view_position": v, "image.patient_orientation": "['L', 'F']",
+                            "image.quality.localization_quality": 4})
+    for name, table, index in (
+            ("question_metadata", q, ["patient_id", "study_id", "question_id"]),
+            ("question_image_metadata", qi, ["patient_id", "study_id", "question_id", "image_id"]),
+            ("image_metadata", img, ["patient_id", "study_id", "image_id"])):
+        pd.DataFrame(table).set_index(index).to_parquet(folder / f"{name}.parquet",
+                                                        row_group_size=row_group_size)
+    return folder
+
+
+def write_mimic_ext_cxr_qba(root: str | Path, *, n_subjects: int = 6, seed: int = 0,
+                            images: bool = True, member_prefix: str = "") -> Path:
+    """Write the replica under ``root`` (MIMIC-CXR-JPG's ``files/`` included) and return
+    ``root``; ``member_prefix="qa/"`` writes qa.zip's members under ``qa/``."""
+    root = Path(write_mimic(root, n_subjects=n_subjects, seed=seed, images=images))
+    export = root / "mimic-ext-cxr-qba" / "exports" / SUBSET
+    export.mkdir(parents=True, exist_ok=True)
+    rows = []
+    with zipfile.ZipFile(export / "qa.zip", "w", zipfile.ZIP_DEFLATED) as z:
+        for s in studies(root):
+            frontal = [(d, v) for d, v in zip(s["dicoms"], s["views"]) if v in FRONTAL]
+            if not frontal:  # the exports leave out studies without a frontal image
+                continue
+            subject, study = f"p{s['subject']}", f"s{s['study']}"
+            dicoms, views = [d for d, _ in frontal], [v for _, v in frontal]
+            questions = qba_questions(subject, study, dicoms)
+            z.writestr(f"{member_prefix}{subject[:3]}/{subject}/{study}.qa.json",
+                       json.dumps({"patient_id": subject, "study_id": study,
+                                   "questions": questions}, indent=1))
+            rows += [(subject, study, q, dicoms, views) for q in questions]
+    write_metadata(export / "metadata", rows)
+    write_metadata(export / "metadata" / "q1M", rows[::2])
+    used = {d for *_, dicoms, _ in rows for d in dicoms}  # the exports' frontal images only
+    for jpg in (root / "files").rglob("*.jpg"):
+        if jpg.stem not in used:
+            jpg.unlink()
+    return root
+
+
+def write_export(export: str | Path, n_studies: int, *, seed: int = 0) -> Path:
+    """A metadata-only export of ``n_studies`` synthetic studies (``len(QUESTIONS)``
+    questions each over one or two frontal images; no image files) under ``export`` --
+    ``qa.zip`` and ``metadata/`` -- for benchmarks at scale; returns the questions file."""
+    import numpy as np
+
+    export = Path(export)
+    rng = np.random.default_rng(seed)
+    rows = []
+    export.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(export / "qa.zip", "w", zipfile.ZIP_DEFLATED) as z:
+        for k in range(n_studies):
+            subject, study = f"p{10000000 + k // 3}", f"s{50000000 + k}"
+            dicoms = ["-".join(f"{int(x):08x}" for x in rng.integers(0, 2**32, 5))
+                      for _ in range(1 + k % 2)]
+            views = list(FRONTAL[:len(dicoms)])
+            questions = qba_questions(subject, study, dicoms)
+            z.writestr(f"{subject[:3]}/{subject}/{study}.qa.json", json.dumps(
+                {"patient_id": subject, "study_id": study, "questions": questions}))
+            rows += [(subject, study, q, dicoms, views) for q in questions]
+    return write_metadata(export / "metadata", rows, row_group_size=1 << 17) / \
+        "question_metadata.parquet"
+
+
+@register_fake("mimic_ext_cxr_qba")
+def make(root: Path) -> dict:
+    """Contract-suite maker: the A_frontal export's q1M subset over a six-patient replica."""
+    base = write_mimic_ext_cxr_qba(root)
+    return {"base_image_dir": base, "csv_path": base / "mimic-ext-cxr-qba" / "exports" /
+            SUBSET / "metadata" / "q1M" / "question_metadata.parquet"}
