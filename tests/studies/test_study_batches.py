@@ -73,3 +73,21 @@ def test_batched_studies_equal_single_samples_collated(rex_fake, tmp_path, where
     for s, single in zip(order, singles):  # one study alone: the same values
         assert torch.equal(single["img"], _expected(ds, ref, s))
     assert (ds._images([-1, -1]) == -1).all()  # no study at all: padding only
+
+
+def test_sixteen_bit_storage_pads_and_converts_the_same(rex_fake, tmp_path):
+    """16-bit storage converts by arithmetic rather than a table: padding slots are -1 too."""
+    from radharmony.imaging.pipeline import DefaultTransform
+
+    images = rex_fake / "deid_png"
+    meta = rex_fake / "download" / "metadata" / "train_metadata_view_position.json"
+    kw = dict(transform=DefaultTransform(size=64, bits=16), dtype=torch.float32)
+    ReXGradientTrainDataset(images, meta, cache_dir=tmp_path, **kw).pre_cache(progress=False)
+    ref = ReXGradientTrainDataset(images, meta, cache_dir=None, **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StudyWarning)
+        ds = ReXGradientTrainDataset(images, meta, level="study", max_images=2,
+                                     cache_dir=tmp_path, **kw)
+    batch = next(iter(torch.utils.data.DataLoader(ds, batch_size=len(ds))))
+    assert not batch["img_mask"].all()  # there is padding
+    assert torch.equal(batch["img"], torch.stack([_expected(ds, ref, s) for s in range(len(ds))]))
