@@ -279,7 +279,7 @@ def main(argv=None) -> int:
     if "512" in parts and a.size512:
         big = bench_512(a.work, a.size512, a.rounds)
         print(json.dumps(big, indent=1), flush=True)
-    text = f"""# Study-level benchmarks
+    text = f"""## Latest run
 
 `python -m benchmarks.studies --images {a.images} --parts {a.parts}` on {platform.machine()}, {os.cpu_count()}
 CPUs (shared), Python {platform.python_version()}; DataLoader `num_workers=0`.
@@ -315,9 +315,25 @@ CPUs (shared), Python {platform.python_version()}; DataLoader `num_workers=0`.
                  f"{big['fill_images_per_s']:,.0f} | 10x MONAI needs "
                  f"{10 * big['monai_cached_images_per_s']:,.0f} | - |\n")
     text += "\nWhat each row runs: see `benchmarks/studies.py` (module docstring).\n"
-    a.out.write_text(text)
+    write_section(a.out, text)
     print(text)
     return 0
+
+
+#: the section of the page that a run rewrites (the analysis above it stays)
+START, END = "<!-- benchmarks.studies: latest run -->", "<!-- end of the latest run -->"
+
+
+def write_section(path: Path, text: str) -> None:
+    """Put ``text`` between :data:`START` and :data:`END` of the page at ``path`` (appended
+    when the page has no such section; a new file holds the section alone)."""
+    block = f"{START}\n{text}{END}\n"
+    page = path.read_text() if path.is_file() else ""
+    if START in page and END in page:
+        page = page[:page.index(START)] + block + page[page.index(END) + len(END) + 1:]
+    else:
+        page = (page.rstrip("\n") + "\n\n" if page else "") + block
+    path.write_text(page)
 
 
 if __name__ == "__main__":
