@@ -17,12 +17,12 @@ counted and named when the dataset is built (``on_missing="drop"`` leaves it out
 from __future__ import annotations
 
 from itertools import accumulate, chain, repeat
-from operator import attrgetter, getitem, itemgetter
+from operator import getitem, itemgetter
 from typing import ClassVar
 
 from ..errors import MetadataError
 from ..table.harmonizer import Inputs
-from ..table.read_json import decoded_all, entry_columns, iter_json_entries
+from ..table.read_json import decoded_all, entry_columns, extend_columns, iter_json_entries
 from ..vqa.dataset import VQADataset
 from ..vqa.harmonizer import BaseVQAHarmonizer
 from ..vqa.table import TAXONOMY, key_images, normalise_options, option_text, vqa_spec
@@ -57,44 +57,48 @@ class ReXVQARaw:
     """What ``read`` returns: the question ids, the question fields as columns
     (:data:`QUESTION_FIELDS`) and the study fields as columns (:data:`STUDY_FIELDS`, one value
     per study, from its first question), with each study's uid and first question id under
-    ``"uid"`` and ``"question"``."""
+    ``"uid"`` and ``"question"``. Built a chunk of questions at a time (:meth:`add`)."""
 
-    def __init__(self, ids: list, fields: dict, studies: dict):
-        self.ids, self.fields, self.studies = ids, fields, studies
+    def __init__(self):
+        self.ids: list = []
+        self.fields: dict = {f: [] for f in QUESTION_FIELDS}
+        self.studies: dict = {f: [] for f in (*STUDY_FIELDS, "uid", "question")}
 
     @classmethod
     def of(cls, questions: dict, *, source: str = "metadata") -> "ReXVQARaw":
         """From the question file as parsed (dicts) or as :func:`load_json` records."""
-        ids, entries = list(questions), list(questions.values())
-        fields = entry_columns(entries, QUESTION_FIELDS)
-        uids = fields["StudyInstanceUid"]
+        return cls().add(questions, source=source).done()
+
+    def add(self, questions: dict, *, source: str = "metadata") -> "ReXVQARaw":
+        """Append a chunk of questions (the next of the file); its raw study fields are parsed
+        here, so the chunk's buffer may be reused afterwards."""
+        start, entries = len(self.ids), list(questions.values())
+        self.ids += questions
+        extend_columns(self.fields, entries, QUESTION_FIELDS)
+        uids = self.fields["StudyInstanceUid"][start:]
         if uids and set(map(type, uids)) != {str}:
             i = next(i for i, u in enumerate(uids) if type(u) is not str)
-            raise MetadataError(f"{source}: question {ids[i]!r} has no StudyInstanceUid",
-                                expected="the study's StudyInstanceUid (text)",
-                                found=repr(uids[i])[:80], fix="re-download the question file")
-        at = _first_of_each(uids)  # each study's first question
+            raise MetadataError(f"{source}: question {self.ids[start + i]!r} has no "
+                                "StudyInstanceUid", expected="the study's StudyInstanceUid "
+                                "(text)", found=repr(uids[i])[:80],
+                                fix="re-download the question file")
+        at = _first_of_each(uids)  # each study's first question in the chunk
         cols = entry_columns([entries[i] for i in at], STUDY_FIELDS)
         values = decoded_all([v for f in STUDY_FIELDS for v in cols[f]])  # one call
-        n = len(at)
-        studies = {f: values[k * n:(k + 1) * n] for k, f in enumerate(STUDY_FIELDS)}
-        studies["uid"], studies["question"] = [uids[i] for i in at], [ids[i] for i in at]
-        return cls(ids, fields, studies)
+        n, studies = len(at), self.studies
+        for k, f in enumerate(STUDY_FIELDS):
+            studies[f] += values[k * n:(k + 1) * n]
+        studies["uid"] += [uids[i] for i in at]
+        studies["question"] += [self.ids[start + i] for i in at]
+        return self
 
-    @classmethod
-    def joined(cls, parts: list) -> "ReXVQARaw":
-        """The chunks of one file as one (a study whose questions span chunks: its first)."""
-        if len(parts) == 1:
-            return parts[0]
-        chained = lambda get: list(chain.from_iterable(map(get, parts)))  # noqa: E731
-        ids = chained(attrgetter("ids"))
-        fields = {f: chained(lambda p: p.fields[f]) for f in QUESTION_FIELDS}
-        studies = {f: chained(lambda p: p.studies[f]) for f in parts[0].studies}
-        uids = studies["uid"]
+    def done(self) -> "ReXVQARaw":
+        """After the last chunk: a study whose questions span chunks keeps its first's fields."""
+        uids = self.studies["uid"]
         if len(set(uids)) != len(uids):
             keep = _first_of_each(uids)
-            studies = {f: [v[i] for i in keep] for f, v in studies.items()}
-        return cls(ids, fields, studies)
+            self.studies = {f: [v[i] for i in keep] for f, v in self.studies.items()}
+        return self
 
 
 def _first_of_each(values: list) -> list[int]:
@@ -115,7 +119,7 @@ class _ReXVQAHarmonizer(BaseVQAHarmonizer):
         """The question file: question fields as columns, study fields once per study, read
         a chunk of questions at a time (the file's bytes are never all held); a repeated
         question id is refused naming it."""
-        parts = []
+        out = ReXVQARaw()
         for part in iter_json_entries(inputs.metadata, reuse_buffer=True,
                                       entry_fields=QUESTION_FIELDS + STUDY_FIELDS,
                                       raw_fields=STUDY_FIELDS):
@@ -124,9 +128,9 @@ class _ReXVQAHarmonizer(BaseVQAHarmonizer):
                                     expected="a JSON object keyed by question id",
                                     found=type(part).__name__,
                                     fix="re-download the question file")
-            parts.append(ReXVQARaw.of(part, source=str(inputs.metadata)))  # raw fields parsed
+            out.add(part, source=str(inputs.metadata))  # its raw fields parsed
             del part  # (before the next chunk is read into the same buffer)
-        out = ReXVQARaw.joined(parts) if parts else ReXVQARaw.of({})
+        out.done()
         if len(set(out.ids)) != len(out.ids):
             seen: set = set()
             again = next(q for q in out.ids if q in seen or seen.add(q))

@@ -269,14 +269,26 @@ def is_record(entry) -> bool:
 def entry_columns(entries: list, names: tuple[str, ...]) -> dict[str, list]:
     """``{name: [value of each entry]}`` over dicts or records (None where absent, and for an
     entry that is neither): a C-level pass per name when every entry has every name."""
+    out: dict[str, list] = {n: [] for n in names}
+    extend_columns(out, entries, names)
+    return out
+
+
+def extend_columns(columns: dict[str, list], entries: list, names: tuple[str, ...]) -> None:
+    """Append each entry's value of every name to ``columns[name]`` (see
+    :func:`entry_columns`)."""
     if not entries:
-        return {n: [] for n in names}
+        return
     get = attrgetter if is_record(entries[0]) else itemgetter
-    try:
-        return {n: list(map(get(n), entries)) for n in names}
-    except (KeyError, AttributeError, TypeError):
-        return {n: [e.get(n) if isinstance(e, dict) else getattr(e, n, None)
-                    if is_record(e) else None for e in entries] for n in names}
+    for n in names:
+        col = columns[n]
+        start = len(col)
+        try:
+            col.extend(map(get(n), entries))
+        except (KeyError, AttributeError, TypeError):  # an entry without it, or not one
+            del col[start:]
+            col.extend(e.get(n) if isinstance(e, dict) else getattr(e, n, None)
+                       if is_record(e) else None for e in entries)
 
 
 def read_json_file(path: str | os.PathLike, *, what: str):
