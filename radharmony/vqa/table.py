@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import Iterable, Mapping
 
+import numpy as np
 import pandas as pd
 
 from ..errors import MetadataError
@@ -142,5 +143,12 @@ def question_frame(cols: dict, spec: DatasetSpec, *, source: str) -> pd.DataFram
                             expected=f"columns {order}", found=sorted(cols),
                             fix="report this as a radharmony bug")
     data = {**base, **{c: cols[c] for c in order}}
-    return pd.DataFrame({c: pd.Series(v, dtype=object) for c, v in data.items()},
+    return pd.DataFrame({c: _objects(v) for c, v in data.items()},
                         copy=False)  # a block per column (validating replaces columns)
+
+
+def _objects(values) -> pd.Series:
+    """``values`` (lists stay lists) as an object Series, filled once (pandas' own
+    conversion of a list takes about twice as long)."""
+    return pd.Series(np.fromiter(values, dtype=object, count=len(values)), dtype=object,
+                     copy=False)
