@@ -4,6 +4,7 @@ root (:func:`check_relative_path`), and its fast pre-checks."""
 from __future__ import annotations
 
 import posixpath
+import re
 from itertools import repeat
 from operator import itemgetter
 
@@ -30,8 +31,12 @@ def all_plainly_clean(paths: list) -> bool:
             set(map(itemgetter(-1), paths)) & {"/", " "} or \
             ":" in set(map(itemgetter(slice(1, 2)), paths)):
         return all(map(plainly_clean, paths))
-    return not any(any(map(str.__contains__, paths, repeat(s)))
-                   for s in ("//", "/.", "\\", "\x00"))
+    return not (any(map(_EMPTY_OR_DOT_PART.search, paths)) or
+                any(any(map(str.__contains__, paths, repeat(s))) for s in ("\\", "\x00")))
+
+
+#: ``//`` or ``/.`` (one search per path finds either)
+_EMPTY_OR_DOT_PART = re.compile(r"/[/.]")
 
 
 def check_relative_path(path: object, *, where: str) -> str:
