@@ -36,6 +36,19 @@ class ViewerError(RadHarmonyError):
     status = 400
 
 
+def png8(arr: np.ndarray) -> bytes:
+    """A 2-D image as 8-bit grayscale PNG bytes for a page (a quantized cache array of more
+    than 8 bits scaled to its maximum)."""
+    import cv2
+
+    if arr.dtype != np.uint8:
+        arr = (arr.astype(np.float32) * (255.0 / max(float(arr.max()), 1.0))).astype(np.uint8)
+    ok, buf = cv2.imencode(".png", arr)
+    if not ok:  # pragma: no cover
+        raise ViewerError("Could not encode the image as PNG")
+    return buf.tobytes()
+
+
 class NotFound(ViewerError):
     status = 404
 
@@ -311,15 +324,10 @@ class ViewerApp:
 
     def image_png(self, **where) -> bytes:
         """The preprocessed image of one sample as an 8-bit grayscale PNG."""
-        import cv2
-
         s, i = self.locate(**where)
         img = self._sample(s, i)["img"]
         arr = img.float().numpy() if hasattr(img, "float") else np.asarray(img, np.float32)
         arr = arr.reshape(arr.shape[-2:]) if arr.ndim == 3 and arr.shape[0] == 1 else arr
         lo, hi = (-1.0, 1.0) if arr.min() >= -1 and arr.max() <= 1 else (arr.min(), arr.max())
-        u8 = np.clip((arr - lo) * (255.0 / max(hi - lo, 1e-6)), 0, 255).round().astype(np.uint8)
-        ok, buf = cv2.imencode(".png", u8)
-        if not ok:  # pragma: no cover
-            raise ViewerError(f"Could not encode sample {s.ids[i]} as PNG")
-        return buf.tobytes()
+        return png8(np.clip((arr - lo) * (255.0 / max(hi - lo, 1e-6)), 0, 255).round()
+                    .astype(np.uint8))

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .app import NotFound
-from .studies import _number, png8
+from .app import NotFound, png8
+from .studies import _number
 
 #: the question fields the page shows, where the table has them
 FIELDS = ("question_id", "patient_id", "study_id", "question", "answer", "answer_format",

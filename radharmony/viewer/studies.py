@@ -19,7 +19,7 @@ import numpy as np
 from ..errors import StudyWarning
 from ..studies.priors import date_column
 from ..studies.sections import SECTION_KEYS
-from .app import NotFound, ViewerError
+from .app import NotFound, ViewerError, png8
 
 _lock = threading.Lock()
 
@@ -88,18 +88,6 @@ def study_png(app, split: str | None, index, j, prior) -> bytes:
     rows = st.index.rows[i]
     j = _number(j, "j", len(rows))
     return png8(st._quantized(np.asarray(rows[j:j + 1], np.int64))[0])
-
-
-def png8(arr: np.ndarray) -> bytes:
-    """A cached (quantized) image as 8-bit PNG bytes for the page."""
-    import cv2
-
-    if arr.dtype != np.uint8:
-        arr = (arr.astype(np.float32) * (255.0 / max(float(arr.max()), 1.0))).astype(np.uint8)
-    ok, buf = cv2.imencode(".png", arr)
-    if not ok:  # pragma: no cover
-        raise ViewerError("Could not encode the image as PNG")
-    return buf.tobytes()
 
 
 def route(app, path: str, q: dict):
