@@ -27,6 +27,7 @@ import torch
 
 from . import batches, handoff, sampling
 from .splits import assign_folds
+from .subsets import filter_mask
 from ..errors import RadHarmonyError, StudyWarning, check_choice
 from ..imaging.pipeline import STORAGE
 from ..studies.index import build_index, check_max_images, check_view_order
@@ -161,14 +162,8 @@ class StudyDataset(torch.utils.data.Dataset):
     def filter(self, mask) -> "StudyDataset":
         """The studies where ``mask`` (one bool per study, or a callable on :attr:`studies`)
         is True."""
-        if callable(mask):
-            mask = mask(self.studies)
-        mask = np.asarray(mask)
-        if mask.dtype != bool or mask.shape != (len(self),):
-            raise RadHarmonyError("filter() needs one boolean per study",
-                                  expected=f"a boolean array of length {len(self)}",
-                                  found=f"dtype {mask.dtype}, shape {mask.shape}",
-                                  fix="build it from ds.studies")
+        mask = filter_mask(mask, self.studies, len(self), unit="study",
+                           fix="build it from ds.studies")
         df = self.images.harmonized_df
         keep = df["study_id"].isin(set(self.index.study_ids[mask].tolist())).to_numpy()
         return self._on_images(self.images._subset(np.flatnonzero(keep)), self.sample_transform)

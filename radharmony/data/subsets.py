@@ -15,6 +15,19 @@ from .splits import assign_folds
 from ..errors import RadHarmonyError, RowsDroppedWarning
 
 
+def filter_mask(mask, table, n: int, *, unit: str, fix: str) -> np.ndarray:
+    """``filter()``'s argument as ``n`` booleans: a boolean array or Series, or a callable
+    that takes ``table`` and returns one; anything else is refused naming ``unit``."""
+    if callable(mask):
+        mask = mask(table)
+    mask = np.asarray(mask)
+    if mask.dtype != bool or mask.shape != (n,):
+        raise RadHarmonyError(f"filter() needs one boolean per {unit}",
+                              expected=f"a boolean array of length {n}",
+                              found=f"dtype {mask.dtype}, shape {mask.shape}", fix=fix)
+    return mask
+
+
 class Subsets:
     """Row subsets of a dataset that share its table, image roots and file table (see
     :class:`~radharmony.data.dataset.BaseRadiologicalDataset`)."""
@@ -32,16 +45,9 @@ class Subsets:
         :attr:`harmonized_df`, or a callable that takes the table and returns one. E.g.
         frontal images only: ``ds.filter(ds.harmonized_df["view"].isin(["PA", "AP"]))``.
         Splits and folds of the result still group by patient."""
-        if callable(mask):
-            mask = mask(self.harmonized_df)
-        mask = np.asarray(mask)
-        if mask.dtype != bool or mask.shape != (len(self),):
-            raise RadHarmonyError("filter() needs one boolean per row",
-                                  expected=f"a boolean array of length {len(self)}",
-                                  found=f"dtype {mask.dtype}, shape {mask.shape}",
-                                  fix="build it from ds.harmonized_df, e.g. "
-                                      "ds.harmonized_df['view'] == 'PA'")
-        return self._subset(np.flatnonzero(mask))
+        return self._subset(np.flatnonzero(filter_mask(
+            mask, self.harmonized_df, len(self), unit="row",
+            fix="build it from ds.harmonized_df, e.g. ds.harmonized_df['view'] == 'PA'")))
 
     # -- splits -----------------------------------------------------------------------------
     def get_datasets(self, n_splits: int | None = None, *, seed: int = 0,
