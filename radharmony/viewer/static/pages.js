@@ -25,6 +25,17 @@ function row(table, name, text) {
   tr.prepend(th);
 }
 
+// The page's record at `api` for the current split and index (also sets `total`); null after
+// showing the server's error.
+async function load(api) {
+  const res = await fetch(`${api}?${q({split, index})}`);
+  const s = await res.json();
+  $("error").hidden = res.ok;
+  if (!res.ok) { $("error").textContent = s.error; return null; }
+  total = s.total;
+  return s;
+}
+
 // Paging: the page's own script defines `show()` and the globals split, index, total.
 function step(d) { if (total) { index = (index + d + total) % total; show(); } }
 

@@ -1,13 +1,10 @@
 // The question page: a VQA question, its options (the correct one marked), its images.
 "use strict";
-let split = null, index = 0, total = 0;  // $, q, figure, row, start: pages.js
+let split = null, index = 0, total = 0;  // $, q, load, figure, row, start: pages.js
 
 async function show() {
-  const res = await fetch(`api/question?${q({split, index})}`);
-  const s = await res.json();
-  if (!res.ok) { $("error").hidden = false; $("error").textContent = s.error; return; }
-  $("error").hidden = true;
-  total = s.total;
+  const s = await load("api/question");
+  if (!s) return;
   $("question-id").textContent = `${s.index + 1} / ${s.total}: ${s.question_id} ` +
     `(study ${s.study_id}, patient ${s.patient_id})`;
   $("question").textContent = s.question;

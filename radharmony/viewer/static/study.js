@@ -1,13 +1,10 @@
 // The study page: every view of one study side by side, its sections, the prior below.
 "use strict";
-let split = null, index = 0, total = 0;  // $, q, figure, row, start: pages.js
+let split = null, index = 0, total = 0;  // $, q, load, figure, row, start: pages.js
 
 async function show() {
-  const res = await fetch(`api/study?${q({split, index})}`);
-  const s = await res.json();
-  if (!res.ok) { $("error").hidden = false; $("error").textContent = s.error; return; }
-  $("error").hidden = true;
-  total = s.total;
+  const s = await load("api/study");
+  if (!s) return;
   $("study-id").textContent = `${s.index + 1} / ${s.total}: ${s.study_id} (patient ${s.patient_id}, ` +
     `${s.n_images} images, sections from ${s.section_source})`;
   $("views").replaceChildren(...s.views.map((v, j) => figure(
