@@ -43,7 +43,7 @@ from ..spec import Identity
 from ..table.harmonizer import Inputs
 from ..table.locate import find_optional
 from ..table.read_csv import read_table
-from ..table.read_parquet import parquet_names, read_parquet
+from ..table.read_parquet import column_values, parquet_names, read_parquet
 from ..vqa.dataset import VQADataset
 from ..vqa.harmonizer import BaseVQAHarmonizer
 from ..vqa.table import vqa_spec
@@ -98,13 +98,6 @@ def _tag(names: list[str], name: str) -> str | None:
 def _text(value) -> str:
     """A rating as text: ``5`` (also when nulls made the column float) -> ``"5"``."""
     return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
-
-
-def _values(column, fn=None) -> list:
-    """An Arrow column as a list, each distinct value built once (``fn`` applied to it)."""
-    cat = pd.Categorical(column.to_pandas())
-    cats = [fn(c) if fn else c for c in cat.categories.tolist()]
-    return np.asarray(cats + [None], dtype=object)[cat.codes].tolist()
 
 
 def _study_questions(data: bytes) -> list[tuple[str, str | None, list]]:
@@ -222,18 +215,18 @@ class MIMICExtCXRQBAHarmonizer(BaseVQAHarmonizer):
     def columns(cls, raw: dict, *, source: str) -> dict[str, list]:
         q, tags, qi = raw["questions"], raw["tags"], raw["images"]
         n = q.num_rows
-        study = _values(q.column("study_id"))
+        study = column_values(q.column("study_id"))
         qid = [f"{s}_{x}" for s, x in zip(study, q.column("question_id").to_pylist())]
         paths, views = cls._images(q, qi, study, raw["views"] or {})
-        out = {c: _values(q.column(tags[c])) if tags[c] else [None] * n
+        out = {c: column_values(q.column(tags[c])) if tags[c] else [None] * n
                for c in ("task", "category", "split_raw")}
         if tags["quality"]:
-            out["quality"] = _values(q.column(tags["quality"]), _text)
+            out["quality"] = column_values(q.column(tags["quality"]), _text)
         else:
             out["quality"] = [None] * n
         if tags["split_raw"] is None and raw["split"] is not None:
             of = dict(zip(raw["split"]["study_id"], raw["split"]["split"]))
-            out["split_raw"] = _values(q.column("study_id"), lambda s: of.get(s.removeprefix("s")))
+            out["split_raw"] = column_values(q.column("study_id"), lambda s: of.get(s.removeprefix("s")))
         questions, answers = raw["text"]
         missing = [i for i, t in enumerate(questions) if t is None and paths[i]]
         if missing:
@@ -241,11 +234,11 @@ class MIMICExtCXRQBAHarmonizer(BaseVQAHarmonizer):
                           f"(kept, question None); first: {[qid[i] for i in missing[:SHOW]]}",
                           RowsDroppedWarning, stacklevel=2)
         cols = {"question_id": qid,
-                "patient_id": _values(q.column("patient_id"), lambda p: p.removeprefix("p")),
-                "study_id": _values(q.column("study_id"), lambda s: s.removeprefix("s")),
+                "patient_id": column_values(q.column("patient_id"), lambda p: p.removeprefix("p")),
+                "study_id": column_values(q.column("study_id"), lambda s: s.removeprefix("s")),
                 "image_paths": paths, "view_positions": views,
                 "question": questions, "answer": answers,
-                "answer_format": _values(q.column(tags["category"]), _closed)
+                "answer_format": column_values(q.column(tags["category"]), _closed)
                 if tags["category"] else ["open"] * n,
                 "options": [[] for _ in range(n)], "answer_letter": [None] * n,
                 "explanation": [None] * n, **out,

@@ -70,4 +70,15 @@ def read_parquet(path: str | os.PathLike, columns: Sequence[str], *, description
                             f"{exc}", fix="download the file again") from None
 
 
-__all__ = ["BATCH_ROWS", "parquet_names", "read_parquet"]
+def column_values(column, fn=None) -> list:
+    """An Arrow column of a table :func:`read_parquet` read as a Python list, each distinct
+    value built once (``fn`` applied to it, once per distinct value; nulls stay None)."""
+    import numpy as np
+    import pandas as pd
+
+    cat = pd.Categorical(column.to_pandas())
+    cats = [fn(c) if fn else c for c in cat.categories.tolist()]
+    return np.asarray(cats + [None], dtype=object)[cat.codes].tolist()
+
+
+__all__ = ["BATCH_ROWS", "column_values", "parquet_names", "read_parquet"]
