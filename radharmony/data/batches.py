@@ -286,23 +286,36 @@ def to_batch_tensor(ds, quantized: np.ndarray) -> torch.Tensor:
     return ds.pipeline.to_tensor(quantized, ds.dtype, out=out)  # (a new tensor for None)
 
 
+def cached_rows(ds, indices: np.ndarray, *, boxes: bool = True,
+                scratch: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None, list]:
+    """The cached images of rows ``indices`` as ``(source, records, letterboxes)``: the
+    pack's memory map and the rows' records in it when the batch lies intact in one pack
+    (to be converted straight out of it), else the gathered ``(B, S, S)`` array (into
+    ``scratch`` when it has room) and None. ``boxes=False``: no Letterboxes of a packed
+    batch (an empty list)."""
+    found = _find(ds, indices)
+    direct = _one_pack(ds, found)
+    if direct is not None:
+        pack, records = direct
+        return pack.data, records, _boxes(ds, pack, records) if boxes else []
+    quantized, letterboxes = _gather(ds, indices, found, scratch)
+    return quantized, None, letterboxes
+
+
 def read_samples(ds, indices) -> list[dict]:
     """The samples of ``indices``, whose ``img`` (and ``cls``, ``cls_mask``: see
     ``ds.batch_outputs``) are the rows of one batch tensor (the default collate and
     :func:`radharmony.collate` return that tensor as the batch without copying).
     A batch held in one pack is converted straight out of the memory map."""
     indices = np.asarray(indices, dtype=np.int64)
-    found = _find(ds, indices)
-    direct = _one_pack(ds, found)
-    if direct is not None:
-        pack, records = direct
+    scratch = getattr(_scratch, "buf", None)
+    source, records, boxes = cached_rows(ds, indices, scratch=scratch)
+    if records is not None:
         size = ds.pipeline.size
-        batch = ds.pipeline.to_tensor(pack.data, ds.dtype, rows=records,
+        batch = ds.pipeline.to_tensor(source, ds.dtype, rows=records,
                                       out=_batch_out(ds, (len(records), 1, size, size)))
-        boxes = _boxes(ds, pack, records)
     else:
-        scratch = getattr(_scratch, "buf", None)
-        quantized, boxes = _gather(ds, indices, found, scratch)
+        quantized = source
         batch = to_batch_tensor(ds, quantized)
         start, end = batch.untyped_storage().data_ptr(), quantized.ctypes.data
         if start <= end < start + batch.untyped_storage().nbytes() or \

@@ -201,13 +201,10 @@ class StudyDataset(torch.utils.data.Dataset):
             else torch.empty(shape, dtype=ds.dtype)
         source = None
         if ds.image_cache is not None and len(flat):
-            found = batches._find(ds, flat)  # the batched read's own lookup and pack path
-            direct = batches._one_pack(ds, found)
-            if direct is not None:  # straight out of the pack: its records per slot
-                source, records = direct[0].data, direct[1]
+            # the batched read's own lookup: straight out of the pack (its records per slot)
+            source, records, _ = batches.cached_rows(ds, flat, boxes=False)
+            if records is not None:
                 slots[real] = records
-            else:
-                source = batches._gather(ds, flat, found, None)[0]
         elif len(flat):
             source = self._quantized(flat)
         if source is None:  # no real image at all: every slot is padding
