@@ -43,13 +43,16 @@ Confirmed, with sources:
   quality codes such as 4).
 - [RH] the reference library (f10409/RadHarmony ``harmonizer/mimic_ext_cxr_qba``) reads the
   question columns ``question.question_type`` and ``question.quality.rating``.
-- [AN] a third-party analysis of the real qa.json files (public code index: a MIMIC-CXR VQA
-  dataset module whose question-type table lists the 20 most frequent types it counted, in
-  the proportions of [PN]'s table): ``question_type`` holds the type *identifier*
-  (``D02_has_finding``, ``A_indication``), not the bare name of [PN]'s JSON example.
+- [AN] a third-party reader of the real files (code index ids 40316584, 60812608813: a
+  MIMIC-CXR VQA dataset module whose question-type table lists the 20 most frequent types it
+  counted, in [PN]'s proportions): ``question_type`` holds the type *identifier*
+  (``D02_has_finding``, ``A_indication``), not the bare name of [PN]'s JSON example; its
+  quality dicts hold integer codes, each the position in its criterion's levels, worst first
+  (``extraction_quality: {region_extract_quality: 4, localization_quality: 1, ...}``).
 
 Probable, not confirmed: qa.zip's members under a top ``qa/`` folder (the reference library
-and two third-party readers expect ``qa/p1x/...``; [PN] lists the paths below it; the reader
+and third-party readers, code index ids 792254083 and 40316584, expect ``qa/p1x/...``; [PN]
+lists the paths below it; the reader
 accepts both, ``member_prefix`` picks one); the level prefixes ``question.`` for every
 question column (``question.question_strategy``, ...) and ``question_img.`` for the
 question-image columns (by analogy with ``answer_img.`` and the qa.json field
@@ -88,6 +91,10 @@ QUESTIONS = [
     ("D03_where_is_finding", "finding", "Where is the atelectasis?",
      "The atelectasis is in the left lower lobe.", []),
 ]
+#: per-criterion quality codes: the position in the criterion's levels, worst first
+EXTRACTION = {"region_extract_quality": 4, "entity_extract_quality": 2,
+              "sentence_name_quality": 2, "change_quality": 3, "general_issue_level": 5,
+              "localization_quality": 3}
 FRONTAL = ("PA", "AP")
 SUBSET = "A_frontal"
 
@@ -108,7 +115,7 @@ def qba_questions(subject: str, study: str, dicoms: list[str], *, start: int = 0
                     "obs_entities": ["pleural effusion"], "positiveness": "pos",
                     "modifiers": [["severity", "small"]], "localization": box,
                     "sub_answers": list(subs), "from_report": True,
-                    "extraction_quality": {"region_quality": 3},
+                    "extraction_quality": EXTRACTION,
                     "answer_quality": {"entailment": 6}}
 
         subs = [answer(2 + j, "details", d, level=1) for j, d in enumerate(details)]
@@ -118,7 +125,7 @@ def qba_questions(subject: str, study: str, dicoms: list[str], *, start: int = 0
         out.append({"question_id": f"{ident}_{seen[ident]:03d}",
                     "question_type": ident, "question_strategy": strategy,
                     "variables": {}, "obs_ids": ["O01"], "contains_report_answers": True,
-                    "contains_template_answers": k % 2 == 1, "extraction_quality": {},
+                    "contains_template_answers": k % 2 == 1, "extraction_quality": EXTRACTION,
                     "question_img_localization_quality": {d: 4 for d in dicoms},
                     "question": question, "answers": answers,
                     "question_quality": {"question_clarity": 6}})
