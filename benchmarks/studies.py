@@ -325,7 +325,12 @@ DataLoader `num_workers=0`.
                  f" = conversion {_us(big['conversion_only_images_per_s'])} + file checks "
                  f"{_us(big['file_checks_only_images_per_s'])} + the rest "
                  f"{_rest_us(big)} | 10x MONAI allows "
-                 f"{_us(10 * big['monai_cached_images_per_s'])} | - | - |\n")
+                 f"{_us(10 * big['monai_cached_images_per_s'])} | - | - |\n"
+                 f"| 512 px cached plain DataLoader against a memcpy of its output bytes "
+                 f"(the proposed goal) | {big['radharmony_cached_images_per_s']:,.0f} | "
+                 f"{big['memcpy_images_per_s']:,.0f} | "
+                 f"{big['radharmony_cached_images_per_s'] / big['memcpy_images_per_s']:.0%} "
+                 f"| threshold to be set |\n")
     text += "\nWhat each row runs: see `benchmarks/studies.py` (module docstring).\n"
     write_section(a.out, text)
     print(text)
