@@ -41,7 +41,7 @@ def run_export(args: argparse.Namespace, ds, split) -> int:
     """Export the study-level form of ``ds`` (the image-level dataset the arguments select)."""
     from ..data.studies import StudyDataset
     from ..export import to_llava, to_parquet, to_study_webdataset
-    from ..export.studies import image_info, is_vqa
+    from ..export.studies import is_vqa
 
     if args.format not in STUDY_FORMATS:
         raise UsageError(f"--level study writes {STUDY_FORMATS}, not {args.format!r}")
@@ -59,9 +59,6 @@ def run_export(args: argparse.Namespace, ds, split) -> int:
             manifest = write(studies, out, shard_size=args.shard_size, **common)
     for w in caught:
         print(f"radharmony export: {w.message}", file=sys.stderr)
-    if "shards" not in manifest:  # to_llava of a VQA dataset: one JSON, no shards
-        manifest = {"num_studies": manifest["entries"], "num_images": manifest["images"],
-                    "shards": [out.name], "images": image_info(ds, args.images)}
     summary = {"key": ds.spec.key, "split": split, "level": "study", "format": args.format,
                "out": str(out), "studies": manifest["num_studies"],
                "images": manifest["num_images"], "shards": len(manifest["shards"]),

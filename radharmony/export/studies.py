@@ -19,6 +19,7 @@ the same dataset and options keeps every intact shard (resumable); anything else
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -71,11 +72,8 @@ def image_info(ds, images: str) -> dict:
 
 
 def records(ds, start: int, stop: int, images: str) -> list[dict]:
-    """The export records of studies ``start:stop`` (of questions, for a VQA dataset)."""
-    if is_vqa(ds):
-        from .vqa import vqa_records
-
-        return vqa_records(ds, start, stop, images)
+    """The export records of studies ``start:stop`` (a VQA dataset's, one per question:
+    :func:`radharmony.export.vqa.vqa_records`)."""
     ix, img = ds.index, ds.images
     flat = [int(r) for s in range(start, stop) for r in ix.rows[s]]
     if images == "cache":  # PNG encoding over the process's threads (OpenCV drops the GIL)
@@ -135,11 +133,13 @@ def study_fingerprint(ds, *, fmt: str, images: str, options: dict) -> dict:
 def run_shards(ds, out_dir: Path, *, fmt: str, prefix: str, suffix: str, shard_size: int,
                images: str, options: dict, write: Callable[[list[dict], Path], dict | None],
                progress: bool, manifest_name: str = "manifest.json",
-               intact: Callable[[dict, Path], bool] | None = None) -> dict:
+               intact: Callable[[dict, Path], bool] | None = None,
+               read: Callable[[object, int, int, str], list[dict]] | None = None) -> dict:
     """Write every shard not kept from an earlier run with ``write(records, path)`` (which
     returns extra manifest fields, or None) and return the manifest. A shard is kept when
     its file has the recorded size and SHA-256 and, given ``intact``, ``intact(entry, path)``
-    holds too (files the shard refers to: a LLaVA part's images)."""
+    holds too (files the shard refers to: a LLaVA part's images). ``read(ds, start, stop,
+    images)`` gives a shard's records (default :func:`records`; each has ``images``)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     fp = study_fingerprint(ds, fmt=fmt, images=images, options=options)
     plan = [(f"{prefix}-{k:06d}{suffix}", s, min(s + shard_size, len(ds)))
@@ -170,7 +170,7 @@ def run_shards(ds, out_dir: Path, *, fmt: str, prefix: str, suffix: str, shard_s
     with tqdm(total=len(plan), initial=len(plan) - len(todo), unit="shard",
               desc=f"exporting {prefix} ({fmt})", disable=not progress) as bar:
         for name, s, e in todo:
-            recs = records(ds, s, e, images)
+            recs = (read or records)(ds, s, e, images)
             path = out_dir / name
             extra = write(recs, path) or {}
             done[name] = {"name": name, "start": s, "stop": e, "count": e - s,
@@ -180,6 +180,35 @@ def run_shards(ds, out_dir: Path, *, fmt: str, prefix: str, suffix: str, shard_s
             bar.update(1)
     save(complete=True)
     return manifest
+
+
+def files_sha256(files) -> str:
+    """One SHA-256 over ``(relative path, SHA-256 digest of the file's bytes)`` pairs, in order:
+    what a LLaVA part's manifest entry records of the image files it refers to."""
+    h = hashlib.sha256()
+    for rel, digest in files:
+        h.update(rel.encode() + b"\0" + digest)
+    return h.hexdigest()
+
+
+def llava_intact(folder: Path) -> Callable[[dict, Path], bool]:
+    """The ``intact`` check of :func:`run_shards` for a LLaVA export whose JSON lies in
+    ``folder``: a part is kept while the image files its entries list (relative to
+    ``folder``; absolute paths are source files, referenced, not written) hash to its entry's
+    ``images_sha256``."""
+    digests: dict[str, bytes] = {}  # an image several parts share is read once
+
+    def intact(entry: dict, part: Path) -> bool:
+        try:
+            files = [f for e in json.loads(part.read_text()) for f in e["image"]
+                     if not os.path.isabs(f)]
+            for f in files:
+                if f not in digests:
+                    digests[f] = hashlib.sha256((folder / f).read_bytes()).digest()
+        except (OSError, ValueError, TypeError, KeyError):
+            return False
+        return files_sha256((f, digests[f]) for f in files) == entry.get("images_sha256")
+    return intact
 
 
 def _write_manifest_as(out_dir: Path, name: str, manifest: dict) -> None:

@@ -15,8 +15,9 @@ from ..errors import SHOW, StudyWarning, check_choice
 from ..studies.references import rexrank_context, rexrank_report
 from ..studies.sections import SECTION_KEYS
 from .codec import ExportError
-from .studies import check_study_dataset, is_vqa, run_shards
+from .studies import check_study_dataset, files_sha256, is_vqa, llava_intact, run_shards
 from .tarfiles import _save_shard, _tar_bytes
+from .vqa import to_llava_vqa, vqa_records
 
 ANSWERS = ("findings", "findings_impression")
 PROMPTS = {"findings": "Write the findings section of the radiology report for this chest "
@@ -42,6 +43,12 @@ HF_KINDS = {"text": _TEXT, "texts": {"feature": _TEXT, "_type": "List"},
             "int": {"dtype": "int32", "_type": "Value"},
             "images": {"feature": {"_type": "Image"}, "_type": "List"}}
 HF_FEATURES = {k: HF_KINDS[kind] for k, kind in STUDY_COLUMNS.items()}
+
+
+def _records_of(ds):
+    """How the shards of ``ds`` get their records: one per question for a VQA dataset, else
+    the study records (:func:`radharmony.export.studies.records`)."""
+    return vqa_records if is_vqa(ds) else None
 
 
 def _prefix(ds, prefix: str | None) -> str:
@@ -84,10 +91,8 @@ def to_llava(ds, path: str | os.PathLike, *, answer: str = "findings",
     a part only while its images are as written, and writes it and them again otherwise). A VQA
     dataset is written one entry per question (:func:`radharmony.export.vqa.to_llava_vqa`).
     """
-    if getattr(getattr(ds, "spec", None), "row_unit", "image") == "question":  # VQA
-        from .vqa import to_llava_vqa
-
-        return to_llava_vqa(ds, path, images=images, progress=progress)
+    if is_vqa(ds):
+        return to_llava_vqa(ds, path, images=images, shard_size=shard_size, progress=progress)
     check_study_dataset(ds, shard_size, images)
     check_choice("answer", answer, ANSWERS, error=ExportError)
     path = Path(path)
@@ -107,43 +112,27 @@ def to_llava(ds, path: str | os.PathLike, *, answer: str = "findings",
                 f.parent.mkdir(parents=True, exist_ok=True)
                 _save_shard(f, data)
                 files.append(f.relative_to(path.parent).as_posix())
-                written.append((files[-1], data))
+                written.append((files[-1], hashlib.sha256(data).digest()))
             entries.append({"id": rec["study_id"], "image": files, "conversations": [
                 {"from": "human", "value": llava_prompt(rec, answer)},
                 {"from": "gpt", "value": gpt}], "views": rec["views"],
                 "indication": rec["indication"], "comparison": rec["comparison"]})
         _save_shard(part, json.dumps(entries, indent=1).encode())
-        return {"entries": len(entries), "images_sha256": _images_sha256(written)}
-
-    def intact(entry: dict, part: Path) -> bool:  # the part's images are still as written
-        try:
-            files = [f for e in json.loads(part.read_text()) for f in e["image"]]
-            return _images_sha256((f, (path.parent / f).read_bytes()) for f in files) == \
-                entry.get("images_sha256")
-        except (OSError, ValueError, TypeError, KeyError):
-            return False
+        return {"entries": len(entries), "images_sha256": files_sha256(written)}
 
     manifest = run_shards(ds, parts, fmt="llava", prefix="part", suffix=".json",
                           shard_size=shard_size, images=images, options={"answer": answer},
-                          write=write, progress=progress, intact=intact)
-    joined = [e for s in manifest["shards"] for e in json.loads((parts / s["name"]).read_text())]
+                          write=write, progress=progress, intact=llava_intact(path.parent))
+    joined = [e for s in manifest["shards"]
+              for e in json.loads((parts / s["name"]).read_text())]
     _save_shard(path, json.dumps(joined, indent=1).encode())
     missing = len(ds) - len(joined)
     if missing:
         warnings.warn(f"to_llava(answer={answer!r}): {missing} of {len(ds)} studies have no "
-                      f"{'findings' if answer == 'findings' else 'findings or impression'} and were "
-                      "left out"
-                      + (f", first: {left_out[:SHOW]}" if left_out else ""),
+                      f"{'findings' if answer == 'findings' else 'findings or impression'} "
+                      "and were left out" + (f", first: {left_out[:SHOW]}" if left_out else ""),
                       StudyWarning, stacklevel=2)
     return manifest
-
-
-def _images_sha256(files) -> str:
-    """One SHA-256 over a LLaVA part's ``(relative path, bytes)`` image files, in order."""
-    h = hashlib.sha256()
-    for rel, data in files:
-        h.update(rel.encode() + b"\0" + hashlib.sha256(data).digest())
-    return h.hexdigest()
 
 
 # -- Parquet ----------------------------------------------------------------------------------
@@ -187,7 +176,7 @@ def to_parquet(ds, folder: str | os.PathLike, *, shard_size: int = 1000,
 
     return run_shards(ds, Path(folder), fmt="parquet", prefix=_prefix(ds, prefix),
                       suffix=".parquet", shard_size=shard_size, images=images, options={},
-                      write=write, progress=progress)
+                      write=write, progress=progress, read=_records_of(ds))
 
 
 # -- WebDataset -------------------------------------------------------------------------------
@@ -217,4 +206,4 @@ def to_study_webdataset(ds, folder: str | os.PathLike, *, shard_size: int = 1000
 
     return run_shards(ds, Path(folder), fmt="webdataset", prefix=_prefix(ds, prefix),
                       suffix=".tar", shard_size=shard_size, images=images, options={},
-                      write=write, progress=progress)
+                      write=write, progress=progress, read=_records_of(ds))

@@ -20,6 +20,7 @@ study:`` before each group of ``<image>`` lines), the entry listing them again a
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import warnings
@@ -30,6 +31,7 @@ from ..imaging.read import safe_path
 from ..vqa.images import load_one
 from .codec import ExportError, png_bytes
 from .codec import study_key
+from .studies import check_study_dataset, files_sha256, llava_intact, run_shards
 from .tarfiles import _save_shard
 
 #: the text fields of a VQA export record (``options`` and ``image_paths`` are lists of text)
@@ -57,59 +59,80 @@ def vqa_prompt(sample: dict, n_images: int, n_ref: int = 0) -> str:
 
 
 def to_llava_vqa(ds, path: str | os.PathLike, *, images: str = "cache",
-                 progress: bool = True) -> dict:
+                 shard_size: int = 10_000, progress: bool = True) -> dict:
     """Write the VQA dataset ``ds`` as a LLaVA conversation JSON list at ``path``.
 
     ``images="cache"``: each distinct image once, as the cache's preprocessed PNG, under
     ``<stem>_images/<hash of its path>.png`` (paths relative to the JSON's folder);
     ``"original"``: the source files' absolute paths, nothing copied. Questions without an
-    answer are left out and counted in one warning. Returns ``{"entries", "images",
-    "left_out"}``.
+    answer are left out and counted in one warning. Written, as the study export is, in parts
+    of ``shard_size`` questions (``<stem>_parts/``) that a run again over the same folder keeps
+    while they and the images they list are as written (resumable). Returns the manifest
+    (``num_studies`` counts questions, ``num_images`` their images and reference images).
     """
-    from tqdm.auto import tqdm
-
-    check_choice("images", images, ("cache", "original"), error=ExportError)
+    check_study_dataset(ds, shard_size, images)
     path = Path(path)
-    image_dir = path.parent / f"{path.stem}_images"
-    written: dict[str, str] = {}
-    entries, left_out = [], []
+    image_dir, parts = path.parent / f"{path.stem}_images", path.parent / f"{path.stem}_parts"
+    written: dict[str, tuple[str, bytes | None]] = {}  # image -> (entry path, digest)
+    left_out: list[str] = []
     df = ds.harmonized_df
     text = {c: df[c].tolist() for c in ("question_id", "question", "answer", "answer_format",
                                         "options", "answer_letter", "explanation")}
     extra = {c: df[c].tolist() if c in df.columns else [None] * len(df)
              for c in ("task", "category", "ref_study_id")}
+    own = df["image_paths"].tolist()
 
-    def file_of(rel: str, qid) -> str:
+    def file_of(rel: str, qid) -> tuple[str, bytes | None]:
         if rel not in written:
             if images == "original":
-                written[rel] = str(ds.base_image_dir / rel)
+                written[rel] = (str(ds.base_image_dir / rel), None)
             else:
                 f = image_dir / f"{study_key(rel)}.png"
                 f.parent.mkdir(parents=True, exist_ok=True)
-                _save_shard(f, png_bytes(load_one(ds, ds.base_image_dir, rel),
-                                         where=f"question {qid}"))
-                written[rel] = f.relative_to(path.parent).as_posix()
+                data = png_bytes(load_one(ds, ds.base_image_dir, rel), where=f"question {qid}")
+                _save_shard(f, data)
+                written[rel] = (f.relative_to(path.parent).as_posix(),
+                                hashlib.sha256(data).digest())
         return written[rel]
 
-    for i in tqdm(range(len(ds)), unit="question", desc="exporting (llava)",
-                  disable=not progress):
-        sample = {c: v[i] for c, v in text.items()}
-        gpt = sample["answer_letter"] if sample["answer_format"] == "mcq" else sample["answer"]
-        if gpt is None:
-            left_out.append(sample["question_id"])
-            continue
-        files = [file_of(rel, sample["question_id"]) for rel in df["image_paths"].iat[i]]
-        refs = [file_of(rel, sample["question_id"]) for rel in reference_paths(ds, i)]
-        entries.append({"id": ds.sample_ids[i], "image": files + refs, "conversations": [
-            {"from": "human", "value": vqa_prompt(sample, len(files), len(refs))},
-            {"from": "gpt", "value": gpt}], **sample,
-            **{c: v[i] for c, v in extra.items()}, "ref_image": refs})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _save_shard(path, json.dumps(entries, indent=1, ensure_ascii=False).encode())
-    if left_out:
-        warnings.warn(f"to_llava: {len(left_out)} of {len(ds)} questions have no answer and "
-                      f"were left out, first: {left_out[:SHOW]}", UserWarning, stacklevel=2)
-    return {"entries": len(entries), "images": len(written), "left_out": len(left_out)}
+    def read(_ds, start: int, stop: int, _images: str) -> list[dict]:
+        return [{"index": i, "images": list(own[i]) + reference_paths(ds, i)}
+                for i in range(start, stop)]
+
+    def write(recs: list[dict], part: Path) -> dict:
+        entries, files = [], []
+        for i in (r["index"] for r in recs):
+            sample = {c: v[i] for c, v in text.items()}
+            gpt = sample["answer_letter"] if sample["answer_format"] == "mcq" \
+                else sample["answer"]
+            if gpt is None:
+                left_out.append(sample["question_id"])
+                continue
+            mine = [file_of(rel, sample["question_id"]) for rel in own[i]]
+            refs = [file_of(rel, sample["question_id"]) for rel in reference_paths(ds, i)]
+            files += mine + refs
+            entries.append({"id": ds.sample_ids[i], "image": [f for f, _ in mine + refs],
+                            "conversations": [
+                                {"from": "human", "value": vqa_prompt(sample, len(mine),
+                                                                      len(refs))},
+                                {"from": "gpt", "value": gpt}], **sample,
+                            **{c: v[i] for c, v in extra.items()},
+                            "ref_image": [f for f, _ in refs]})
+        _save_shard(part, json.dumps(entries, indent=1, ensure_ascii=False).encode())
+        return {"entries": len(entries),
+                "images_sha256": files_sha256((f, d) for f, d in files if d is not None)}
+
+    manifest = run_shards(ds, parts, fmt="llava", prefix="part", suffix=".json",
+                          shard_size=shard_size, images=images, options={}, write=write,
+                          progress=progress, intact=llava_intact(path.parent), read=read)
+    joined = [e for s in manifest["shards"] for e in json.loads((parts / s["name"]).read_text())]
+    _save_shard(path, json.dumps(joined, indent=1, ensure_ascii=False).encode())
+    missing = len(ds) - len(joined)
+    if missing:
+        warnings.warn(f"to_llava: {missing} of {len(ds)} questions have no answer and were "
+                      f"left out" + (f", first: {left_out[:SHOW]}" if left_out else ""),
+                      UserWarning, stacklevel=2)
+    return manifest
 
 
 def reference_paths(ds, i: int) -> list[str]:

@@ -19,8 +19,9 @@ def test_mcq_questions_with_options_in_the_prompt(tmp_path):
     out = to_llava(ds, tmp_path / "vqa.json", progress=False)
     entries = json.loads((tmp_path / "vqa.json").read_text())
     df = ds.harmonized_df
-    assert out["entries"] == len(entries) == len(df)
-    assert out["images"] == len({p for ps in df["image_paths"] for p in ps})
+    assert out["complete"] and out["num_studies"] == len(entries) == len(df)
+    assert len(list((tmp_path / "vqa_images").glob("*.png"))) == \
+        len({p for ps in df["image_paths"] for p in ps})
     e, row = entries[0], df.iloc[0]
     human, gpt = (t["value"] for t in e["conversations"])
     assert human.count("<image>") == len(row.image_paths) == len(e["image"])
@@ -28,6 +29,26 @@ def test_mcq_questions_with_options_in_the_prompt(tmp_path):
     assert human.endswith("Answer with the option's letter from the given choices directly.")
     assert gpt == row.answer_letter and e["id"] == ds.sample_ids[0]
     assert all((tmp_path / f).is_file() for f in e["image"])
+
+
+def test_resume_keeps_intact_parts_and_rewrites_one_whose_image_changed(tmp_path):
+    ds = ReXVQATestDataset(write_rexvqa(tmp_path / "d", studies={"test": 6}), cache_dir=None)
+    path = tmp_path / "vqa.json"
+    first = to_llava(ds, path, shard_size=4, progress=False)
+    entries, parts = json.loads(path.read_text()), tmp_path / "vqa_parts"
+    assert len(first["shards"]) == -(-len(ds) // 4) >= 3
+    assert sum(s["entries"] for s in first["shards"]) == len(entries) == len(ds)
+    stamps = {s["name"]: (parts / s["name"]).stat().st_mtime_ns for s in first["shards"]}
+    last = entries[-1]["image"][0]  # its part is the last one (and any other sharing it)
+    users = {s["name"] for s in first["shards"]
+             if any(last in e["image"] for e in json.loads((parts / s["name"]).read_text()))}
+    good = (tmp_path / last).read_bytes()
+    (tmp_path / last).write_bytes(b"changed")
+    again = to_llava(ds, path, shard_size=4, progress=False)
+    assert again["shards"] == first["shards"] and json.loads(path.read_text()) == entries
+    rewritten = {n for n, t in stamps.items() if (parts / n).stat().st_mtime_ns != t}
+    assert rewritten == users and len(users) < len(stamps)
+    assert (tmp_path / last).read_bytes() == good
 
 
 def test_open_questions_and_original_images(tmp_path):
