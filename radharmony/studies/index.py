@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import SHOW, RadHarmonyError, StudyWarning
-from .sections import SECTION_KEYS, report_sections
+from .sections import SECTION_ALIASES, SECTION_KEYS, report_sections
 
 #: the default order of a study's images (frontal first)
 VIEW_ORDER = ("PA", "AP", "LATERAL", "LL")
@@ -109,7 +109,8 @@ def build_index(df: pd.DataFrame, *, max_images: int | None, view_order=VIEW_ORD
     rows = [g[:k] for g in groups]
     key_image = np.array([_key_image(views[r]) for r in rows], np.int64)
     reports = df["report"].to_numpy(object)[first]
-    own = [c for c in df.columns if c.startswith("section_") and c[8:] in SECTION_KEYS]
+    own = [c for c in df.columns if c.startswith("section_") and
+           SECTION_ALIASES.get(c[8:], c[8:]) in SECTION_KEYS]  # in table order
     own_values = {c[8:]: df[c].to_numpy(object)[first] for c in own}
     sections, source = [], []
     for i, report in enumerate(reports):
