@@ -166,6 +166,14 @@ def test_bad_input_errors_and_counted_warnings():
         ix = build_index(_table(study_id=["s1", "s2"], report=["FINDINGS: x", "Clear."]),
                          max_images=2)
     assert ix.sections[1] == dict.fromkeys(SECTION_KEYS) and ix.reports[1] == "Clear."
+    # s1's two reports differ (counted); s2's frontal has none: its lateral's is the study's
+    with pytest.warns(StudyWarning, match=r"1 of 2 studies have images with different "
+                                          r"reports.*first image in view order.*\['s1'\]"):
+        ix = build_index(_table(study_id=["s1", "s1", "s2", "s2"], view=["LATERAL", "PA"] * 2,
+                                report=["FINDINGS: b", "FINDINGS: a", "FINDINGS: c", None]),
+                         max_images=1)
+    assert ix.reports.tolist() == ["FINDINGS: a", "FINDINGS: c"]
+    assert [s["findings"] for s in ix.sections] == ["a", "c"]
     df = _table(study_id=["a", "b", "c", "d"], patient_id=["p", "p", "p", "q"],
                 study_date=[20200101, "2020-13-45", 20200301, 20200101])
     with pytest.warns(StudyWarning, match=r"1 studies have a study_date that cannot be read.*"
