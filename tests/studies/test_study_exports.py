@@ -50,22 +50,31 @@ def test_parquet_reads_back_with_hf_datasets(study_ds, tmp_path):
     raw = hf.with_format(None).cast_column("images", datasets.List(datasets.Image(decode=False)))
     for i in (0, 57, 99):
         s, row = study_ds[i], raw[i]
-        assert row["study_id"] == s["study_id"] and row["views"] == s["views"]
-        assert [row[k] for k in SECTION_KEYS] == [s[k] for k in SECTION_KEYS]
+        for k in ("study_id", "patient_id", "views", "sample_ids", "key_image", *SECTION_KEYS,
+                  "report"):
+            assert row[k] == s[k], (i, k)
+        assert row["prior_study_id"] is None  # built without priors
         n = int(s["img_mask"].sum())
         assert len(row["images"]) == n
         for j, im in enumerate(row["images"]):  # the cache's pixels, exactly
             assert torch.equal(_as_tensor(study_ds, _pixels(im["bytes"]))[0], s["img"][j, 0])
+    # every row's text fields, in study order
+    text, st = hf.remove_columns("images"), study_ds.studies
+    for k in ("study_id", "patient_id", "key_image", *SECTION_KEYS, "report"):
+        assert list(text[k]) == st[k].tolist(), k
     # decoded by datasets as PIL images too
     assert hf[0]["images"][0].size == (224, 224)
 
 
-def test_exports_resume_and_keys_are_safe(study_ds, tmp_path):
+def test_exports_resume_and_keys_are_safe(study_ds, tmp_path, capsys):
     out = tmp_path / "wds"
     first = to_study_webdataset(study_ds, out, shard_size=30, progress=False)
     stamps = {p.name: p.stat().st_mtime_ns for p in out.glob("*.tar")}
     (out / first["shards"][1]["name"]).write_bytes(b"broken")
-    again = to_study_webdataset(study_ds, out, shard_size=30, progress=False)
+    capsys.readouterr()
+    again = to_study_webdataset(study_ds, out, shard_size=30, progress=True)
+    bar = capsys.readouterr().err  # the progress bar starts at the 3 shards kept
+    assert "exporting rexgradient_test (webdataset)" in bar and " 3/4 " in bar and " 4/4 " in bar
     assert again["shards"] == first["shards"]
     for name, t in stamps.items():  # only the damaged shard was written again
         assert ((out / name).stat().st_mtime_ns == t) == (name != first["shards"][1]["name"])
