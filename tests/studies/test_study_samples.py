@@ -82,6 +82,18 @@ def test_real_excerpt_priors_stay_within_patient_and_past(rex_real, tmp_path):
     assert len(patients) - patients.nunique() == 2
     has = st[st["prior_study_id"].notna()]
     assert has["patient_id"].tolist() == ["GRDNEL87JLZSD8T7"] and has["prior_days"].tolist() == [163]
+    # the sample carries that prior study's views, sections and images; others carry none
+    i = int(has.index[0])
+    s, p = ds[i], ds[int(np.flatnonzero(ds.study_ids == has["prior_study_id"].item())[0])]
+    assert (s["prior_study_id"], s["prior_days"]) == (p["study_id"], 163)
+    assert (s["prior_views"], s["prior_findings"], s["prior_impression"]) == \
+        (p["views"], p["findings"], p["impression"])
+    assert torch.equal(s["prior_img"], p["img"]) and torch.equal(s["prior_img_mask"],
+                                                                 p["img_mask"])
+    none = ds[(i + 1) % len(ds)]
+    assert (none["prior_study_id"], none["prior_views"], none["prior_findings"],
+            none["prior_impression"], none["prior_days"]) == (None, [], None, None, None)
+    assert not none["prior_img_mask"].any() and (none["prior_img"] == -1).all()
 
 
 def test_batch_equals_samples_and_collate(rex_fake, tmp_path):
