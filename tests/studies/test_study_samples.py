@@ -218,3 +218,20 @@ def test_workers_give_the_same_batches(rex_fake, tmp_path):
     for a, b in zip(ref, got):
         assert torch.equal(a["img"], b["img"]) and torch.equal(a["prior_img"], b["prior_img"])
         assert a["study_id"] == b["study_id"] and torch.equal(a["img_mask"], b["img_mask"])
+
+
+def test_view_order_sorts_then_table_order_and_key_image_is_the_pa():
+    df = _table(study_id=["s"] * 4, view=["AP", "LATERAL", "PA", "LL"])
+    with pytest.warns(StudyWarning, match=r"1 of 1 studies have more than max_images=3 images; "
+                                          r"each keeps its first 3 in view order "
+                                          r"\('LATERAL', 'PA'\) \(1 images left out\)"):
+        ix = build_index(df, max_images=3, view_order=("LATERAL", "PA"))
+    assert ix.rows[0].tolist() == [1, 2, 0] and ix.key_image.tolist() == [1]
+    assert ix.n_images.tolist() == [4]
+    ix = build_index(df, max_images=None)  # the default order, K = the largest study
+    assert ix.rows[0].tolist() == [2, 0, 1, 3] and ix.key_image.tolist() == [0]
+    ix = build_index(df.assign(view=["AP", "LATERAL", None, "AP"]), max_images=4)
+    assert ix.rows[0].tolist() == [0, 3, 1, 2] and ix.key_image.tolist() == [0]  # first AP
+    from radharmony.studies.index import check_view_order
+    with pytest.raises(RadHarmonyError, match="view_order must be a sequence of view names"):
+        check_view_order("PA")
