@@ -83,12 +83,11 @@ def find_priors(first_rows: np.ndarray, patients: np.ndarray, study_ids: np.ndar
     times = df[TIME_COLUMN].to_numpy(object)[first_rows] if TIME_COLUMN in df.columns \
         else np.full(n, np.nan, object)
     if bad or missing:
+        named = [f"{study_ids[i]} ({raw[i]!r})" for i in bad[:SHOW]] + \
+            [f"{study_ids[i]} (no {col})" for i in missing[:SHOW]]
         warnings.warn(f"{owner}: {len(bad)} studies have a {col} that cannot be read as a "
                       f"date and {len(missing)} have none; they get no prior and are no "
-                      f"study's prior, first: "
-                      f"{[f'{study_ids[i]} ({raw[i]!r})' for i in bad[:SHOW]]}"
-                      f"{[str(study_ids[i]) for i in missing[:SHOW]] if missing else ''}",
-                      StudyWarning, stacklevel=4)
+                      f"study's prior, first: {named}", StudyWarning, stacklevel=4)
     by_patient: dict = {}
     for i, d in enumerate(keys):
         if d is not None:

@@ -180,7 +180,8 @@ def test_bad_input_errors_and_counted_warnings():
     assert ix.sections[1] == dict.fromkeys(SECTION_KEYS) and ix.reports[1] == "Clear."
     # s1's two reports differ (counted); s2's frontal has none: its lateral's is the study's
     with pytest.warns(StudyWarning, match=r"1 of 2 studies have images with different "
-                                          r"reports.*first image in view order.*\['s1'\]"):
+                                          r"reports.*first image in view order.*\['s1'\]"), \
+            pytest.warns(StudyWarning, match="2 of 2 studies have more than max_images=1"):
         ix = build_index(_table(study_id=["s1", "s1", "s2", "s2"], view=["LATERAL", "PA"] * 2,
                                 report=["FINDINGS: b", "FINDINGS: a", "FINDINGS: c", None]),
                          max_images=1)
@@ -193,6 +194,12 @@ def test_bad_input_errors_and_counted_warnings():
         prior, days = find_priors(np.arange(4), df["patient_id"].to_numpy(object),
                                   df["study_id"].to_numpy(object), df, None)
     assert prior.tolist() == [-1, -1, 0, -1] and days[2] == 60  # b is skipped, not guessed
+    df = df.assign(study_date=[20200101, None, 20200301, "x"])
+    with pytest.warns(StudyWarning, match=r"1 studies have a study_date that cannot be read as "
+                                          r"a date and 1 have none.*first: \[\"d \('x'\)\", "
+                                          r"'b \(no study_date\)'\]"):
+        find_priors(np.arange(4), df["patient_id"].to_numpy(object),
+                    df["study_id"].to_numpy(object), df, None)
 
 
 def test_priors_never_future_never_same_day_never_other_patient():
