@@ -120,9 +120,18 @@ def test_batch_equals_samples_and_collate(rex_fake, tmp_path):
         assert s["views"] == sorted(s["views"], key=lambda v: ("PA", "AP", "LATERAL",
                                                                "LL").index(v)
                                     if v in ("PA", "AP", "LATERAL", "LL") else 4)
-    # the image-level dataset's cache is the one used: one entry per image
+    # the image-level dataset's cache is the one used: one entry per image, which a separately
+    # built image-level dataset finds (and no other entry)
     img_level = ds.images
     assert img_level.image_cache is not None and len(img_level.cache_keys()) == len(img_level)
+    for _ in torch.utils.data.DataLoader(ds, batch_size=8, collate_fn=radharmony.collate):
+        pass
+    kept = np.concatenate(ds.index.rows)  # the first K=2 images of each study
+    entries = list(img_level.image_cache.images.glob("*/*.rhc"))
+    assert len(entries) == len(kept) < len(img_level)
+    plain = ReXGradientTrainDataset(images, meta, cache_dir=tmp_path, dtype=torch.float32)
+    keys = plain.cache_keys()
+    assert {plain.image_cache.entry_file(keys[i]) for i in kept} == set(entries)
     # samples of different K pad to the largest
     small = dict(one[0], img=one[0]["img"][:1], img_mask=one[0]["img_mask"][:1])
     mixed = radharmony.collate([small, one[1]])
