@@ -169,6 +169,15 @@ def test_splits_group_by_patient_and_keep_priors_inside(rex_fake, tmp_path):
     # the same patients as image-level folds
     img_val = ds.images.get_folds(3)[0][1]
     assert set(folds[0][1].studies["patient_id"]) == set(img_val.harmonized_df["patient_id"])
+    # get_datasets(n) is fold 0; train_transform runs on the train side's study samples only
+    flip = lambda s: dict(s, img=s["img"].flip(-1))  # noqa: E731
+    train, val = ds.get_datasets(3, train_transform=flip)
+    assert list(train.study_ids) == list(folds[0][0].study_ids)
+    assert list(val.study_ids) == list(folds[0][1].study_ids)
+    assert torch.equal(train[0]["img"], folds[0][0][0]["img"].flip(-1))
+    assert torch.equal(val[0]["img"], folds[0][1][0]["img"])
+    whole = ds.get_datasets(train_transform=flip)
+    assert len(whole) == len(ds) and torch.equal(whole[1]["img"], ds[1]["img"].flip(-1))
 
 
 def _table(**cols):
