@@ -111,7 +111,8 @@ def build_index(df: pd.DataFrame, *, max_images: int | None, view_order=VIEW_ORD
     has = df["report"].notna().to_numpy(bool)
     _check_reports(codes[has], df["report"].to_numpy(object)[has], study_ids, owner)
     # the report (and its section columns) of the first image in view order that has one
-    told = np.array([g[has[g]][0] if has[g].any() else g[0] for g in groups], np.int64)
+    at = np.minimum.reduceat(np.where(has[order], np.arange(len(order)), len(order)), starts)
+    told = np.where(at < len(order), order[np.minimum(at, len(order) - 1)], first)
     reports = df["report"].to_numpy(object)[told]
     own = [c for c in df.columns if c.startswith("section_") and
            SECTION_ALIASES.get(c[8:], c[8:]) in SECTION_KEYS]  # in table order
