@@ -6,19 +6,24 @@ Source of truth: an export's metadata folder, e.g. ``exports/A_frontal/metadata/
 sub-folders ``Ap``, ``App``, ``q1M``, ... are subsets), holding
 ``question_metadata.parquet`` (one row per question: ``patient_id`` ``p10000032``,
 ``study_id`` ``s50414267``, ``question_id`` ``D02_has_finding_001`` -- unique within a study
-only -- and ``question.question_type``, ``question.question_strategy``,
-``question.quality.rating``), ``question_image_metadata.parquet`` (one row per question and
-image: ``image_id`` is the MIMIC dicom id) and ``image_metadata.parquet`` (the view, in a
-column named ``*.view_position``); the text is in the export's ``qa.zip`` (found up to three
-folders above), one ``p1x/p1xxxxxxx/sxxxxxxxx.qa.json`` per study. The images are
-MIMIC-CXR-JPG's: ``base_image_dir`` is its root (the folder holding ``files/``).
+only -- and ``question.question_type`` (the type identifier, ``D02_has_finding``),
+``question.question_strategy``, ``question.quality.rating`` (a raw code)),
+``question_image_metadata.parquet`` (one row per question and image: ``image_id`` is the
+MIMIC dicom id) and ``image_metadata.parquet`` (the view, in a column named
+``*.view_position``); pandas wrote each with the ids as its index, so they come last. The
+text is in the export's ``qa.zip`` (found up to three folders above), one
+``[qa/]p1x/p1xxxxxxx/sxxxxxxxx.qa.json`` per study. The images are MIMIC-CXR-JPG's:
+``base_image_dir`` is its root (the folder holding ``files/``). The release's own top-level
+``metadata/`` folder (every question, frontal or not) reads the same way.
 
 One row per question. ``question_id`` is ``<study>_<question id>``
 (``s50414267_D02_has_finding_001``); ``patient_id`` / ``study_id`` drop the ``p`` / ``s``;
 the images are the question's rows of ``question_image_metadata`` in file order; ``answer``
 joins the texts of its top-level main answers (details and related information stay in
-qa.zip); ``is_*`` / ``has_*`` questions are closed, the others open; ``task`` is the
-question strategy, ``category`` the question type, ``quality`` the raw rating. ``split`` is
+qa.zip); ``is_*`` / ``has_*`` questions (``B03_is_abnormal``, ``D02_has_finding``) are
+closed, the others open; ``task`` is the question strategy, ``category`` the question type
+as shipped, ``quality`` the raw rating code (``quality_mappings.csv`` of the release names
+the grades). ``split`` is
 the file's ``split`` column where it has one, else MIMIC-CXR-JPG's official split
 (``mimic-cxr-2.0.0-split.csv.gz`` near ``base_image_dir``), else the patient-level split.
 
@@ -75,15 +80,15 @@ SIDE = {"question_images": "question_image_metadata.parquet",
         "images": "image_metadata.parquet"}
 QA_ZIP = "qa.zip"
 IDS = ("patient_id", "study_id", "question_id")
-#: optional question columns: harmonized name -> the shipped name (known: question_type and
-#: quality.rating; else the column whose last dotted part matches)
+#: optional question columns: harmonized name -> the shipped name (else the column whose last
+#: dotted part matches, the level prefix not being pinned for every column)
 TAGS = {"category": "question.question_type", "task": "question.question_strategy",
         "quality": "question.quality.rating", "split_raw": "split"}
 SPLITS = {**SPLIT_MAP, "val": "valid", "valid": "valid"}
 SPEC = vqa_spec("mimic_ext_cxr_qba", "MIMIC-Ext-CXR-QBA", metadata_files=(QUESTIONS_FILE,),
                 identity=Identity("mimic_cxr_jpg"),  # MIMIC subject ids
                 extra=("task", "category", "quality", "split", "split_raw"), view_map=VIEW_MAP,
-                expected={"questions": 42_172_827},
+                expected={"questions": 42_172_827, "studies": 227_239, "patients": 65_317},
                 access="PhysioNet mimic-ext-cxr-qba 1.0.0, credentialed access (images: "
                        "mimic-cxr-jpg)")
 

@@ -134,9 +134,12 @@ def study_fingerprint(ds, *, fmt: str, images: str, options: dict) -> dict:
 
 def run_shards(ds, out_dir: Path, *, fmt: str, prefix: str, suffix: str, shard_size: int,
                images: str, options: dict, write: Callable[[list[dict], Path], dict | None],
-               progress: bool, manifest_name: str = "manifest.json") -> dict:
+               progress: bool, manifest_name: str = "manifest.json",
+               intact: Callable[[dict, Path], bool] | None = None) -> dict:
     """Write every shard not kept from an earlier run with ``write(records, path)`` (which
-    returns extra manifest fields, or None) and return the manifest."""
+    returns extra manifest fields, or None) and return the manifest. A shard is kept when
+    its file has the recorded size and SHA-256 and, given ``intact``, ``intact(entry, path)``
+    holds too (files the shard refers to: a LLaVA part's images)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     fp = study_fingerprint(ds, fmt=fmt, images=images, options=options)
     plan = [(f"{prefix}-{k:06d}{suffix}", s, min(s + shard_size, len(ds)))
@@ -147,7 +150,8 @@ def run_shards(ds, out_dir: Path, *, fmt: str, prefix: str, suffix: str, shard_s
         entry = old.get(name)
         path = out_dir / name
         if entry and (entry["start"], entry["stop"]) == (s, e) and path.is_file() and \
-                path.stat().st_size == entry["bytes"] and _sha256_file(path) == entry["sha256"]:
+                path.stat().st_size == entry["bytes"] and _sha256_file(path) == entry["sha256"] \
+                and (intact is None or intact(entry, path)):
             done[name] = entry
     manifest = {"format": STUDY_FORMAT, "export_format": fmt, "prefix": prefix,
                 "shard_size": shard_size, "images": image_info(ds, images), "fingerprint": fp,

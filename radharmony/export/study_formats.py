@@ -5,6 +5,7 @@ WebDataset shards of whole studies (records, shards, manifest and resuming:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import warnings
@@ -78,7 +79,9 @@ def to_llava(ds, path: str | os.PathLike, *, answer: str = "findings",
     ``Findings: ... Impression: ...`` for ``answer="findings_impression"``), and ``views``,
     ``indication``, ``comparison``. Images go to ``<stem>_images/<study key>/<j>.png``.
     Studies without an answer are left out and counted in one warning. Returns the manifest
-    (``<stem>_parts/manifest.json``, beside the per-shard parts the JSON is joined from). A VQA
+    (``<stem>_parts/manifest.json``, beside the per-shard parts the JSON is joined from; each
+    part's entry holds one SHA-256 of its images too, so a run again over the same folder keeps
+    a part only while its images are as written, and writes it and them again otherwise). A VQA
     dataset is written one entry per question (:func:`radharmony.export.vqa.to_llava_vqa`).
     """
     if getattr(getattr(ds, "spec", None), "row_unit", "image") == "question":  # VQA
@@ -92,7 +95,7 @@ def to_llava(ds, path: str | os.PathLike, *, answer: str = "findings",
     left_out: list[str] = []
 
     def write(recs: list[dict], part: Path) -> dict:
-        entries = []
+        entries, written = [], []
         for rec in recs:
             gpt = llava_answer(rec, answer)
             if gpt is None:
@@ -104,16 +107,25 @@ def to_llava(ds, path: str | os.PathLike, *, answer: str = "findings",
                 f.parent.mkdir(parents=True, exist_ok=True)
                 _save_shard(f, data)
                 files.append(f.relative_to(path.parent).as_posix())
+                written.append((files[-1], data))
             entries.append({"id": rec["study_id"], "image": files, "conversations": [
                 {"from": "human", "value": llava_prompt(rec, answer)},
                 {"from": "gpt", "value": gpt}], "views": rec["views"],
                 "indication": rec["indication"], "comparison": rec["comparison"]})
         _save_shard(part, json.dumps(entries, indent=1).encode())
-        return {"entries": len(entries)}
+        return {"entries": len(entries), "images_sha256": _images_sha256(written)}
+
+    def intact(entry: dict, part: Path) -> bool:  # the part's images are still as written
+        try:
+            files = [f for e in json.loads(part.read_text()) for f in e["image"]]
+            return _images_sha256((f, (path.parent / f).read_bytes()) for f in files) == \
+                entry.get("images_sha256")
+        except (OSError, ValueError, TypeError, KeyError):
+            return False
 
     manifest = run_shards(ds, parts, fmt="llava", prefix="part", suffix=".json",
                           shard_size=shard_size, images=images, options={"answer": answer},
-                          write=write, progress=progress)
+                          write=write, progress=progress, intact=intact)
     joined = [e for s in manifest["shards"] for e in json.loads((parts / s["name"]).read_text())]
     _save_shard(path, json.dumps(joined, indent=1).encode())
     missing = len(ds) - len(joined)
@@ -124,6 +136,14 @@ def to_llava(ds, path: str | os.PathLike, *, answer: str = "findings",
                       + (f", first: {left_out[:SHOW]}" if left_out else ""),
                       StudyWarning, stacklevel=2)
     return manifest
+
+
+def _images_sha256(files) -> str:
+    """One SHA-256 over a LLaVA part's ``(relative path, bytes)`` image files, in order."""
+    h = hashlib.sha256()
+    for rel, data in files:
+        h.update(rel.encode() + b"\0" + hashlib.sha256(data).digest())
+    return h.hexdigest()
 
 
 # -- Parquet ----------------------------------------------------------------------------------

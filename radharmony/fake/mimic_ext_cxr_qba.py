@@ -5,26 +5,63 @@ Layout (PhysioNet ``mimic-ext-cxr-qba/1.0.0`` beside MIMIC-CXR-JPG's root)::
     <root>/files/...                                   MIMIC-CXR-JPG (radharmony.fake.mimic),
                                                        the frontal images the export names
     <root>/mimic-ext-cxr-qba/exports/A_frontal/
-        qa.zip                                         p1x/p1xxxxxxx/sxxxxxxxx.qa.json per study
+        qa.zip                                         qa/p1x/p1xxxxxxx/sxxxxxxxx.qa.json per study
         metadata/{question,question_image,image}_metadata.parquet     every question
         metadata/q1M/{question,question_image,image}_metadata.parquet  a subset (every other)
 
-Known from the sources (the PhysioNet page, the reference library's reader, a public preview
-of one Parquet file): the file names and folders; the qa.json form (``patient_id``,
-``study_id``, ``questions[]`` with ``question_id, question_type, question_strategy,
-question, answers[]``; each answer ``answer_id, answer_type`` (main_answer / details /
-related_information)``, answer_level, text, localization{image_id: {bboxes, ...}},
-sub_answers``); ids written with their prefixes (``p10000032``, ``s50414267``, question ids
-``D02_has_finding_001``); Parquet files written by pandas with the level's ids as the index,
-so they come *last* among the columns; the other columns flattened with dots
-(``question.question_type``, ``question.quality.rating``); exports hold frontal images
-only and no study without one.
+Confirmed, with sources:
 
-Assumed (not seen): the names of the columns other than ``question.question_type`` and
-``question.quality.rating`` (``question.question_strategy``, ``image.view_position``,
-``question_img.*``), quality ratings as integer codes, the indication question's id form
-(``A_indication_001``), and member names without a leading ``qa/`` (the reference library
-reads ``qa/p1x/...``; the reader accepts both).
+- [PN] the PhysioNet project page (physionet.org/content/mimic-ext-cxr-qba, v1.0.0; a copy
+  is in the public code index): the release's folders (``metadata/`` with ``.csv.gz`` and
+  ``.parquet`` copies of each level's file, ``qa.zip``, ``scene_data.zip``, ``exports/``,
+  ``quality_mappings.csv``); the exports ``A_frontal`` / ``B_frontal``, each with a
+  ``metadata`` folder, ``qa.zip`` and a scene-graph zip, and the metadata sub-folders
+  ``Ap``, ``App``, ``q1M``, ``Ap_q1M``, ``App_q1M``; the index columns of each level
+  (questions: ``patient_id, study_id, question_id``; question-image pairs: those and
+  ``image_id``; images: ``patient_id, study_id, image_id``) and the fields each level
+  carries (questions: quality rating, ``question_type``, ``question_strategy``,
+  ``contains_report_answers``, ``contains_template_answers``, ``num_answers``;
+  question-image pairs: ``localization_quality``; images: ``view_position``,
+  ``patient_orientation``, size, ``localization_quality``); quality values stored as raw
+  codes that ``quality_mappings.csv`` maps to their grades; the qa.json form
+  (``patient_id``, ``study_id``, ``questions[]`` with ``question_id, question_type,
+  question_strategy, variables, obs_ids, contains_report_answers,
+  contains_template_answers, extraction_quality, question_img_localization_quality,
+  question, answers[], question_quality``; each answer ``answer_id, answer_type``
+  (main_answer / details / related_information) ``, answer_level, text, name_tag, ...,
+  localization{image_id: {bboxes, ...}}, sub_answers, from_report, ...``); the four
+  strategies (indication, abnormal, region_abnormal, finding) and the type identifiers
+  (``A_indication``, ``B01_describe_all`` ... ``D07_where_is_device``); exports hold
+  frontal images only and no study without one.
+- [HF] a public Hugging Face viewer preview of one shipped Parquet file, the answer-image
+  level (fast.hugflare.com/datasets/KYAGABA/MIC_EXT_SELF_VERSION_PRIVATE): written by pandas
+  with the level's ids as the index, so they come *last*; ids as strings with their
+  prefixes (``p10000032``, ``s50414267``, question ids ``B09_describe_abnormal_subcat_006``,
+  ``D02_has_finding_001`` -- unique within a study only, numbered with gaps in a subset);
+  ``image_id`` the MIMIC dicom id; the other columns flattened with dots under a level
+  prefix (``answer_img.has_bboxes``, ``answer_img.quality.localization_quality``, int64
+  quality codes such as 4).
+- [RH] the reference library (f10409/RadHarmony ``harmonizer/mimic_ext_cxr_qba``) reads the
+  question columns ``question.question_type`` and ``question.quality.rating``.
+- [AN] a third-party reader of the real files (code index ids 40316584, 60812608813: a
+  MIMIC-CXR VQA dataset module whose question-type table lists the 20 most frequent types it
+  counted, in [PN]'s proportions): ``question_type`` holds the type *identifier*
+  (``D02_has_finding``, ``A_indication``), not the bare name of [PN]'s JSON example; its
+  quality dicts hold integer codes, each the position in its criterion's levels, worst first
+  (``extraction_quality: {region_extract_quality: 4, localization_quality: 1, ...}``).
+
+Probable, not confirmed: qa.zip's members under a top ``qa/`` folder (the reference library
+and third-party readers, code index ids 792254083 and 40316584, expect ``qa/p1x/...``; [PN]
+lists the paths below it; the reader
+accepts both, ``member_prefix`` picks one); the level prefixes ``question.`` for every
+question column (``question.question_strategy``, ...) and ``question_img.`` for the
+question-image columns (by analogy with ``answer_img.`` and the qa.json field
+``question_img_localization_quality``).
+
+Assumed (not seen): ``image.`` as the image level's prefix (``image.view_position``; a
+third-party note says ``img.``; the reader matches any prefix), the order of the non-index
+columns, the form of the image size (not written), which integer codes the ratings use,
+and the indication question's id (``A_indication_001``).
 """
 
 from __future__ import annotations
@@ -36,7 +73,8 @@ from pathlib import Path
 from . import register_fake
 from .mimic import studies, write_mimic
 
-#: (question type identifier, strategy, question, main answer, detail answers)
+#: (question type identifier -- qa.json's ``question_type`` --, strategy, question, main
+#: answer, detail answers)
 QUESTIONS = [
     ("A_indication", "indication", "Chest pain and dyspnea. Evaluate for infiltrate.",
      "There is no infiltrate.", ["No focal consolidation is seen."]),
@@ -53,6 +91,10 @@ QUESTIONS = [
     ("D03_where_is_finding", "finding", "Where is the atelectasis?",
      "The atelectasis is in the left lower lobe.", []),
 ]
+#: per-criterion quality codes: the position in the criterion's levels, worst first
+EXTRACTION = {"region_extract_quality": 4, "entity_extract_quality": 2,
+              "sentence_name_quality": 2, "change_quality": 3, "general_issue_level": 5,
+              "localization_quality": 3}
 FRONTAL = ("PA", "AP")
 SUBSET = "A_frontal"
 
@@ -73,7 +115,7 @@ def qba_questions(subject: str, study: str, dicoms: list[str], *, start: int = 0
                     "obs_entities": ["pleural effusion"], "positiveness": "pos",
                     "modifiers": [["severity", "small"]], "localization": box,
                     "sub_answers": list(subs), "from_report": True,
-                    "extraction_quality": {"region_quality": 3},
+                    "extraction_quality": EXTRACTION,
                     "answer_quality": {"entailment": 6}}
 
         subs = [answer(2 + j, "details", d, level=1) for j, d in enumerate(details)]
@@ -81,9 +123,9 @@ def qba_questions(subject: str, study: str, dicoms: list[str], *, start: int = 0
         if k % 3 == 0:  # related information beside the main answer: not part of the answer
             answers.append(answer(9, "related_information", "The heart size is normal."))
         out.append({"question_id": f"{ident}_{seen[ident]:03d}",
-                    "question_type": ident.split("_", 1)[1], "question_strategy": strategy,
+                    "question_type": ident, "question_strategy": strategy,
                     "variables": {}, "obs_ids": ["O01"], "contains_report_answers": True,
-                    "contains_template_answers": k % 2 == 1, "extraction_quality": {},
+                    "contains_template_answers": k % 2 == 1, "extraction_quality": EXTRACTION,
                     "question_img_localization_quality": {d: 4 for d in dicoms},
                     "question": question, "answers": answers,
                     "question_quality": {"question_clarity": 6}})
@@ -126,9 +168,9 @@ def write_metadata(folder: Path, rows: list[tuple], *, row_group_size: int | Non
 
 
 def write_mimic_ext_cxr_qba(root: str | Path, *, n_subjects: int = 6, seed: int = 0,
-                            images: bool = True, member_prefix: str = "") -> Path:
+                            images: bool = True, member_prefix: str = "qa/") -> Path:
     """Write the replica under ``root`` (MIMIC-CXR-JPG's ``files/`` included) and return
-    ``root``; ``member_prefix="qa/"`` writes qa.zip's members under ``qa/``."""
+    ``root``; qa.zip's members go under ``member_prefix`` (``""``: at the top)."""
     root = Path(write_mimic(root, n_subjects=n_subjects, seed=seed, images=images))
     export = root / "mimic-ext-cxr-qba" / "exports" / SUBSET
     export.mkdir(parents=True, exist_ok=True)
@@ -171,7 +213,7 @@ def write_export(export: str | Path, n_studies: int, *, seed: int = 0) -> Path:
                       for _ in range(1 + k % 2)]
             views = list(FRONTAL[:len(dicoms)])
             questions = qba_questions(subject, study, dicoms)
-            z.writestr(f"{subject[:3]}/{subject}/{study}.qa.json", json.dumps(
+            z.writestr(f"qa/{subject[:3]}/{subject}/{study}.qa.json", json.dumps(
                 {"patient_id": subject, "study_id": study, "questions": questions}))
             rows += [(subject, study, q, dicoms, views) for q in questions]
     return write_metadata(export / "metadata", rows, row_group_size=1 << 17) / \

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 try:  # the regex parser, for the first characters a rule can match (stable since 3.0)
     from re import _constants as _sre_constants, _parser as _sre_parser
@@ -18,8 +18,13 @@ except ImportError:  # Python 3.10
     import sre_constants as _sre_constants
     import sre_parse as _sre_parser
 
-if TYPE_CHECKING:
-    from .rules import Rule
+
+class Rule(Protocol):
+    """What the matcher reads of a rule (:class:`radharmony.reports.rules.Rule` is one): its
+    pattern, and that pattern compiled."""
+
+    pattern: str
+    regex: re.Pattern
 
 _NO_BOUNDARY = set(";:,.!-/&'\" \t")
 

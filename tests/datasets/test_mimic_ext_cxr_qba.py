@@ -12,7 +12,7 @@ import pytest
 from radharmony.datasets.mimic_ext_cxr_qba import (MIMICExtCXRQBADataset,
                                                    MIMICExtCXRQBAHarmonizer)
 from radharmony.errors import MetadataError, MetadataNotFoundError, RowsDroppedWarning
-from radharmony.fake.mimic_ext_cxr_qba import SUBSET, write_mimic_ext_cxr_qba
+from radharmony.fake.mimic_ext_cxr_qba import QUESTIONS, SUBSET, write_mimic_ext_cxr_qba
 
 P, S1, S2 = "p10000032", "s50414267", "s53189527"
 A1 = "02aa804e-bde0afdd-112c0b34-7bc16630-4e384014"
@@ -31,8 +31,8 @@ def _export(tmp_path, *, prefix="", split=None, orphan=False):
     meta = tmp_path / "exports" / "A_frontal" / "metadata" / "q1M"
     meta.mkdir(parents=True)
     q = pd.DataFrame({
-        "question.question_type": ["is_abnormal", "describe_all", "where_is_finding",
-                                   "has_finding"],
+        "question.question_type": ["B03_is_abnormal", "B01_describe_all",
+                                   "D03_where_is_finding", "B03_is_abnormal"],
         "question.question_strategy": ["abnormal", "abnormal", "finding", "finding"],
         "question.quality.rating": [6, 5, 5, 4],
         "patient_id": [P] * 4, "study_id": [S1, S1, S1, S2],
@@ -52,7 +52,7 @@ def _export(tmp_path, *, prefix="", split=None, orphan=False):
         ["patient_id", "study_id", "question_id", "image_id"]).to_parquet(
         meta / "question_image_metadata.parquet")
     pd.DataFrame({"patient_id": [P] * 3, "study_id": [S1, S1, S2], "image_id": [A1, A2, L1],
-                  "image.view_position": ["PA", "AP", "AP"]}).set_index(
+                  "img.view_position": ["PA", "AP", "AP"]}).set_index(  # any level prefix
         ["patient_id", "study_id", "image_id"]).to_parquet(meta / "image_metadata.parquet")
     studies = {S1: [("B03_is_abnormal_001", "Is the study abnormal?",
                      [_answer("main_answer", "Yes, the study is abnormal.",
@@ -68,8 +68,8 @@ def _export(tmp_path, *, prefix="", split=None, orphan=False):
         for study, qs in studies.items():
             z.writestr(f"{prefix}p10/{P}/{study}.qa.json", json.dumps({
                 "patient_id": P, "study_id": study, "questions": [
-                    {"question_id": x, "question_type": "t", "question": t, "answers": a,
-                     "question_quality": {}} for x, t, a in qs]}))
+                    {"question_id": x, "question_type": x.rsplit("_", 1)[0], "question": t,
+                     "answers": a, "question_quality": {}} for x, t, a in qs]}))
     return meta / "question_metadata.parquet"
 
 
@@ -90,7 +90,8 @@ def test_hand_written_rows(tmp_path):
     assert df["question"].iloc[3] is None
     assert df["answer_format"].tolist() == ["closed", "open", "open", "closed"]
     assert df["task"].tolist() == ["abnormal", "abnormal", "finding", "finding"]
-    assert df["category"].iloc[2] == "where_is_finding" and df["quality"].tolist()[:2] == ["6", "5"]
+    assert df["category"].iloc[2] == "D03_where_is_finding"  # the identifier, as shipped
+    assert df["quality"].tolist()[:2] == ["6", "5"]
     first = f"files/p10/{P}/{S1}/"
     assert df["image_paths"].iloc[0] == [first + A2 + ".jpg", first + A1 + ".jpg"]  # file order
     assert df["view_positions"].iloc[0] == ["AP", "PA"]
@@ -105,7 +106,7 @@ def test_members_under_qa_and_the_files_own_split(tmp_path):
     path = _export(tmp_path, prefix="qa/", split=["train", "train", "train", "validate"])
     with pytest.warns(RowsDroppedWarning):
         df = MIMICExtCXRQBAHarmonizer(csv_path=path).harmonize()
-    assert df["question"].iloc[0] == "Is the study abnormal?"  # the reference library's form
+    assert df["question"].iloc[0] == "Is the study abnormal?"  # the replica's default form
     assert df["split"].tolist() == ["train", "train", "train", "valid"]
     assert df["split_raw"].iloc[3] == "validate"
 
@@ -146,6 +147,11 @@ def test_replica_subset_images_and_mimic_split(replica):
     assert df["question"].notna().all() and df["answer"].notna().all()
     assert df["image_paths"].map(len).max() == 2  # a study with two frontal images
     assert set(df["view_positions"].explode()) <= {"PA", "AP"}
+    assert set(df["category"]) == {ident for ident, *_ in QUESTIONS}  # identifiers
+    closed = df["category"].str.contains(r"^[A-D]\d*_(?:is|has)_", regex=True)
+    assert df["answer_format"].eq("closed").tolist() == closed.tolist()
+    with zipfile.ZipFile(meta.parent / "qa.zip") as z:
+        assert all(n.startswith("qa/p1") for n in z.namelist())
     split = pd.read_csv(replica / "mimic-cxr-2.0.0-split.csv.gz", dtype=str)
     of = dict(zip(split["study_id"], split["split"].map({"train": "train", "validate": "valid",
                                                         "test": "test"})))

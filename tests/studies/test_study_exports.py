@@ -113,6 +113,24 @@ def test_llava_json(study_ds, tmp_path):
         to_parquet(study_ds.images, tmp_path / "x")
 
 
+def test_llava_resume_rewrites_a_part_whose_image_changed(study_ds, tmp_path):
+    path = tmp_path / "llava" / "train.json"
+    first = to_llava(study_ds, path, shard_size=40, progress=False)
+    parts = path.parent / "train_parts"
+    assert all(len(s["images_sha256"]) == 64 for s in first["shards"])
+    entries = json.loads(path.read_text())
+    damaged, deleted = entries[3]["image"][0], entries[90]["image"][0]  # parts 0 and 2
+    original = {f: (path.parent / f).read_bytes() for f in (damaged, deleted)}
+    stamps = {s["name"]: (parts / s["name"]).stat().st_mtime_ns for s in first["shards"]}
+    (path.parent / damaged).write_bytes(b"not a png")
+    (path.parent / deleted).unlink()
+    again = to_llava(study_ds, path, shard_size=40, progress=False)
+    assert again["shards"] == first["shards"] and json.loads(path.read_text()) == entries
+    rewritten = {n for n, t in stamps.items() if (parts / n).stat().st_mtime_ns != t}
+    assert rewritten == {first["shards"][0]["name"], first["shards"][2]["name"]}
+    assert all((path.parent / f).read_bytes() == b for f, b in original.items())
+
+
 def test_cli_study_export_and_info(tmp_path, capsys):
     from radharmony.cli.main import main
     from radharmony.fake import write_rexgradient
