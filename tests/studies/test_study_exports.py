@@ -86,6 +86,18 @@ def test_exports_resume_and_keys_are_safe(study_ds, tmp_path, capsys):
     assert len(keys) == 30 and all(k.isalnum() for k in keys)
     assert meta["key"] == study_key(meta["study_id"]) and "." in meta["study_id"]
     assert all(n.split(".", 1)[1] in ("json", "0.png", "1.png", "2.png") for n in names)
+    # the webdataset library reads one sample per study, with the study's images and JSON
+    wds = pytest.importorskip("webdataset")
+    shards = [str(out / s["name"]) for s in again["shards"]]
+    got = list(wds.WebDataset(shards, shardshuffle=False))
+    assert len(got) == len(study_ds) == 100
+    for i in (0, 41, 99):
+        s, meta = study_ds[i], json.loads(got[i]["json"])
+        assert got[i]["__key__"] == study_key(s["study_id"]) and meta["study_id"] == s["study_id"]
+        pngs = sorted(k for k in got[i] if k.endswith(".png"))
+        assert pngs == [f"{j}.png" for j in range(int(s["img_mask"].sum()))]
+        assert meta["images"] == [f"{got[i]['__key__']}.{k}" for k in pngs]
+        assert torch.equal(_as_tensor(study_ds, _pixels(got[i]["0.png"]))[0], s["img"][0, 0])
 
 
 def test_llava_json(study_ds, tmp_path):
