@@ -163,3 +163,26 @@ def test_cli_study_export_and_info(tmp_path, capsys):
         assert out["studies"] == 6 and out["format"] == fmt
     assert main(["export", "rexgradient_test", "--root", root, "--format", "parquet", "-o",
                  str(tmp_path / "x"), "-q"]) == 2  # parquet needs --level study
+
+
+def test_cache_export_at_the_transforms_size_and_bits(tmp_path):
+    from radharmony.fake import write_rexgradient
+    from radharmony.imaging.pipeline import DefaultTransform
+
+    write_rexgradient(tmp_path, studies={"test": 6}, seed=4, image_size=(48, 40))
+    meta = tmp_path / "download" / "metadata" / "test_metadata_view_position.json"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StudyWarning)
+        ds = ReXGradientTestDataset(tmp_path / "deid_png", meta, level="study",
+                                    transform=DefaultTransform(size=64, bits=16),
+                                    cache_dir=tmp_path / "cache", dtype=torch.float32)
+    man = to_study_webdataset(ds, tmp_path / "wds", progress=False)
+    assert (man["images"]["source"], man["images"]["size"], man["images"]["bits"]) == \
+        ("cache", 64, 16)
+    with tarfile.open(tmp_path / "wds" / man["shards"][0]["name"]) as tf:
+        meta0 = json.loads(tf.extractfile(next(n for n in tf.getnames()
+                                               if n.endswith(".json"))).read())
+        pic = _pixels(tf.extractfile(meta0["images"][0]).read())
+    assert pic.shape == (64, 64) and pic.dtype == np.uint16
+    s = ds[list(ds.study_ids).index(meta0["study_id"])]
+    assert torch.equal(_as_tensor(ds, pic)[0], s["img"][0, 0])
