@@ -228,6 +228,14 @@ def test_priors_never_future_never_same_day_never_other_patient():
     # a and c share a day: both take b; d takes the later of the same-day pair (c, by id)
     assert prior.tolist() == [1, -1, 1, 2, -1]
     assert days[[0, 2, 3]].tolist() == [4, 4, 5]
+    # MIMIC's study_time orders one day's studies: a (14:00) follows c (08:00), 0 days apart;
+    # b and d share day and time: neither is the other's prior
+    df = _table(study_id=list("abcd"), patient_id=["p"] * 4,
+                study_date=[20200105, 20200106, 20200105, 20200106],
+                study_time=[140000.0, 90000.0, 80000.0, 90000.0])
+    prior, days = find_priors(np.arange(4), df["patient_id"].to_numpy(object),
+                              df["study_id"].to_numpy(object), df, None)
+    assert prior.tolist() == [2, 0, -1, 0] and days[[0, 1, 3]].tolist() == [0, 1, 1]
 
 
 def test_workers_give_the_same_batches(rex_fake, tmp_path):
