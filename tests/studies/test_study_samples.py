@@ -236,6 +236,12 @@ def test_priors_never_future_never_same_day_never_other_patient():
     prior, days = find_priors(np.arange(4), df["patient_id"].to_numpy(object),
                               df["study_id"].to_numpy(object), df, None)
     assert prior.tolist() == [2, 0, -1, 0] and days[[0, 1, 3]].tolist() == [0, 1, 1]
+    # c's time unknown: its day is not ordered (c might be after a), the next day's b takes
+    # the later of the tied pair (by id)
+    df.loc[2, "study_time"] = np.nan
+    prior, _ = find_priors(np.arange(4), df["patient_id"].to_numpy(object),
+                           df["study_id"].to_numpy(object), df, None)
+    assert prior.tolist() == [-1, 2, -1, 2]
 
 
 def test_workers_give_the_same_batches(rex_fake, tmp_path):
