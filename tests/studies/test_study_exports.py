@@ -155,6 +155,13 @@ def test_cli_study_export_and_info(tmp_path, capsys):
     info = json.loads(capsys.readouterr().out)[0]["study_level"]
     assert info["studies"] == 6 and sum(info["images_per_study"].values()) == 6
     assert set(info["sections"]) == set(SECTION_KEYS)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StudyWarning)
+        st = ReXGradientTestDataset(root, meta, level="study", cache_dir=None).studies
+    assert info["images_per_study"] == {str(k): int(v) for k, v in
+                                        st["n_images"].value_counts().sort_index().items()}
+    assert info["sections"] == {k: round(float(st[k].notna().mean()), 4) for k in SECTION_KEYS}
+    assert info["section_source"] == st["section_source"].value_counts().to_dict()
     for fmt in ("webdataset", "parquet", "llava"):
         assert main(["export", "rexgradient_test", "--root", root, "--csv-path", meta,
                      "--level", "study", "--format", fmt, "-o", str(tmp_path / fmt),
