@@ -50,7 +50,9 @@ COLUMNS = ("path_to_image", "path_to_dcm", "frontal_lateral", "ap_pa", "deid_pat
            "section_impression", "section_end_of_impression", "section_summary",
            "section_accession_number", "age", "sex", "race", "ethnicity", "interpreter_needed",
            "insurance_type", "recent_bmi", "deceased", "split")
-SECTIONS = ("section_findings", "section_impression")
+#: the section columns kept (the study-level sections: ``radharmony.studies.sections``)
+SECTIONS = ("section_clinical_history", "section_history", "section_comparison",
+            "section_technique", "section_findings", "section_impression")
 DEMOGRAPHICS = ("race", "ethnicity", "interpreter_needed", "insurance_type", "deceased")
 LABEL_FILE = "report_fixed.json"
 LABEL_CODES = {1: 1.0, 0: 0.0, -1: -1.0, 1.0: 1.0, 0.0: 0.0, -1.0: -1.0}

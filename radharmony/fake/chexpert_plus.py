@@ -9,7 +9,10 @@ Layout::
 
 Quirks reproduced: ``path_to_image`` ends in ``.jpg`` while the PNG release stores ``.png``;
 ``age`` a float (``62.0``); demographics as text (``"No"``); null section fields and a
-multi-line ``report`` (quoted newlines); CheXbert values ``1``/``0``/``-1`` with absent keys;
+multi-line ``report`` (quoted newlines) in the real layout (``NARRATIVE:``, ``CLINICAL
+HISTORY:`` or ``HISTORY:``, ``COMPARISON: None.``, ``PROCEDURE COMMENTS:``, ``FINDINGS:``,
+``IMPRESSION:``), one report per study repeated on each of its images, its sections also in
+the ``section_*`` columns; CheXbert values ``1``/``0``/``-1`` with absent keys;
 ``split`` ``train``/``valid``; 8-bit PNGs.
 """
 
@@ -34,25 +37,44 @@ def _number(path: str, part: str) -> int:
     return int(m.group(1)) if m else 0
 
 
+def report_fields(k: int) -> dict:
+    """The ``report`` of study number ``k`` and its ``section_*`` fields (empty: absent),
+    laid out as CheXpert-Plus's reports are."""
+    history = ("61 years of age, Female, cough.", "Shortness of breath.")[k % 2]
+    comparison = "None." if k % 3 != 2 else "06/2017"
+    procedure = ("Two views of the chest.", "Single view of the chest.")[k % 2]
+    findings = "" if k % 3 == 0 else "The lungs are clear.\nNo effusion."
+    impression = "1. No acute cardiopulmonary process."
+    head = ("CLINICAL HISTORY", "HISTORY")[k % 2]
+    report = (f"NARRATIVE:\nRADIOGRAPHIC EXAMINATION OF THE CHEST: 6/3/17\n\n{head}: {history}"
+              f"\n\nCOMPARISON: {comparison}\n\nPROCEDURE COMMENTS: {procedure}\n\n"
+              f"FINDINGS:\n{findings}\n\nIMPRESSION:\n{impression}")
+    return {"report": report,
+            "section_narrative": "RADIOGRAPHIC EXAMINATION OF THE CHEST: 6/3/17",
+            "section_clinical_history": history if k % 2 == 0 else "",
+            "section_history": history if k % 2 else "", "section_comparison": comparison,
+            "section_procedure_comments": procedure, "section_findings": findings,
+            "section_impression": impression}
+
+
 def plus_rows(paths: list[str], *, seed: int = 0) -> tuple[list[dict], list[dict]]:
     """``(table rows as dicts, CheXbert label objects)`` for CheXpert-style ``paths``."""
     rng = np.random.default_rng(seed)
     rows, labels = [], []
+    studies: dict[str, int] = {}  # study folder -> its number (one report per study)
     for order, p in enumerate(paths):
         lateral = "lateral" in p
-        findings = None if order % 3 == 0 else "The lungs are clear.\nNo effusion."
-        impression = "1. No acute cardiopulmonary process."
+        k = studies.setdefault(p.rsplit("/", 1)[0], len(studies))
         rec = dict.fromkeys(COLUMNS, "")
+        rec.update(report_fields(k))
         rec.update({
             "path_to_image": p, "path_to_dcm": p[:-4] + ".dcm",
             "frontal_lateral": "Lateral" if lateral else "Frontal",
             "ap_pa": "" if lateral else ("AP", "PA")[order % 2],
             "deid_patient_id": f"pid{_number(p, 'patient') * 7919 % 10**6:06d}",
             "patient_report_date_order": str(_number(p, "study")),
-            "report": f"FINDINGS:\n{findings or ''}\nIMPRESSION:\n{impression}",
-            "section_findings": findings or "", "section_impression": impression,
             "section_end_of_impression": "2-ABNORMAL, PREVIOUSLY REPORTED\nEND",
-            "section_accession_number": str(9_000_000 + order),
+            "section_accession_number": str(9_000_000 + k),
             "age": f"{float(rng.integers(18, 90))}", "sex": ("Female", "Male")[order % 2],
             "race": "White", "ethnicity": "Non-Hispanic/Non-Latino",
             "interpreter_needed": "No", "insurance_type": "Private Insurance",

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import SHOW, RadHarmonyError, StudyWarning
-from .sections import SECTION_KEYS, report_sections
+from .sections import SECTION_ALIASES, SECTION_KEYS, report_sections
 
 #: the default order of a study's images (frontal first)
 VIEW_ORDER = ("PA", "AP", "LATERAL", "LL")
@@ -33,7 +33,7 @@ class StudyIndex:
     rows: list                   # image rows (int64 arrays) in view order, at most K each
     n_images: np.ndarray         # images per study before the cut at K
     key_image: np.ndarray        # position of the ReXrank frontal choice in ``rows``
-    reports: np.ndarray          # object: the study's full report (its first image's)
+    reports: np.ndarray          # object: the study's report (its first image's that has one)
     sections: list               # dicts of SECTION_KEYS
     section_source: np.ndarray   # object: "source", "parser" or "none"
     max_images: int
@@ -108,9 +108,15 @@ def build_index(df: pd.DataFrame, *, max_images: int | None, view_order=VIEW_ORD
                       StudyWarning, stacklevel=4)
     rows = [g[:k] for g in groups]
     key_image = np.array([_key_image(views[r]) for r in rows], np.int64)
-    reports = df["report"].to_numpy(object)[first]
-    own = [c for c in df.columns if c.startswith("section_") and c[8:] in SECTION_KEYS]
-    own_values = {c[8:]: df[c].to_numpy(object)[first] for c in own}
+    has = df["report"].notna().to_numpy(bool)
+    _check_reports(codes[has], df["report"].to_numpy(object)[has], study_ids, owner)
+    # the report (and its section columns) of the first image in view order that has one
+    at = np.minimum.reduceat(np.where(has[order], np.arange(len(order)), len(order)), starts)
+    told = np.where(at < len(order), order[np.minimum(at, len(order) - 1)], first)
+    reports = df["report"].to_numpy(object)[told]
+    own = [c for c in df.columns if c.startswith("section_") and
+           SECTION_ALIASES.get(c[8:], c[8:]) in SECTION_KEYS]  # in table order
+    own_values = {c[8:]: df[c].to_numpy(object)[told] for c in own}
     sections, source = [], []
     for i, report in enumerate(reports):
         s, src = report_sections(report, {k_: v[i] for k_, v in own_values.items()})
@@ -136,6 +142,20 @@ def _key_image(views: np.ndarray) -> int:
         if want in listed:
             return listed.index(want)
     return 0
+
+
+def _check_reports(codes: np.ndarray, reports: np.ndarray, study_ids: np.ndarray,
+                   owner: str) -> None:
+    """Count (in one warning) the studies whose images carry different reports (``codes``,
+    ``reports``: the images that have one): a study keeps the first in view order."""
+    pairs = pd.DataFrame({"s": codes, "r": reports}).drop_duplicates()
+    n = pairs.groupby("s", sort=True).size()
+    bad = n.index[n.to_numpy() > 1].to_numpy()
+    if len(bad):
+        warnings.warn(f"{owner}: {len(bad)} of {len(study_ids)} studies have images with "
+                      "different reports; each keeps the report of its first image in view "
+                      f"order that has one, first: {[str(s) for s in study_ids[bad[:SHOW]]]}",
+                      StudyWarning, stacklevel=5)
 
 
 def _check_patients(codes: np.ndarray, patients: np.ndarray, studies: np.ndarray,

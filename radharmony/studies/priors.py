@@ -3,11 +3,12 @@
 The date is the table's study date column (:data:`DATE_COLUMNS`, the spec's
 ``study_date_col`` first): ``YYYYMMDD`` numbers or text, ISO dates, or -- CheXpert-Plus's
 ``patient_report_date_order`` -- an order without dates (then ``prior_days`` is None). A
-``study_time`` column breaks ties within a day. The prior is the latest study of the same
-patient whose (date, time) is strictly earlier: never a study from the future, never another
-patient's, and, because it is looked up among the studies of the dataset at hand (splits
-group by patient), never across a split. A study whose date is missing or cannot be read
-has no prior and is no one's prior (counted in one warning naming the first studies).
+``study_time`` column breaks ties within a day (a day with an untimed study keeps its
+ties). The prior is the latest study of the same patient whose (date, time) is strictly
+earlier: never a study from the future, never another patient's, and, because it is looked
+up among the studies of the dataset at hand (splits group by patient), never across a
+split. A study whose date is missing or cannot be read has no prior and is no one's prior
+(counted in one warning naming the first studies).
 """
 
 from __future__ import annotations
@@ -83,12 +84,11 @@ def find_priors(first_rows: np.ndarray, patients: np.ndarray, study_ids: np.ndar
     times = df[TIME_COLUMN].to_numpy(object)[first_rows] if TIME_COLUMN in df.columns \
         else np.full(n, np.nan, object)
     if bad or missing:
+        named = [f"{study_ids[i]} ({raw[i]!r})" for i in bad[:SHOW]] + \
+            [f"{study_ids[i]} (no {col})" for i in missing[:SHOW]]
         warnings.warn(f"{owner}: {len(bad)} studies have a {col} that cannot be read as a "
                       f"date and {len(missing)} have none; they get no prior and are no "
-                      f"study's prior, first: "
-                      f"{[f'{study_ids[i]} ({raw[i]!r})' for i in bad[:SHOW]]}"
-                      f"{[str(study_ids[i]) for i in missing[:SHOW]] if missing else ''}",
-                      StudyWarning, stacklevel=4)
+                      f"study's prior, first: {named}", StudyWarning, stacklevel=4)
     by_patient: dict = {}
     for i, d in enumerate(keys):
         if d is not None:
@@ -97,6 +97,11 @@ def find_priors(first_rows: np.ndarray, patients: np.ndarray, study_ids: np.ndar
                 else float(t)
             by_patient.setdefault(str(patients[i]), []).append(((d, t), str(study_ids[i]), i))
     for studies in by_patient.values():
+        # a day with an untimed study is not ordered within: its times are dropped, so none
+        # of that day's studies is another's prior (a guessed order could pick a later one)
+        untimed = {k[0] for k, _, _ in studies if k[1] < 0}
+        if untimed:
+            studies = [((k[0], -1.0 if k[0] in untimed else k[1]), s, i) for k, s, i in studies]
         studies.sort()
         before = last = None  # the last study of the previous date, and of this one
         for key, _, i in studies:

@@ -4,7 +4,9 @@
 Where the sections come from, best first (:func:`report_sections`):
 
 1. ``"source"``: the source's own fields. A table column ``section_<name>`` (CheXpert-Plus's
-   ``section_findings`` / ``section_impression``), and a report that radharmony joined from
+   ``section_history``, ``section_comparison``, ``section_technique``, ``section_findings``,
+   ``section_impression``, and its ``section_clinical_history`` read as the history:
+   :data:`SECTION_ALIASES`), and a report that radharmony joined from
    the source's fields with :func:`radharmony.reports.format.format_report` (ReXGradient's
    four fields, OpenI's ``AbstractText`` elements), which :func:`split_formatted` splits back
    exactly (the split is accepted only when joining it again gives the same text).
@@ -25,6 +27,9 @@ from ..reports.sections import section_spans
 
 #: the section keys of every study sample, in report order
 SECTION_KEYS = ("indication", "history", "comparison", "technique", "findings", "impression")
+#: a source's section column names (``section_<name>``) that hold a study key under another
+#: name (as the parser reads a ``CLINICAL HISTORY:`` header as the history)
+SECTION_ALIASES = {"clinical_history": "history"}
 #: the sections radharmony's report formatter writes, in its order
 FORMATTED = tuple(head.lower() for head, _ in SECTIONS)
 _STARTS = tuple(f"{h}:\n" for h, _ in SECTIONS)
@@ -89,9 +94,14 @@ def parse_sections(report: str | None) -> dict | None:
 
 def report_sections(report, columns: dict | None = None) -> tuple[dict, str]:
     """``(sections, source)`` of one study: ``columns`` (section name -> the source's own
-    field, from the table's ``section_<name>`` columns) first, then the report split as
-    formatted or parsed; ``source`` is ``"source"``, ``"parser"`` or ``"none"``."""
-    own = {k: section_text(v) for k, v in (columns or {}).items() if k in SECTION_KEYS}
+    field, from the table's ``section_<name>`` columns; two columns of one key -- an alias --
+    give the later one's text when it has any) first, then the report split as formatted or
+    parsed; ``source`` is ``"source"``, ``"parser"`` or ``"none"``."""
+    own: dict = {}
+    for name, value in (columns or {}).items():
+        key, text = SECTION_ALIASES.get(name, name), section_text(value)
+        if key in SECTION_KEYS and (text is not None or key not in own):
+            own[key] = text
     formatted = split_formatted(report)
     parsed = formatted if formatted is not None else parse_sections(report)
     if own or formatted is not None:  # the source's own fields win over the parser

@@ -42,7 +42,7 @@ def test_ids_join_chexpert_conventions():
         "patient00007", "patient00007/study2", P1]
     assert df.loc[1, "view_position"] == "Lateral" and df.loc[0, "view_position"] in ("AP", "PA")
     assert df.loc[1, "split"] == "valid"
-    assert df.loc[0, "report"].startswith("FINDINGS:\n")
+    assert df.loc[0, "report"].startswith("NARRATIVE:\n") and "\nFINDINGS:\n" in df.loc[0, "report"]
 
 
 def test_demographics_decoded():
@@ -71,7 +71,7 @@ def test_png_release_reads_png_files(tmp_path):
                              cache_dir=None, dtype=torch.float32)
     assert ds.harmonized_df["image_path"].str.endswith(".png").all()
     s = ds[0]
-    assert s["img"].shape == (1, 224, 224) and s["report"].startswith("FINDINGS")
+    assert s["img"].shape == (1, 224, 224) and "\n\nFINDINGS:\n" in s["report"]
     assert s["cls"].shape == (14,)
 
 

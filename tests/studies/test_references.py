@@ -65,6 +65,11 @@ def test_per_study_metrics_write_the_scorer_csvs(rex_real, tmp_path):
     gt = pd.read_csv(tmp_path / "gt_reports.csv")
     assert list(gt.columns) == ["study_id", "report"] and gt["study_id"].dtype.kind == "i"
     assert gt["report"].tolist() == refs["report"].tolist()
+    assert gt["study_id"].tolist() == refs["eval_id"].tolist()
+    pred = pd.read_csv(tmp_path / "pred_reports.csv")
+    assert list(pred.columns) == ["study_id", "report"]
+    assert pred["study_id"].tolist() == gt["study_id"].tolist()
+    assert pred["report"].tolist() == [preds[s] for s in refs["study_id"]]
     ids = pd.read_csv(tmp_path / "eval_ids.csv", dtype={"study_id": str})
     assert ids["study_id"].tolist() == refs["study_id"].tolist()
     # per image predictions (a study twice) and missing studies are refused

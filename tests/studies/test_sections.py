@@ -106,3 +106,14 @@ def test_openi_real_sections_equal_the_xml():
         assert src == ("source" if any(section_text(v) for v in x.values()) else "none")
     assert checked > 3_000
     assert pd.Series(ix.section_source).value_counts().to_dict().get("parser", 0) == 0
+
+
+def test_source_columns_of_one_key_the_later_with_text_wins():
+    # CheXpert-Plus's section_clinical_history and section_history are both the history
+    cols = {"clinical_history": "Cough.", "history": None, "comparison": "None."}
+    s, src = report_sections("FINDINGS: a", cols)
+    assert (s["history"], s["comparison"], s["findings"], src) == ("Cough.", None, "a", "source")
+    s, _ = report_sections(None, {"clinical_history": "Cough.", "history": "Fever."})
+    assert s["history"] == "Fever."
+    s, _ = report_sections(None, {"clinical_history": None, "history": "nan"})
+    assert s["history"] is None
