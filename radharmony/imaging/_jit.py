@@ -6,7 +6,21 @@ bfloat16 (round to nearest, ties to even: torch's cast). One pass per image that
 vectorizes, about three times the speed of a 256-entry ``cv2.LUT``, which looks each pixel up
 one at a time (a batch of 64 224 x 224 images: bfloat16 0.43 ms against 1.2 ms, float32 0.38 ms
 against 1.3 ms, on one core of an AMD EPYC with AVX-512); the loader in ``convert`` checks
-every one of the 256 levels against the table before using a kernel. The kernels release the GIL, so a batch can be split over threads.
+every one of the 256 levels against the table before using a kernel. The kernels release the
+GIL, so a batch can be split over threads.
+
+``stream=True`` (large batches, see ``convert.STREAM_MIN_BYTES``): an output row that starts on
+a 64-byte boundary and holds a multiple of :data:`LANES` values is written :data:`LANES` values
+at a time with non-temporal stores, which go to memory without first reading the lines they
+overwrite into the caches (a batch that large does not stay there anyway), and leave the
+caches to the rest of the loader. The values are the same (the exactness check runs both
+ways). Measured on a 2-core x86-64 VM with AVX-512: a batch of 64 512 x 512 bfloat16 images
+converts on one thread in 47 us per image against 68; the cached 512 px plain ``DataLoader``
+epoch runs 12-21 % faster in bfloat16 and 80 % faster in float32. Padding slots are streamed
+too (as level-0 rows). A fence ends each call, so the stores are visible to the thread that
+reads the batch next. The stores pick the high half of each rounded 32-bit value with one
+vector shuffle (``vpermt2w`` with AVX-512), which the compiler prefers over the truncation it
+chooses otherwise (two ``vpmovdw`` and an insert: without it streaming gained nothing).
 """
 
 from __future__ import annotations
@@ -15,6 +29,10 @@ import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
+
+#: values per non-temporal store step (64 bytes of bfloat16, 128 of float32)
+LANES = 32
+_I8, _I16, _I32, _F32 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.FloatType()
 
 
 @intrinsic
@@ -28,7 +46,67 @@ def _bits(typingctx, x):
     return types.uint32(types.float32), codegen
 
 
-def rows_to_bfloat16(q, rows, out, scale):
+def _splat(value, lane, n: int = LANES):
+    return ir.Constant(ir.VectorType(lane, n), [ir.Constant(lane, value)] * n)
+
+
+def _levels_vector(context, builder, signature, args):
+    """``LANES`` values ``src[s:s + LANES] * scale - 1`` as a float32 vector, and the pointer
+    of ``dst[o]`` (args: dst, o, src, s, scale)."""
+    dst, o, src, s, scale = args
+    darr = context.make_array(signature.args[0])(context, builder, dst)
+    sarr = context.make_array(signature.args[2])(context, builder, src)
+    vf = ir.VectorType(_F32, LANES)
+    ptr = builder.bitcast(builder.gep(sarr.data, [s]), ir.VectorType(_I8, LANES).as_pointer())
+    x = builder.uitofp(builder.zext(builder.load(ptr, align=1), ir.VectorType(_I32, LANES)), vf)
+    sv = builder.insert_element(ir.Constant(vf, ir.Undefined), scale, ir.Constant(_I32, 0))
+    sv = builder.shuffle_vector(sv, sv, _splat(0, _I32))
+    return builder.fsub(builder.fmul(x, sv), _splat(1.0, _F32)), builder.gep(darr.data, [o])
+
+
+def _stream(builder, value, ptr) -> None:
+    """Store vector ``value`` at ``ptr`` (64-byte aligned) past the caches."""
+    st = builder.store(value, builder.bitcast(ptr, value.type.as_pointer()), align=64)
+    st.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(_I32, 1)]))
+
+
+@intrinsic
+def _stream_bfloat16(typingctx, dst, o, src, s, scale):
+    """``dst[o:o + LANES]`` (bfloat16 bits) = levels ``src[s:s + LANES]``, rounded as
+    :func:`rows_to_bfloat16` rounds (to nearest, ties to even), stored past the caches."""
+    def codegen(context, builder, signature, args):
+        y, ptr = _levels_vector(context, builder, signature, args)
+        b = builder.bitcast(y, ir.VectorType(_I32, LANES))
+        b = builder.add(b, builder.add(_splat(0x7FFF, _I32), builder.and_(
+            builder.lshr(b, _splat(16, _I32)), _splat(1, _I32))))
+        halves = builder.bitcast(b, ir.VectorType(_I16, 2 * LANES))  # little-endian: high odd
+        high = builder.shuffle_vector(halves, halves, ir.Constant(
+            ir.VectorType(_I32, LANES), list(range(1, 2 * LANES, 2))))
+        _stream(builder, high, ptr)
+        return context.get_dummy_value()
+    return types.void(dst, types.intp, src, types.intp, types.float32), codegen
+
+
+@intrinsic
+def _stream_float32(typingctx, dst, o, src, s, scale):
+    """``dst[o:o + LANES]`` (float32) = levels ``src[s:s + LANES]``, stored past the caches."""
+    def codegen(context, builder, signature, args):
+        y, ptr = _levels_vector(context, builder, signature, args)
+        _stream(builder, y, ptr)
+        return context.get_dummy_value()
+    return types.void(dst, types.intp, src, types.intp, types.float32), codegen
+
+
+@intrinsic
+def _fence(typingctx):
+    """Order this thread's non-temporal stores before what it does next."""
+    def codegen(context, builder, signature, args):
+        builder.fence("seq_cst")
+        return context.get_dummy_value()
+    return types.void(), codegen
+
+
+def rows_to_bfloat16(q, rows, out, scale, stream=False):
     """``out[j]`` (uint16 bfloat16 bits) = level ``q[rows[j]]`` in [-1, 1]; a negative
     ``rows[j]`` (a padding slot) is level 0, -1, throughout. One pass per image: each value is
     computed, rounded and stored where it is read (through a float32 scratch row, the same
@@ -38,30 +116,44 @@ def rows_to_bfloat16(q, rows, out, scale):
     one, half, lsb = np.float32(1.0), np.uint32(0x7FFF), np.uint32(1)
     b = _bits(np.float32(0) * scale - one)
     pad = np.uint16((b + half + ((b >> np.uint32(16)) & lsb)) >> np.uint32(16))
+    zero = np.zeros(n if stream else 0, np.uint8)  # a padding slot's levels, for streaming
     for j in range(rows.shape[0]):
         dst = dst2[j]
+        src = zero if rows[j] < 0 else src2[rows[j]]
+        if stream and n % LANES == 0 and dst.ctypes.data % 64 == 0:
+            for i in range(0, n, LANES):
+                _stream_bfloat16(dst, i, src, i, scale)
+            continue
         if rows[j] < 0:
             dst[:] = pad
             continue
-        src = src2[rows[j]]
         for i in range(n):
             b = _bits(np.float32(src[i]) * scale - one)
             dst[i] = np.uint16((b + half + ((b >> np.uint32(16)) & lsb)) >> np.uint32(16))
+    if stream:
+        _fence()
 
 
-def rows_to_float32(q, rows, out, scale):
+def rows_to_float32(q, rows, out, scale, stream=False):
     """``out[j]`` (float32) = level ``q[rows[j]]`` in [-1, 1] (-1 where ``rows[j]`` < 0)."""
     n = out.shape[1] * out.shape[2]
     src2, dst2 = q.reshape(q.shape[0], n), out.reshape(out.shape[0], n)
     one = np.float32(1.0)
+    zero = np.zeros(n if stream else 0, np.uint8)
     for j in range(rows.shape[0]):
         dst = dst2[j]
+        src = zero if rows[j] < 0 else src2[rows[j]]
+        if stream and n % LANES == 0 and dst.ctypes.data % 64 == 0:
+            for i in range(0, n, LANES):
+                _stream_float32(dst, i, src, i, scale)
+            continue
         if rows[j] < 0:
             dst[:] = np.float32(0) * scale - one
             continue
-        src = src2[rows[j]]
         for i in range(n):
             dst[i] = np.float32(src[i]) * scale - one
+    if stream:
+        _fence()
 
 
 #: kernel per output dtype name, and the numpy type of its ``out``

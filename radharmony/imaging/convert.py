@@ -9,6 +9,7 @@ compiled kernel (:mod:`radharmony.imaging._jit`, when numba is installed) that c
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 
 import cv2
@@ -64,8 +65,8 @@ def _levels(stack: np.ndarray, rows: np.ndarray, dtype: torch.dtype, lut: np.nda
     kernel = _kernel(dtype) if dst.size >= MIN_KERNEL_PIXELS else None
     if kernel is not None:
         fn, view = kernel
-        out = dst.view(view)
-        work = lambda a, b: fn(stack, rows[a:b], out[a:b], SCALE)  # noqa: E731
+        out, stream = dst.view(view), dst.nbytes >= STREAM_MIN_BYTES
+        work = lambda a, b: fn(stack, rows[a:b], out[a:b], SCALE, stream)  # noqa: E731
     else:
         work = lambda a, b: [_lut_into(stack, r, lut, d)  # noqa: E731
                              for d, r in zip(dst[a:b], rows[a:b].tolist())]
@@ -94,6 +95,11 @@ def _take(q: np.ndarray, rows: np.ndarray) -> np.ndarray:
 MIN_PIXELS_PER_THREAD = 1 << 19
 #: conversions of fewer pixels use the table (a single image never loads numba)
 MIN_KERNEL_PIXELS = 1 << 18
+#: outputs of at least this many bytes are written with non-temporal stores by the kernels
+#: (:mod:`radharmony.imaging._jit`): a batch this large does not stay in the caches, and
+#: storing past them spares reading every line before it is overwritten (a batch of 64
+#: bfloat16 images: from 256 x 256 up)
+STREAM_MIN_BYTES = 8 << 20
 #: the uint8 step: level q is q * SCALE - 1 (float32), as :func:`_scale` computes it
 SCALE = np.float32(2.0 / 255.0)
 
@@ -130,16 +136,26 @@ def _load_kernel(name: str, lut: np.ndarray | None):
 
 def _exact(kernel, view, lut: np.ndarray) -> bool:
     """Whether ``kernel`` gives each of the 256 levels exactly as ``lut`` holds it, from a
-    writable and from a read-only stack (packs are read-only maps: both variants compile)."""
-    for writable in (True, False):
+    writable and from a read-only stack (packs are read-only maps: both variants compile),
+    with ordinary and with non-temporal stores (into rows on a 64-byte boundary, as the
+    latter need)."""
+    for writable, stream in itertools.product((True, False), (False, True)):
         src = np.arange(256, dtype=np.uint8).reshape(1, 16, 16)
         src.flags.writeable = writable
-        got = np.empty((2, 16, 16), view)
-        kernel(src, np.array([0, -1], np.int64), got, SCALE)  # a level each, and a padding
+        got = _aligned((2, 16, 16), view)
+        kernel(src, np.array([0, -1], np.int64), got, SCALE, stream)  # a level, a padding
         if not np.array_equal(got[0].reshape(-1).view(lut.dtype), lut) or \
                 not (got[1].reshape(-1).view(lut.dtype) == lut[0]).all():
             return False
     return True
+
+
+def _aligned(shape: tuple, dtype) -> np.ndarray:
+    """An uninitialized C-contiguous array starting on a 64-byte boundary."""
+    n = math.prod(shape) * np.dtype(dtype).itemsize
+    raw = np.empty(n + 64, np.uint8)
+    start = -raw.ctypes.data % 64
+    return raw[start:start + n].view(dtype).reshape(shape)
 
 
 def _scale(t: torch.Tensor, levels: float) -> torch.Tensor:

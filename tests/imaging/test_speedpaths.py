@@ -82,34 +82,47 @@ def test_to_tensor_table_equals_arithmetic_and_batches_equal_items(dtype):
             src[[4, 0]], got.dtype))
 
 
+def _misaligned(shape: tuple, dtype: torch.dtype) -> torch.Tensor:
+    """A contiguous tensor whose data starts one element past a 64-byte boundary."""
+    flat = torch.empty(math.prod(shape) + 64, dtype=dtype)
+    skip = (-flat.data_ptr() % 64) // flat.element_size() + 1
+    return flat[skip:skip + math.prod(shape)].view(shape)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["stores", "non-temporal stores"])
+@pytest.mark.parametrize("width", [64, 50], ids=["rows of 32-value steps", "other rows"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
-def test_the_compiled_kernel_gives_the_tables_values(dtype, monkeypatch):
+def test_the_compiled_kernel_gives_the_tables_values(dtype, width, stream, monkeypatch):
     pytest.importorskip("numba")
     from radharmony.imaging import convert
     assert convert.accelerated(dtype)
     rng = np.random.default_rng(7)
-    stack = rng.integers(0, 256, (40, 48, 64), dtype=np.uint8)
+    stack = rng.integers(0, 256, (40, 48, width), dtype=np.uint8)
     stack.setflags(write=False)  # as a pack's map
     rows = rng.integers(-4, 40, 33)  # negative: padding images
     assert (rows < 0).any()
     fn, view = convert._kernel(dtype)
     calls = []
     monkeypatch.setitem(jit._loaded, ("convert", str(dtype).removeprefix("torch.")),
-                        (lambda *a: calls.append(1) or fn(*a), view))
+                        (lambda *a: calls.append(a[4]) or fn(*a), view))
     monkeypatch.setattr(convert, "MIN_KERNEL_PIXELS", 0)
+    monkeypatch.setattr(convert, "STREAM_MIN_BYTES", 0 if stream else 1 << 62)
     threads = torch.get_num_threads()
     try:
         got = {}
         for n in (1, 3):  # split over threads or not
             torch.set_num_threads(n)
-            monkeypatch.setattr(convert, "MIN_PIXELS_PER_THREAD", 48 * 64)
+            monkeypatch.setattr(convert, "MIN_PIXELS_PER_THREAD", 48 * width)
+            odd = _misaligned((33, 1, 48, width), dtype).fill_(7)  # no streaming into it
             got[n] = (DefaultTransform.to_tensor(stack, dtype, rows=rows),
                       DefaultTransform.to_tensor(stack[:7], dtype),
                       DefaultTransform.to_tensor(stack, dtype, rows=rows,
-                                                 out=torch.full((33, 1, 48, 64), 7, dtype=dtype)))
+                                                 out=torch.full((33, 1, 48, width), 7,
+                                                                dtype=dtype)),
+                      DefaultTransform.to_tensor(stack, dtype, rows=rows, out=odd))
     finally:
         torch.set_num_threads(threads)
-    assert calls
+    assert calls and set(calls) == {stream}
     monkeypatch.setattr(convert, "MIN_KERNEL_PIXELS", 1 << 62)  # the table from here on
     calls.clear()
     table = (DefaultTransform.to_tensor(stack, dtype, rows=rows),
@@ -117,7 +130,8 @@ def test_the_compiled_kernel_gives_the_tables_values(dtype, monkeypatch):
     assert not calls
     for n in (1, 3):
         assert torch.equal(got[n][0], table[0]) and torch.equal(got[n][2], table[0])
-        assert torch.equal(got[n][1], table[1]) and got[n][1].shape == (7, 1, 48, 64)
+        assert torch.equal(got[n][3], table[0])
+        assert torch.equal(got[n][1], table[1]) and got[n][1].shape == (7, 1, 48, width)
     assert (table[0][rows < 0] == -1).all() and torch.equal(
         table[0][rows >= 0], DefaultTransform.to_tensor(stack[rows[rows >= 0]], dtype))
 
@@ -126,7 +140,7 @@ def test_a_kernel_is_used_only_when_it_gives_every_level_exactly(monkeypatch):
     pytest.importorskip("numba")
     from radharmony.imaging import _jit, convert
 
-    def off_by_one_step(q, rows, out, scale):
+    def off_by_one_step(q, rows, out, scale, stream=False):
         for j in range(rows.shape[0]):
             out[j] = np.float32(q[rows[j]][0, 0]) * scale
 
