@@ -46,7 +46,7 @@ from ..imaging.packs import warn_bad_record
 from ..imaging.pipeline import STORAGE
 from . import handoff
 from .filetable import LOOSE, UNKNOWN
-from .sampling import wants_letterbox
+from .sampling import stream_hint, wants_letterbox
 
 #: a pack lock older than this is taken over even when its holder cannot be checked
 STALE_LOCK_SECONDS = 3600.0
@@ -282,8 +282,9 @@ def _batch_out(ds, shape: tuple) -> torch.Tensor | None:
 
 def to_batch_tensor(ds, quantized: np.ndarray) -> torch.Tensor:
     """``(B, 1, H, W)`` in ``ds.dtype``, in one of this process's reused buffers."""
-    out = _batch_out(ds, (len(quantized), 1, *quantized.shape[1:]))
-    return ds.pipeline.to_tensor(quantized, ds.dtype, out=out)  # (a new tensor for None)
+    out = _batch_out(ds, (len(quantized), 1, *quantized.shape[1:]))  # None: a new tensor
+    return ds.pipeline.to_tensor(quantized, ds.dtype, out=out, stream=stream_hint(ds))
+
 
 
 def cached_rows(ds, indices: np.ndarray, *, boxes: bool = True,
@@ -312,8 +313,9 @@ def read_samples(ds, indices) -> list[dict]:
     source, records, boxes = cached_rows(ds, indices, scratch=scratch)
     if records is not None:
         size = ds.pipeline.size
-        batch = ds.pipeline.to_tensor(source, ds.dtype, rows=records,
-                                      out=_batch_out(ds, (len(records), 1, size, size)))
+        out = _batch_out(ds, (len(records), 1, size, size))
+        batch = ds.pipeline.to_tensor(source, ds.dtype, rows=records, out=out,
+                                      stream=stream_hint(ds))
     else:
         quantized = source
         batch = to_batch_tensor(ds, quantized)

@@ -28,6 +28,12 @@ NO_REPORT = ""
 PLACED = frozenset({"bbox", "mask"})
 
 
+def stream_hint(ds) -> bool | None:
+    """``to_tensor``'s ``stream`` for a batch of ``ds``: False when a per-sample transform
+    reads each image again at once (it then finds them in the caches), else by size."""
+    return False if getattr(ds, "sample_transform", None) is not None else None
+
+
 def wants_letterbox(ds) -> bool:
     """Whether assembling ``ds``'s samples uses each image's letterbox: a requested ``bbox``
     or ``mask``, or an ``add_outputs`` or ``assemble`` of the dataset's own (which may use it).

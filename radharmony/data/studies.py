@@ -209,7 +209,8 @@ class StudyDataset(torch.utils.data.Dataset):
             source = self._quantized(flat)
         if source is None:  # no real image at all: every slot is padding
             source = np.zeros((0, size, size), STORAGE[ds.pipeline.bits])
-        ds.pipeline.to_tensor(source, ds.dtype, rows=slots.reshape(-1), out=out)
+        ds.pipeline.to_tensor(source, ds.dtype, rows=slots.reshape(-1), out=out,
+                              stream=sampling.stream_hint(self))
         return out.view(len(studies), k, 1, size, size)
 
     def _transformed(self, studies: list[int]) -> torch.Tensor:

@@ -28,10 +28,14 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 from numba import types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 #: values per non-temporal store step (64 bytes of bfloat16, 128 of float32)
 LANES = 32
+#: how far ahead of its reads a streaming kernel asks for the source (a hint: a memory-mapped
+#: pack lies in 4 KiB pages, at whose boundaries the processor's own prefetching stops)
+PREFETCH_BYTES = 2048
 _I8, _I16, _I32, _F32 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.FloatType()
 
 
@@ -58,43 +62,51 @@ def _levels_vector(context, builder, signature, args):
     sarr = context.make_array(signature.args[2])(context, builder, src)
     vf = ir.VectorType(_F32, LANES)
     ptr = builder.bitcast(builder.gep(sarr.data, [s]), ir.VectorType(_I8, LANES).as_pointer())
+    ahead = builder.gep(sarr.data, [builder.add(s, ir.Constant(s.type, PREFETCH_BYTES))])
+    fetch = cgutils.get_or_insert_function(builder.module, ir.FunctionType(
+        ir.VoidType(), [ahead.type, _I32, _I32, _I32]), "llvm.prefetch")
+    builder.call(fetch, [ahead, ir.Constant(_I32, 0), ir.Constant(_I32, 3), ir.Constant(_I32, 1)])
     x = builder.uitofp(builder.zext(builder.load(ptr, align=1), ir.VectorType(_I32, LANES)), vf)
     sv = builder.insert_element(ir.Constant(vf, ir.Undefined), scale, ir.Constant(_I32, 0))
     sv = builder.shuffle_vector(sv, sv, _splat(0, _I32))
     return builder.fsub(builder.fmul(x, sv), _splat(1.0, _F32)), builder.gep(darr.data, [o])
 
 
-def _stream(builder, value, ptr) -> None:
-    """Store vector ``value`` at ``ptr`` (64-byte aligned) past the caches."""
-    st = builder.store(value, builder.bitcast(ptr, value.type.as_pointer()), align=64)
-    st.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(_I32, 1)]))
+def _store(builder, value, ptr, streaming: bool) -> None:
+    """Store vector ``value`` at ``ptr``; ``streaming``: past the caches (``ptr`` 64-byte
+    aligned)."""
+    st = builder.store(value, builder.bitcast(ptr, value.type.as_pointer()),
+                       align=64 if streaming else 1)
+    if streaming:
+        st.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(_I32, 1)]))
 
 
-@intrinsic
-def _stream_bfloat16(typingctx, dst, o, src, s, scale):
-    """``dst[o:o + LANES]`` (bfloat16 bits) = levels ``src[s:s + LANES]``, rounded as
-    :func:`rows_to_bfloat16` rounds (to nearest, ties to even), stored past the caches."""
-    def codegen(context, builder, signature, args):
-        y, ptr = _levels_vector(context, builder, signature, args)
-        b = builder.bitcast(y, ir.VectorType(_I32, LANES))
-        b = builder.add(b, builder.add(_splat(0x7FFF, _I32), builder.and_(
-            builder.lshr(b, _splat(16, _I32)), _splat(1, _I32))))
-        halves = builder.bitcast(b, ir.VectorType(_I16, 2 * LANES))  # little-endian: high odd
-        high = builder.shuffle_vector(halves, halves, ir.Constant(
-            ir.VectorType(_I32, LANES), list(range(1, 2 * LANES, 2))))
-        _stream(builder, high, ptr)
-        return context.get_dummy_value()
-    return types.void(dst, types.intp, src, types.intp, types.float32), codegen
+def _bfloat16_bits(builder, y):
+    """float32 vector ``y`` rounded to bfloat16 as :func:`rows_to_bfloat16` rounds (to
+    nearest, ties to even): each rounded value's high half, picked by one shuffle."""
+    b = builder.bitcast(y, ir.VectorType(_I32, LANES))
+    b = builder.add(b, builder.add(_splat(0x7FFF, _I32), builder.and_(
+        builder.lshr(b, _splat(16, _I32)), _splat(1, _I32))))
+    halves = builder.bitcast(b, ir.VectorType(_I16, 2 * LANES))  # little-endian: high odd
+    return builder.shuffle_vector(halves, halves, ir.Constant(
+        ir.VectorType(_I32, LANES), list(range(1, 2 * LANES, 2))))
 
 
-@intrinsic
-def _stream_float32(typingctx, dst, o, src, s, scale):
-    """``dst[o:o + LANES]`` (float32) = levels ``src[s:s + LANES]``, stored past the caches."""
-    def codegen(context, builder, signature, args):
-        y, ptr = _levels_vector(context, builder, signature, args)
-        _stream(builder, y, ptr)
-        return context.get_dummy_value()
-    return types.void(dst, types.intp, src, types.intp, types.float32), codegen
+def _converter(bfloat16: bool, streaming: bool):
+    """An intrinsic ``(dst, o, src, s, scale)``: ``dst[o:o + LANES]`` = levels
+    ``src[s:s + LANES]`` as bfloat16 bits or float32, stored past the caches or not."""
+    @intrinsic
+    def convert(typingctx, dst, o, src, s, scale):
+        def codegen(context, builder, signature, args):
+            y, ptr = _levels_vector(context, builder, signature, args)
+            _store(builder, _bfloat16_bits(builder, y) if bfloat16 else y, ptr, streaming)
+            return context.get_dummy_value()
+        return types.void(dst, types.intp, src, types.intp, types.float32), codegen
+    return convert
+
+
+_stream_bfloat16, _store_bfloat16 = _converter(True, True), _converter(True, False)
+_stream_float32, _store_float32 = _converter(False, True), _converter(False, False)
 
 
 @intrinsic
@@ -116,13 +128,17 @@ def rows_to_bfloat16(q, rows, out, scale, stream=False):
     one, half, lsb = np.float32(1.0), np.uint32(0x7FFF), np.uint32(1)
     b = _bits(np.float32(0) * scale - one)
     pad = np.uint16((b + half + ((b >> np.uint32(16)) & lsb)) >> np.uint32(16))
-    zero = np.zeros(n if stream else 0, np.uint8)  # a padding slot's levels, for streaming
+    zero = np.zeros(n if (rows < 0).any() else 0, np.uint8)  # a padding slot's levels
     for j in range(rows.shape[0]):
         dst = dst2[j]
         src = zero if rows[j] < 0 else src2[rows[j]]
-        if stream and n % LANES == 0 and dst.ctypes.data % 64 == 0:
-            for i in range(0, n, LANES):
-                _stream_bfloat16(dst, i, src, i, scale)
+        if n % LANES == 0:  # LANES values at a time
+            if stream and dst.ctypes.data % 64 == 0:
+                for i in range(0, n, LANES):
+                    _stream_bfloat16(dst, i, src, i, scale)
+            else:
+                for i in range(0, n, LANES):
+                    _store_bfloat16(dst, i, src, i, scale)
             continue
         if rows[j] < 0:
             dst[:] = pad
@@ -139,13 +155,17 @@ def rows_to_float32(q, rows, out, scale, stream=False):
     n = out.shape[1] * out.shape[2]
     src2, dst2 = q.reshape(q.shape[0], n), out.reshape(out.shape[0], n)
     one = np.float32(1.0)
-    zero = np.zeros(n if stream else 0, np.uint8)
+    zero = np.zeros(n if (rows < 0).any() else 0, np.uint8)
     for j in range(rows.shape[0]):
         dst = dst2[j]
         src = zero if rows[j] < 0 else src2[rows[j]]
-        if stream and n % LANES == 0 and dst.ctypes.data % 64 == 0:
-            for i in range(0, n, LANES):
-                _stream_float32(dst, i, src, i, scale)
+        if n % LANES == 0:
+            if stream and dst.ctypes.data % 64 == 0:
+                for i in range(0, n, LANES):
+                    _stream_float32(dst, i, src, i, scale)
+            else:
+                for i in range(0, n, LANES):
+                    _store_float32(dst, i, src, i, scale)
             continue
         if rows[j] < 0:
             dst[:] = np.float32(0) * scale - one

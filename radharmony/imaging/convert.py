@@ -21,7 +21,7 @@ from . import jit
 
 
 def to_tensor(q: np.ndarray, dtype: torch.dtype, *, out: torch.Tensor | None = None,
-              rows: np.ndarray | None = None) -> torch.Tensor:
+              rows: np.ndarray | None = None, stream: bool | None = None) -> torch.Tensor:
     """Quantized ``(..., H, W)`` uint8/uint16 -> ``(..., 1, H, W)`` in [-1, 1] as ``dtype``.
 
     Element-wise (``q * 2 / levels - 1`` in float32, then cast), so a batch converted at
@@ -36,7 +36,10 @@ def to_tensor(q: np.ndarray, dtype: torch.dtype, *, out: torch.Tensor | None = N
     image slots: :mod:`radharmony.data.studies`). Either way the work
     is split over ``torch.get_num_threads()`` threads (torch's intra-op knob: 1 inside
     DataLoader workers; ``cv2.LUT`` and the kernels release the GIL). Results do not depend
-    on the thread count or the path.
+    on the thread count or the path. ``stream``: whether the kernels may write the output
+    past the caches (see :mod:`radharmony.imaging._jit`): None for outputs of at least
+    :data:`STREAM_MIN_BYTES`; pass False when the output is read again at once (a per-sample
+    transform on the CPU), which then finds it in the caches.
     """
     lut = _lut(dtype) if q.dtype == np.uint8 else None
     if lut is None:  # uint16 storage, or a dtype without a table: the arithmetic itself
@@ -53,19 +56,20 @@ def to_tensor(q: np.ndarray, dtype: torch.dtype, *, out: torch.Tensor | None = N
     index = np.arange(len(stack), dtype=np.int64) if rows is None else \
         np.ascontiguousarray(rows, dtype=np.int64)
     dst = res.view(_VIEW[res.element_size()]).numpy().reshape(len(index), *q.shape[-2:])
-    _levels(stack, index, dtype, lut, dst)
+    _levels(stack, index, dtype, lut, dst, stream)
     return res if out is None or into else out.copy_(res)
 
 
 def _levels(stack: np.ndarray, rows: np.ndarray, dtype: torch.dtype, lut: np.ndarray,
-            dst: np.ndarray) -> None:
+            dst: np.ndarray, stream: bool | None = None) -> None:
     """``dst[j]`` = the values of levels ``stack[rows[j]]`` (``dst``: the output's bytes as
     ``lut``'s numpy type), by the kernel for large batches when there is one, else the table;
     split over the process's threads."""
     kernel = _kernel(dtype) if dst.size >= MIN_KERNEL_PIXELS else None
     if kernel is not None:
         fn, view = kernel
-        out, stream = dst.view(view), dst.nbytes >= STREAM_MIN_BYTES
+        out = dst.view(view)
+        stream = dst.nbytes >= STREAM_MIN_BYTES if stream is None else bool(stream)
         work = lambda a, b: fn(stack, rows[a:b], out[a:b], SCALE, stream)  # noqa: E731
     else:
         work = lambda a, b: [_lut_into(stack, r, lut, d)  # noqa: E731

@@ -4,6 +4,7 @@ own image-level sample, whichever way the images come: one pack, loose entries, 
 
 from __future__ import annotations
 
+import copy
 import warnings
 
 import pytest
@@ -91,3 +92,37 @@ def test_sixteen_bit_storage_pads_and_converts_the_same(rex_fake, tmp_path):
     batch = next(iter(torch.utils.data.DataLoader(ds, batch_size=len(ds))))
     assert not batch["img_mask"].all()  # there is padding
     assert torch.equal(batch["img"], torch.stack([_expected(ds, ref, s) for s in range(len(ds))]))
+
+
+def test_batches_stream_past_the_caches_unless_a_sample_transform_reads_them(
+        rex_fake, tmp_path, monkeypatch):
+    """Large batches are written with non-temporal stores; with a per-sample transform, which
+    reads each image at once, with ordinary ones (it finds them in the caches); same values."""
+    pytest.importorskip("numba")
+    from radharmony.imaging import convert, jit
+
+    images = rex_fake / "deid_png"
+    meta = rex_fake / "download" / "metadata" / "train_metadata_view_position.json"
+    ds = ReXGradientTrainDataset(images, meta, cache_dir=tmp_path, dtype=torch.bfloat16)
+    ds.pre_cache(progress=False)
+    fn, view = convert._kernel(torch.bfloat16)
+    asked = []
+    monkeypatch.setitem(jit._loaded, ("convert", "bfloat16"),
+                        (lambda *a: asked.append(a[4]) or fn(*a), view))
+    monkeypatch.setattr(convert, "MIN_KERNEL_PIXELS", 0)
+    monkeypatch.setattr(convert, "STREAM_MIN_BYTES", 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StudyWarning)
+        studies = ReXGradientTrainDataset(images, meta, level="study", max_images=2,
+                                          cache_dir=tmp_path, dtype=torch.bfloat16)
+    got = {}
+    for name, d in (("images", ds), ("studies", studies)):
+        for flip in (False, True):
+            asked.clear()
+            if flip:
+                d = copy.copy(d)
+                d.sample_transform = lambda sample: sample
+            got[name, flip] = next(iter(torch.utils.data.DataLoader(
+                d, batch_size=4, collate_fn=radharmony.collate)))["img"]
+            assert asked and set(asked) == {not flip}, (name, flip)
+        assert torch.equal(got[name, False], got[name, True])
