@@ -10,17 +10,18 @@ every one of the 256 levels against the table before using a kernel. The kernels
 GIL, so a batch can be split over threads.
 
 ``stream=True`` (large batches, see ``convert.STREAM_MIN_BYTES``): an output row that starts on
-a 64-byte boundary and holds a multiple of :data:`LANES` values is written :data:`LANES` values
-at a time with non-temporal stores, which go to memory without first reading the lines they
-overwrite into the caches (a batch that large does not stay there anyway), and leave the
-caches to the rest of the loader. The values are the same (the exactness check runs both
-ways). Measured on a 2-core x86-64 VM with AVX-512: a batch of 64 512 x 512 bfloat16 images
-converts on one thread in 47 us per image against 68; the cached 512 px plain ``DataLoader``
-epoch runs 12-21 % faster in bfloat16 and 80 % faster in float32. Padding slots are streamed
-too (as level-0 rows). A fence ends each call, so the stores are visible to the thread that
-reads the batch next. The stores pick the high half of each rounded 32-bit value with one
-vector shuffle (``vpermt2w`` with AVX-512), which the compiler prefers over the truncation it
-chooses otherwise (two ``vpmovdw`` and an insert: without it streaming gained nothing).
+a 64-byte boundary is written with non-temporal stores, which go to memory without first
+reading the lines they overwrite into the caches (a batch that large does not stay there
+anyway) and leave the caches to the rest of the loader; a fence ends each call, so the stores
+are visible to the thread that reads the batch next. Rows of a multiple of :data:`LANES`
+values go through one vector step in either mode: load, prefetch the source
+:data:`PREFETCH_BYTES` ahead (a memory-mapped pack lies in 4 KiB pages, at whose boundaries
+the processor's own prefetching stops), scale, round (bfloat16: each rounded value's high half
+picked by one shuffle, ``vpermt2w`` with AVX-512, where the compiler's own truncation, two
+``vpmovdw`` and an insert, left streaming no faster), store. The values are the same (the
+exactness check runs both ways). Measured on a 2-core x86-64 VM with AVX-512, the cached
+512 px bfloat16 plain ``DataLoader`` epoch: 17,600 images/s before, 20,000 streamed, 24,000-
+25,000 streamed with the prefetch; float32 11,200 before, 20,100 streamed.
 """
 
 from __future__ import annotations
