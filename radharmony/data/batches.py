@@ -28,11 +28,8 @@ epoch.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import socket
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -40,57 +37,13 @@ import torch
 
 from .. import threads
 from ..errors import ImageReadError, PathSafetyError
-from ..files import process_alive
 from ..imaging.geometry import Letterbox
 from ..imaging.packs import warn_bad_record
 from ..imaging.pipeline import STORAGE
 from . import handoff
 from .filetable import LOOSE, UNKNOWN
+from .locks import STALE_LOCK_SECONDS, exclusive, lock_path  # noqa: F401 (re-exported)
 from .sampling import stream_hint, wants_letterbox
-
-#: a pack lock older than this is taken over even when its holder cannot be checked
-STALE_LOCK_SECONDS = 3600.0
-
-
-# -- the lock --------------------------------------------------------------------------------
-def _stale(path: Path, max_age: float) -> bool:
-    try:
-        host, pid = path.read_text().split()[:2]
-        age = time.time() - path.stat().st_mtime
-    except (OSError, ValueError):
-        return False  # being written or just removed: not ours to judge
-    if host == socket.gethostname() and pid.isdigit() and not process_alive(int(pid)):
-        return True
-    return age > max_age
-
-
-@contextlib.contextmanager
-def exclusive(path: Path, *, max_age: float = STALE_LOCK_SECONDS):
-    """Yield True while holding the lock file ``path`` (created with ``O_EXCL``), or False
-    at once when another live process holds it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = None
-    for attempt in (0, 1):
-        try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            break
-        except FileExistsError:
-            if attempt or not _stale(path, max_age):
-                break
-            path.unlink(missing_ok=True)
-    if fd is None:
-        yield False
-        return
-    try:
-        os.write(fd, f"{socket.gethostname()} {os.getpid()}\n".encode())
-        os.close(fd)
-        yield True
-    finally:
-        path.unlink(missing_ok=True)
-
-
-def lock_path(cache) -> Path:
-    return cache.images / "packs" / f".lock-{cache.prefix}"
 
 
 # -- reading ---------------------------------------------------------------------------------
