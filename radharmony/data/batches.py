@@ -37,6 +37,7 @@ import torch
 
 from .. import threads
 from ..errors import ImageReadError, PathSafetyError
+from ..imaging.convert import levels_ahead
 from ..imaging.geometry import Letterbox
 from ..imaging.packs import warn_bad_record
 from ..imaging.pipeline import STORAGE
@@ -256,15 +257,44 @@ def cached_rows(ds, indices: np.ndarray, *, boxes: bool = True,
     return quantized, None, letterboxes
 
 
+def _convert_ahead(ds, indices: np.ndarray) -> tuple | None:
+    """``(pack data, records, batch tensor, join)`` of a conversion started ahead of the file
+    checks, for a batch whose rows this process last found checked in one pack; else None."""
+    files = ds._file_table()
+    rows = ds._file_rows[indices]
+    where = files.pack[rows]
+    if not len(rows) or where[0] < 0 or not (where == where[0]).all() or \
+            not files.confirmed[rows].all():
+        return None
+    pack = _pack(ds.image_cache, files.pack_names[where[0]])
+    if pack is None:
+        return None
+    records, size = files.row[rows], ds.pipeline.size
+    out = _batch_out(ds, (len(records), 1, size, size))
+    join = None if out is None else levels_ahead(pack.data, ds.dtype, records, out,
+                                                 stream_hint(ds))
+    return None if join is None else (pack.data, records, out, join)
+
+
 def read_samples(ds, indices) -> list[dict]:
     """The samples of ``indices``, whose ``img`` (and ``cls``, ``cls_mask``: see
     ``ds.batch_outputs``) are the rows of one batch tensor (the default collate and
     :func:`radharmony.collate` return that tensor as the batch without copying).
-    A batch held in one pack is converted straight out of the memory map."""
+    A batch held in one pack is converted straight out of the memory map; when this process
+    has checked all its records before, the conversion starts on a helper thread while the
+    files are checked, and is kept only if the check finds the same pack records."""
     indices = np.asarray(indices, dtype=np.int64)
     scratch = getattr(_scratch, "buf", None)
-    source, records, boxes = cached_rows(ds, indices, scratch=scratch)
-    if records is not None:
+    early = _convert_ahead(ds, indices)
+    try:
+        source, records, boxes = cached_rows(ds, indices, scratch=scratch)
+    finally:
+        if early is not None:
+            early[3]()  # the helper is done with the buffer, whatever happened
+    if early is not None and records is not None and source is early[0] and \
+            np.array_equal(records, early[1]):
+        batch = early[2]
+    elif records is not None:
         size = ds.pipeline.size
         out = _batch_out(ds, (len(records), 1, size, size))
         batch = ds.pipeline.to_tensor(source, ds.dtype, rows=records, out=out,

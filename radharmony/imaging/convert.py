@@ -60,6 +60,26 @@ def to_tensor(q: np.ndarray, dtype: torch.dtype, *, out: torch.Tensor | None = N
     return res if out is None or into else out.copy_(res)
 
 
+def levels_ahead(q: np.ndarray, dtype: torch.dtype, rows: np.ndarray, out: torch.Tensor,
+                 stream: bool | None = None):
+    """Start converting ``q[rows]`` into ``out`` (as :func:`to_tensor` would, through the
+    compiled kernel) on a helper thread while the caller does other work; returns ``join()``
+    (the caller converts the rows still left, then waits), or None when this conversion does
+    not take that path (no kernel, a small batch, uint16 storage, one thread)."""
+    shape = (len(rows), 1, *q.shape[-2:])
+    kernel = _kernel(dtype) if q.dtype == np.uint8 and _lut(dtype) is not None else None
+    if kernel is None or out.dtype != dtype or not out.is_contiguous() or \
+            out.numel() != math.prod(shape) or out.numel() < MIN_KERNEL_PIXELS:
+        return None
+    fn, view = kernel
+    dst = out.view(_VIEW[out.element_size()]).numpy().reshape(len(rows), *q.shape[-2:])
+    dst = dst.view(view)
+    stream = dst.nbytes >= STREAM_MIN_BYTES if stream is None else bool(stream)
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    return threads.ahead(lambda a, b: fn(q, rows[a:b], dst[a:b], SCALE, stream), len(rows),
+                         AHEAD_CHUNK)
+
+
 def _levels(stack: np.ndarray, rows: np.ndarray, dtype: torch.dtype, lut: np.ndarray,
             dst: np.ndarray, stream: bool | None = None) -> None:
     """``dst[j]`` = the values of levels ``stack[rows[j]]`` (``dst``: the output's bytes as
@@ -97,6 +117,8 @@ def _take(q: np.ndarray, rows: np.ndarray) -> np.ndarray:
 #: fewer pixels than this per thread are converted in the calling thread (a hand-off costs
 #: ~20 us, a 224 x 224 image ~15 us)
 MIN_PIXELS_PER_THREAD = 1 << 19
+#: images per piece of a conversion started ahead (:func:`levels_ahead`)
+AHEAD_CHUNK = 4
 #: conversions of fewer pixels use the table (a single image never loads numba)
 MIN_KERNEL_PIXELS = 1 << 18
 #: outputs of at least this many bytes are written with non-temporal stores by the kernels

@@ -173,6 +173,49 @@ def test_no_realpath_per_sample_and_a_rewritten_file_is_never_stale(rex_images, 
     assert torch.equal(ds[2]["img"], fresh)
 
 
+def test_a_conversion_started_ahead_of_the_file_checks_is_kept_only_when_they_agree(
+        rex_images, tmp_path, monkeypatch):
+    """A packed batch whose records this process checked before is converted on a helper
+    thread while the files are checked: the same values; a file rewritten in between is
+    served from the file (the early conversion is dropped), not from the pack."""
+    from radharmony.imaging import convert
+
+    if not convert.accelerated(torch.float32):
+        pytest.skip("the early conversion uses the compiled kernel (numba)")
+    root = _copy(rex_images, tmp_path)
+    ds = _ds(root, tmp_path / "cache")
+    ds.pre_cache(progress=False)
+    reference = ReXGradientTrainDataset(root, cache_dir=None, dtype=torch.float32)
+    started, kept = [], []
+    ahead = batches._convert_ahead
+    monkeypatch.setattr(batches, "_convert_ahead",
+                        lambda d, i: started.append(ahead(d, i)) or started[-1])
+    mark = batches.handoff.mark
+    monkeypatch.setattr(batches.handoff, "mark", lambda samples, tensors, rows: kept.append(
+        started[-1] is not None and tensors["img"] is started[-1][2]) or mark(
+        samples, tensors, rows))
+    monkeypatch.setattr(convert, "MIN_KERNEL_PIXELS", 0)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        order = [5, 0, 7, 2, 6, 1, 4, 3]
+        ds.__getitems__(order)  # this process checks the records once
+        started.clear(), kept.clear()
+        got = ds.__getitems__(order)
+        assert started[-1] is not None and kept == [True]
+        assert all(torch.equal(s["img"], reference[i]["img"]) for s, i in zip(got, order))
+        path, st = ds.image_file(2), os.stat(ds.image_file(2))
+        write_png(path, synthetic_cxr(300, 280, rng=np.random.default_rng(5)))
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))  # mtime restored
+        kept.clear()
+        got = ds.__getitems__(order)
+        assert started[-1] is not None and kept == [False]  # started, then dropped
+        fresh = ReXGradientTrainDataset(root, cache_dir=None, dtype=torch.float32)
+        assert all(torch.equal(s["img"], fresh[i]["img"]) for s, i in zip(got, order))
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_path_safety_resolved_per_directory_still_refuses_links(rex_images, tmp_path):
     root = _copy(rex_images, tmp_path)
     outside = tmp_path / "outside.png"
