@@ -257,9 +257,10 @@ def cached_rows(ds, indices: np.ndarray, *, boxes: bool = True,
     return quantized, None, letterboxes
 
 
-def _convert_ahead(ds, indices: np.ndarray) -> tuple | None:
-    """``(pack data, records, batch tensor, join)`` of a conversion started ahead of the file
-    checks, for a batch whose rows this process last found checked in one pack; else None."""
+def checked_records(ds, indices: np.ndarray) -> tuple | None:
+    """``(pack data, records)`` of rows ``indices`` as this process last found them: all
+    checked, in one pack; else None. What a conversion may start from before the files are
+    checked again (:func:`cached_rows` then says whether it stands)."""
     files = ds._file_table()
     rows = ds._file_rows[indices]
     where = files.pack[rows]
@@ -267,13 +268,20 @@ def _convert_ahead(ds, indices: np.ndarray) -> tuple | None:
             not files.confirmed[rows].all():
         return None
     pack = _pack(ds.image_cache, files.pack_names[where[0]])
-    if pack is None:
+    return None if pack is None else (pack.data, files.row[rows])
+
+
+def _convert_ahead(ds, indices: np.ndarray) -> tuple | None:
+    """``(pack data, records, batch tensor, join)`` of a conversion started ahead of the file
+    checks (:func:`checked_records`), or None."""
+    found = checked_records(ds, indices)
+    if found is None:
         return None
-    records, size = files.row[rows], ds.pipeline.size
-    out = _batch_out(ds, (len(records), 1, size, size))
-    join = None if out is None else levels_ahead(pack.data, ds.dtype, records, out,
+    size = ds.pipeline.size
+    out = _batch_out(ds, (len(indices), 1, size, size))
+    join = None if out is None else levels_ahead(found[0], ds.dtype, found[1], out,
                                                  stream_hint(ds))
-    return None if join is None else (pack.data, records, out, join)
+    return None if join is None else (*found, out, join)
 
 
 def read_samples(ds, indices) -> list[dict]:

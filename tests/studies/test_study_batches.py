@@ -126,3 +126,54 @@ def test_batches_stream_past_the_caches_unless_a_sample_transform_reads_them(
                 d, batch_size=4, collate_fn=radharmony.collate)))["img"]
             assert asked and set(asked) == {not flip}, (name, flip)
         assert torch.equal(got[name, False], got[name, True])
+
+
+def test_a_study_batch_converted_ahead_is_dropped_when_a_file_changed(rex_fake, tmp_path,
+                                                                      monkeypatch):
+    """A packed study batch is converted on a helper thread while its files are checked; a
+    file rewritten in between is served from the file, not from the pack."""
+    import os
+    import shutil
+
+    import numpy as np
+
+    from radharmony.data import studies as study_reads
+    from radharmony.fake.images import synthetic_cxr, write_png
+    from radharmony.imaging import convert
+
+    if not convert.accelerated(torch.float32):
+        pytest.skip("the early conversion uses the compiled kernel (numba)")
+    root = tmp_path / "rex"
+    shutil.copytree(rex_fake, root)
+    images = root / "deid_png"
+    meta = root / "download" / "metadata" / "train_metadata_view_position.json"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StudyWarning)
+        ds = ReXGradientTrainDataset(images, meta, level="study", max_images=2,
+                                     cache_dir=tmp_path / "cache", dtype=torch.float32)
+    ds.images.pre_cache(progress=False)
+    started = []
+    ahead = study_reads.levels_ahead
+    monkeypatch.setattr(study_reads, "levels_ahead",
+                        lambda *a, **k: started.append(ahead(*a, **k)) or started[-1])
+    monkeypatch.setattr(convert, "MIN_KERNEL_PIXELS", 0)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        order = list(range(len(ds)))
+        first = ds._images(order).clone()  # this process checks the records
+        assert torch.equal(ds._images(order), first) and started[-1] is not None
+        study = next(s for s in order if len(ds.index.rows[s]) == 2)
+        row = int(ds.index.rows[study][1])
+        path, st = ds.images.image_file(row), os.stat(ds.images.image_file(row))
+        write_png(path, synthetic_cxr(300, 280, rng=np.random.default_rng(5)))
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))  # mtime restored
+        started.clear()
+        again = ds._images(order)
+        assert started and started[-1] is not None  # started, then dropped
+        fresh = ReXGradientTrainDataset(images, meta, cache_dir=None, dtype=torch.float32)
+        assert torch.equal(again[study, 1], fresh[row]["img"])
+        assert not torch.equal(again[study, 1], first[study, 1])
+        assert torch.equal(again[:study], first[:study])
+    finally:
+        torch.set_num_threads(before)
