@@ -106,6 +106,20 @@ def _converter(bfloat16: bool, streaming: bool):
     return convert
 
 
+@intrinsic
+def _stream_fill(typingctx, dst, o, value):
+    """``dst[o:o + LANES]`` = ``value`` (a padding slot), stored past the caches."""
+    def codegen(context, builder, signature, args):
+        arr = context.make_array(signature.args[0])(context, builder, args[0])
+        vec = ir.VectorType(args[2].type, LANES)
+        one = builder.insert_element(ir.Constant(vec, ir.Undefined), args[2],
+                                     ir.Constant(_I32, 0))
+        _store(builder, builder.shuffle_vector(one, one, _splat(0, _I32)),
+               builder.gep(arr.data, [args[1]]), True)
+        return context.get_dummy_value()
+    return types.void(dst, types.intp, dst.dtype), codegen
+
+
 _stream_bfloat16, _store_bfloat16 = _converter(True, True), _converter(True, False)
 _stream_float32, _store_float32 = _converter(False, True), _converter(False, False)
 
@@ -129,20 +143,24 @@ def rows_to_bfloat16(q, rows, out, scale, stream=False):
     one, half, lsb = np.float32(1.0), np.uint32(0x7FFF), np.uint32(1)
     b = _bits(np.float32(0) * scale - one)
     pad = np.uint16((b + half + ((b >> np.uint32(16)) & lsb)) >> np.uint32(16))
-    zero = np.zeros(n if (rows < 0).any() else 0, np.uint8)  # a padding slot's levels
     for j in range(rows.shape[0]):
         dst = dst2[j]
-        src = zero if rows[j] < 0 else src2[rows[j]]
+        streamed = stream and n % LANES == 0 and dst.ctypes.data % 64 == 0
+        if rows[j] < 0:
+            if streamed:
+                for i in range(0, n, LANES):
+                    _stream_fill(dst, i, pad)
+            else:
+                dst[:] = pad
+            continue
+        src = src2[rows[j]]
         if n % LANES == 0:  # LANES values at a time
-            if stream and dst.ctypes.data % 64 == 0:
+            if streamed:
                 for i in range(0, n, LANES):
                     _stream_bfloat16(dst, i, src, i, scale)
             else:
                 for i in range(0, n, LANES):
                     _store_bfloat16(dst, i, src, i, scale)
-            continue
-        if rows[j] < 0:
-            dst[:] = pad
             continue
         for i in range(n):
             b = _bits(np.float32(src[i]) * scale - one)
@@ -156,20 +174,25 @@ def rows_to_float32(q, rows, out, scale, stream=False):
     n = out.shape[1] * out.shape[2]
     src2, dst2 = q.reshape(q.shape[0], n), out.reshape(out.shape[0], n)
     one = np.float32(1.0)
-    zero = np.zeros(n if (rows < 0).any() else 0, np.uint8)
+    pad = np.float32(0) * scale - one
     for j in range(rows.shape[0]):
         dst = dst2[j]
-        src = zero if rows[j] < 0 else src2[rows[j]]
+        streamed = stream and n % LANES == 0 and dst.ctypes.data % 64 == 0
+        if rows[j] < 0:
+            if streamed:
+                for i in range(0, n, LANES):
+                    _stream_fill(dst, i, pad)
+            else:
+                dst[:] = pad
+            continue
+        src = src2[rows[j]]
         if n % LANES == 0:
-            if stream and dst.ctypes.data % 64 == 0:
+            if streamed:
                 for i in range(0, n, LANES):
                     _stream_float32(dst, i, src, i, scale)
             else:
                 for i in range(0, n, LANES):
                     _store_float32(dst, i, src, i, scale)
-            continue
-        if rows[j] < 0:
-            dst[:] = np.float32(0) * scale - one
             continue
         for i in range(n):
             dst[i] = np.float32(src[i]) * scale - one
