@@ -26,6 +26,7 @@ exactness check runs both ways). Measured on a 2-core x86-64 VM with AVX-512, th
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 from llvmlite import ir
 from numba import types
@@ -93,11 +94,14 @@ def _bfloat16_bits(builder, y):
         ir.VectorType(_I32, LANES), list(range(1, 2 * LANES, 2))))
 
 
-def _converter(bfloat16: bool, streaming: bool):
+def _converter(streaming: bool):
     """An intrinsic ``(dst, o, src, s, scale)``: ``dst[o:o + LANES]`` = levels
-    ``src[s:s + LANES]`` as bfloat16 bits or float32, stored past the caches or not."""
+    ``src[s:s + LANES]``, as bfloat16 bits into a uint16 ``dst`` or as float32 into a float32
+    one, stored past the caches or not."""
     @intrinsic
     def convert(typingctx, dst, o, src, s, scale):
+        bfloat16 = dst.dtype == types.uint16
+
         def codegen(context, builder, signature, args):
             y, ptr = _levels_vector(context, builder, signature, args)
             _store(builder, _bfloat16_bits(builder, y) if bfloat16 else y, ptr, streaming)
@@ -120,8 +124,7 @@ def _stream_fill(typingctx, dst, o, value):
     return types.void(dst, types.intp, dst.dtype), codegen
 
 
-_stream_bfloat16, _store_bfloat16 = _converter(True, True), _converter(True, False)
-_stream_float32, _store_float32 = _converter(False, True), _converter(False, False)
+_stream_levels, _store_levels = _converter(True), _converter(False)
 
 
 @intrinsic
@@ -131,6 +134,32 @@ def _fence(typingctx):
         builder.fence("seq_cst")
         return context.get_dummy_value()
     return types.void(), codegen
+
+
+@numba.njit(inline="always", nogil=True, boundscheck=False)
+def _vector_row(dst, src2, row, pad, scale, stream) -> bool:
+    """Output row ``dst`` from level row ``row`` of ``src2`` (``pad`` where ``row`` < 0),
+    :data:`LANES` values at a time, past the caches when ``stream`` and ``dst`` allows; False
+    when the row is not a multiple of :data:`LANES` values (the kernel's own loop does it)."""
+    n = dst.shape[0]
+    streamed = stream and n % LANES == 0 and dst.ctypes.data % 64 == 0
+    if row < 0:
+        if streamed:
+            for i in range(0, n, LANES):
+                _stream_fill(dst, i, pad)
+        else:
+            dst[:] = pad
+        return True
+    if n % LANES:
+        return False
+    src = src2[row]
+    if streamed:
+        for i in range(0, n, LANES):
+            _stream_levels(dst, i, src, i, scale)
+    else:
+        for i in range(0, n, LANES):
+            _store_levels(dst, i, src, i, scale)
+    return True
 
 
 def rows_to_bfloat16(q, rows, out, scale, stream=False):
@@ -145,23 +174,9 @@ def rows_to_bfloat16(q, rows, out, scale, stream=False):
     pad = np.uint16((b + half + ((b >> np.uint32(16)) & lsb)) >> np.uint32(16))
     for j in range(rows.shape[0]):
         dst = dst2[j]
-        streamed = stream and n % LANES == 0 and dst.ctypes.data % 64 == 0
-        if rows[j] < 0:
-            if streamed:
-                for i in range(0, n, LANES):
-                    _stream_fill(dst, i, pad)
-            else:
-                dst[:] = pad
+        if _vector_row(dst, src2, rows[j], pad, scale, stream):
             continue
         src = src2[rows[j]]
-        if n % LANES == 0:  # LANES values at a time
-            if streamed:
-                for i in range(0, n, LANES):
-                    _stream_bfloat16(dst, i, src, i, scale)
-            else:
-                for i in range(0, n, LANES):
-                    _store_bfloat16(dst, i, src, i, scale)
-            continue
         for i in range(n):
             b = _bits(np.float32(src[i]) * scale - one)
             dst[i] = np.uint16((b + half + ((b >> np.uint32(16)) & lsb)) >> np.uint32(16))
@@ -177,23 +192,9 @@ def rows_to_float32(q, rows, out, scale, stream=False):
     pad = np.float32(0) * scale - one
     for j in range(rows.shape[0]):
         dst = dst2[j]
-        streamed = stream and n % LANES == 0 and dst.ctypes.data % 64 == 0
-        if rows[j] < 0:
-            if streamed:
-                for i in range(0, n, LANES):
-                    _stream_fill(dst, i, pad)
-            else:
-                dst[:] = pad
+        if _vector_row(dst, src2, rows[j], pad, scale, stream):
             continue
         src = src2[rows[j]]
-        if n % LANES == 0:
-            if streamed:
-                for i in range(0, n, LANES):
-                    _stream_float32(dst, i, src, i, scale)
-            else:
-                for i in range(0, n, LANES):
-                    _store_float32(dst, i, src, i, scale)
-            continue
         for i in range(n):
             dst[i] = np.float32(src[i]) * scale - one
     if stream:
