@@ -257,10 +257,9 @@ def cached_rows(ds, indices: np.ndarray, *, boxes: bool = True,
     return quantized, None, letterboxes
 
 
-def checked_records(ds, indices: np.ndarray) -> tuple | None:
+def _checked_records(ds, indices: np.ndarray) -> tuple | None:
     """``(pack data, records)`` of rows ``indices`` as this process last found them: all
-    checked, in one pack; else None. What a conversion may start from before the files are
-    checked again (:func:`cached_rows` then says whether it stands)."""
+    checked, in one pack; else None."""
     files = ds._file_table()
     rows = ds._file_rows[indices]
     where = files.pack[rows]
@@ -271,17 +270,30 @@ def checked_records(ds, indices: np.ndarray) -> tuple | None:
     return None if pack is None else (pack.data, files.row[rows])
 
 
-def _convert_ahead(ds, indices: np.ndarray) -> tuple | None:
-    """``(pack data, records, batch tensor, join)`` of a conversion started ahead of the file
-    checks (:func:`checked_records`), or None."""
-    found = checked_records(ds, indices)
-    if found is None:
-        return None
-    size = ds.pipeline.size
-    out = _batch_out(ds, (len(indices), 1, size, size))
-    join = None if out is None else levels_ahead(found[0], ds.dtype, found[1], out,
-                                                 stream_hint(ds))
-    return None if join is None else (*found, out, join)
+def cached_rows_ahead(ds, indices: np.ndarray, out, *, stream: bool | None,
+                      slots: np.ndarray | None = None, **kw) -> tuple:
+    """:func:`cached_rows` (``kw``: its options), with the conversion of the batch into
+    ``out`` (a tensor, or a callable giving one) started on a helper thread meanwhile when
+    this process checked the rows' records before (one pack). ``slots``: the output rows as
+    positions in ``indices``, -1 for padding (default: one output row per index, in order).
+    Returns ``cached_rows``' ``(source, records, boxes)`` and the converted output tensor
+    when the checks found the same pack and records, else None (convert it then)."""
+    found = _checked_records(ds, indices)
+    target = join = None
+    if found is not None:
+        target = out() if callable(out) else out
+        rows = found[1] if slots is None else \
+            np.where(slots >= 0, found[1][np.maximum(slots, 0)], -1)
+        join = None if target is None else levels_ahead(found[0], ds.dtype, rows, target,
+                                                        stream)
+    try:
+        source, records, boxes = cached_rows(ds, indices, **kw)
+    finally:
+        if join is not None:
+            join()  # the helper is done with the buffer, whatever happened
+    kept = join is not None and records is not None and source is found[0] and \
+        np.array_equal(records, found[1])
+    return source, records, boxes, target if kept else None
 
 
 def read_samples(ds, indices) -> list[dict]:
@@ -293,17 +305,13 @@ def read_samples(ds, indices) -> list[dict]:
     files are checked, and is kept only if the check finds the same pack records."""
     indices = np.asarray(indices, dtype=np.int64)
     scratch = getattr(_scratch, "buf", None)
-    early = _convert_ahead(ds, indices)
-    try:
-        source, records, boxes = cached_rows(ds, indices, scratch=scratch)
-    finally:
-        if early is not None:
-            early[3]()  # the helper is done with the buffer, whatever happened
-    if early is not None and records is not None and source is early[0] and \
-            np.array_equal(records, early[1]):
-        batch = early[2]
+    size = ds.pipeline.size
+    source, records, boxes, batch = cached_rows_ahead(
+        ds, indices, lambda: _batch_out(ds, (len(indices), 1, size, size)),
+        stream=stream_hint(ds), scratch=scratch)
+    if batch is not None:
+        pass  # converted while the files were checked
     elif records is not None:
-        size = ds.pipeline.size
         out = _batch_out(ds, (len(records), 1, size, size))
         batch = ds.pipeline.to_tensor(source, ds.dtype, rows=records, out=out,
                                       stream=stream_hint(ds))

@@ -29,7 +29,6 @@ from . import batches, handoff, sampling
 from .splits import assign_folds
 from .subsets import filter_mask
 from ..errors import RadHarmonyError, StudyWarning, check_choice
-from ..imaging.convert import levels_ahead
 from ..imaging.pipeline import STORAGE
 from ..studies.index import build_index, check_max_images, check_view_order
 from ..studies.priors import find_priors
@@ -200,29 +199,19 @@ class StudyDataset(torch.utils.data.Dataset):
         # PyTorch's usual way (its slices are not a worker slot's whole batch)
         out = handoff.own_batch(shape, ds.dtype) if torch.utils.data.get_worker_info() is None \
             else torch.empty(shape, dtype=ds.dtype)
-        source = records = early = None
+        source = None
         if ds.image_cache is not None and len(flat):
-            # converted ahead on a helper thread while the files are checked, when this
-            # process checked these records before (kept if the checks find the same ones)
-            found = batches.checked_records(ds, flat)
-            if found is not None:
-                ahead = slots.copy()
-                ahead[real] = found[1]
-                join = levels_ahead(found[0], ds.dtype, ahead.reshape(-1), out,
-                                    sampling.stream_hint(self))
-                early = None if join is None else (*found, join)
-            try:  # the batched read's own lookup: straight out of the pack (records per slot)
-                source, records, _ = batches.cached_rows(ds, flat, boxes=False)
-            finally:
-                if early is not None:
-                    early[2]()  # the helper is done with the buffer, whatever happened
+            # the batched read's own lookup: straight out of the pack (its records per slot),
+            # converted meanwhile when this process checked these records before
+            source, records, _, done = batches.cached_rows_ahead(
+                ds, flat, out, stream=sampling.stream_hint(self), slots=slots.reshape(-1),
+                boxes=False)
+            if done is not None:
+                return out.view(len(studies), k, 1, size, size)
             if records is not None:
                 slots[real] = records
         elif len(flat):
             source = self._quantized(flat)
-        if early is not None and records is not None and source is early[0] and \
-                np.array_equal(records, early[1]):
-            return out.view(len(studies), k, 1, size, size)
         if source is None:  # no real image at all: every slot is padding
             source = np.zeros((0, size, size), STORAGE[ds.pipeline.bits])
         ds.pipeline.to_tensor(source, ds.dtype, rows=slots.reshape(-1), out=out,

@@ -187,9 +187,15 @@ def test_a_conversion_started_ahead_of_the_file_checks_is_kept_only_when_they_ag
     ds.pre_cache(progress=False)
     reference = ReXGradientTrainDataset(root, cache_dir=None, dtype=torch.float32)
     started, kept = [], []
-    ahead = batches._convert_ahead
-    monkeypatch.setattr(batches, "_convert_ahead",
-                        lambda d, i: started.append(ahead(d, i)) or started[-1])
+    ahead, read = batches.levels_ahead, batches.cached_rows_ahead
+
+    def spy(q, dtype, rows, out, stream):  # per read: (pack data, records, tensor, join)
+        join = ahead(q, dtype, rows, out, stream)
+        started[-1] = None if join is None else (q, rows, out, join)
+        return join
+    monkeypatch.setattr(batches, "levels_ahead", spy)
+    monkeypatch.setattr(batches, "cached_rows_ahead",
+                        lambda *a, **k: started.append(None) or read(*a, **k))
     mark = batches.handoff.mark
     monkeypatch.setattr(batches.handoff, "mark", lambda samples, tensors, rows: kept.append(
         started[-1] is not None and tensors["img"] is started[-1][2]) or mark(

@@ -137,7 +137,6 @@ def test_a_study_batch_converted_ahead_is_dropped_when_a_file_changed(rex_fake, 
 
     import numpy as np
 
-    from radharmony.data import studies as study_reads
     from radharmony.fake.images import synthetic_cxr, write_png
     from radharmony.imaging import convert
 
@@ -153,8 +152,8 @@ def test_a_study_batch_converted_ahead_is_dropped_when_a_file_changed(rex_fake, 
                                      cache_dir=tmp_path / "cache", dtype=torch.float32)
     ds.images.pre_cache(progress=False)
     started = []
-    ahead = study_reads.levels_ahead
-    monkeypatch.setattr(study_reads, "levels_ahead",
+    ahead = batches.levels_ahead
+    monkeypatch.setattr(batches, "levels_ahead",
                         lambda *a, **k: started.append(ahead(*a, **k)) or started[-1])
     monkeypatch.setattr(convert, "MIN_KERNEL_PIXELS", 0)
     before = torch.get_num_threads()
