@@ -29,6 +29,7 @@ from ..errors import check_choice
 from ..studies.sections import SECTION_KEYS
 from .codec import ExportError, png_bytes, study_key  # noqa: F401 (study_key: re-exported)
 from .manifest import _sha256_file, fingerprint
+from .tarfiles import _save_shard
 
 IMAGE_SOURCES = ("cache", "original")
 STUDY_FORMAT = "radharmony-study-export"
@@ -209,6 +210,15 @@ def llava_intact(folder: Path) -> Callable[[dict, Path], bool]:
             return False
         return files_sha256((f, digests[f]) for f in files) == entry.get("images_sha256")
     return intact
+
+
+def join_llava_parts(manifest: dict, parts: Path, path: Path, *, ensure_ascii: bool = True
+                     ) -> int:
+    """Write the LLaVA JSON list at ``path`` from the export's parts (in ``parts``, as
+    ``manifest`` lists them); returns how many entries it holds."""
+    joined = [e for s in manifest["shards"] for e in json.loads((parts / s["name"]).read_text())]
+    _save_shard(path, json.dumps(joined, indent=1, ensure_ascii=ensure_ascii).encode())
+    return len(joined)
 
 
 def _write_manifest_as(out_dir: Path, name: str, manifest: dict) -> None:

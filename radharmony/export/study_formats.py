@@ -15,7 +15,8 @@ from ..errors import SHOW, StudyWarning, check_choice
 from ..studies.references import rexrank_context, rexrank_report
 from ..studies.sections import SECTION_KEYS
 from .codec import ExportError
-from .studies import check_study_dataset, files_sha256, is_vqa, llava_intact, run_shards
+from .studies import (check_study_dataset, files_sha256, is_vqa, join_llava_parts,
+                      llava_intact, run_shards)
 from .tarfiles import _save_shard, _tar_bytes
 from .vqa import to_llava_vqa, vqa_records
 
@@ -123,10 +124,7 @@ def to_llava(ds, path: str | os.PathLike, *, answer: str = "findings",
     manifest = run_shards(ds, parts, fmt="llava", prefix="part", suffix=".json",
                           shard_size=shard_size, images=images, options={"answer": answer},
                           write=write, progress=progress, intact=llava_intact(path.parent))
-    joined = [e for s in manifest["shards"]
-              for e in json.loads((parts / s["name"]).read_text())]
-    _save_shard(path, json.dumps(joined, indent=1).encode())
-    missing = len(ds) - len(joined)
+    missing = len(ds) - join_llava_parts(manifest, parts, path)
     if missing:
         warnings.warn(f"to_llava(answer={answer!r}): {missing} of {len(ds)} studies have no "
                       f"{'findings' if answer == 'findings' else 'findings or impression'} "

@@ -31,7 +31,8 @@ from ..imaging.read import safe_path
 from ..vqa.images import load_one
 from .codec import ExportError, png_bytes
 from .codec import study_key
-from .studies import check_study_dataset, files_sha256, llava_intact, run_shards
+from .studies import (check_study_dataset, files_sha256, join_llava_parts, llava_intact,
+                      run_shards)
 from .tarfiles import _save_shard
 
 #: the text fields of a VQA export record (``options`` and ``image_paths`` are lists of text)
@@ -125,9 +126,7 @@ def to_llava_vqa(ds, path: str | os.PathLike, *, images: str = "cache",
     manifest = run_shards(ds, parts, fmt="llava", prefix="part", suffix=".json",
                           shard_size=shard_size, images=images, options={}, write=write,
                           progress=progress, intact=llava_intact(path.parent), read=read)
-    joined = [e for s in manifest["shards"] for e in json.loads((parts / s["name"]).read_text())]
-    _save_shard(path, json.dumps(joined, indent=1, ensure_ascii=False).encode())
-    missing = len(ds) - len(joined)
+    missing = len(ds) - join_llava_parts(manifest, parts, path, ensure_ascii=False)
     if missing:
         warnings.warn(f"to_llava: {missing} of {len(ds)} questions have no answer and were "
                       f"left out" + (f", first: {left_out[:SHOW]}" if left_out else ""),
