@@ -55,7 +55,7 @@ def to_tensor(q: np.ndarray, dtype: torch.dtype, *, out: torch.Tensor | None = N
     stack = np.ascontiguousarray(q).reshape(-1, *q.shape[-2:]) if rows is None else q
     index = np.arange(len(stack), dtype=np.int64) if rows is None else \
         np.ascontiguousarray(rows, dtype=np.int64)
-    dst = res.view(_VIEW[res.element_size()]).numpy().reshape(len(index), *q.shape[-2:])
+    dst = _bytes(res, len(index), q.shape[-2:])
     _levels(stack, index, dtype, lut, dst, stream)
     return res if out is None or into else out.copy_(res)
 
@@ -67,18 +67,32 @@ def levels_ahead(q: np.ndarray, dtype: torch.dtype, rows: np.ndarray, out: torch
     (the caller converts the rows still left, then waits), or None when this conversion does
     not take that path (no kernel, a small batch, uint16 storage, one thread)."""
     shape = (len(rows), 1, *q.shape[-2:])
-    kernel = _kernel(dtype) if q.dtype == np.uint8 and _lut(dtype) is not None else None
-    if kernel is None or out.dtype != dtype or not out.is_contiguous() or \
-            out.numel() != math.prod(shape) or out.numel() < MIN_KERNEL_PIXELS:
+    if q.dtype != np.uint8 or _lut(dtype) is None or out.dtype != dtype or \
+            not out.is_contiguous() or out.numel() != math.prod(shape) or not len(rows):
+        return None
+    dst, rows = _bytes(out, len(rows), q.shape[-2:]), np.ascontiguousarray(rows, np.int64)
+    work = _kernel_work(q, rows, dtype, dst, stream)
+    return None if work is None else threads.ahead(
+        work, len(rows), max(1, AHEAD_PIECE_BYTES // dst[0].nbytes))
+
+
+def _bytes(t: torch.Tensor, n: int, hw: tuple) -> np.ndarray:
+    """Contiguous tensor ``t``'s memory as ``(n, H, W)`` of a numpy type of its item size."""
+    return t.view(_VIEW[t.element_size()]).numpy().reshape(n, *hw)
+
+
+def _kernel_work(stack: np.ndarray, rows: np.ndarray, dtype: torch.dtype, dst: np.ndarray,
+                 stream: bool | None):
+    """``work(a, b)``: the compiled kernel writing levels ``stack[rows[a:b]]`` into
+    ``dst[a:b]`` (streamed as ``stream`` says, by size when None); None when no kernel
+    serves (not installed, or a batch too small for one)."""
+    kernel = _kernel(dtype) if dst.size >= MIN_KERNEL_PIXELS else None
+    if kernel is None:
         return None
     fn, view = kernel
-    dst = out.view(_VIEW[out.element_size()]).numpy().reshape(len(rows), *q.shape[-2:])
-    dst = dst.view(view)
+    out = dst.view(view)
     stream = dst.nbytes >= STREAM_MIN_BYTES if stream is None else bool(stream)
-    rows = np.ascontiguousarray(rows, dtype=np.int64)
-    chunk = max(1, AHEAD_PIECE_BYTES // max(1, dst[0].nbytes if len(dst) else 1))
-    return threads.ahead(lambda a, b: fn(q, rows[a:b], dst[a:b], SCALE, stream), len(rows),
-                         chunk)
+    return lambda a, b: fn(stack, rows[a:b], out[a:b], SCALE, stream)
 
 
 def _levels(stack: np.ndarray, rows: np.ndarray, dtype: torch.dtype, lut: np.ndarray,
@@ -86,13 +100,8 @@ def _levels(stack: np.ndarray, rows: np.ndarray, dtype: torch.dtype, lut: np.nda
     """``dst[j]`` = the values of levels ``stack[rows[j]]`` (``dst``: the output's bytes as
     ``lut``'s numpy type), by the kernel for large batches when there is one, else the table;
     split over the process's threads."""
-    kernel = _kernel(dtype) if dst.size >= MIN_KERNEL_PIXELS else None
-    if kernel is not None:
-        fn, view = kernel
-        out = dst.view(view)
-        stream = dst.nbytes >= STREAM_MIN_BYTES if stream is None else bool(stream)
-        work = lambda a, b: fn(stack, rows[a:b], out[a:b], SCALE, stream)  # noqa: E731
-    else:
+    work = _kernel_work(stack, rows, dtype, dst, stream)
+    if work is None:
         work = lambda a, b: [_lut_into(stack, r, lut, d)  # noqa: E731
                              for d, r in zip(dst[a:b], rows[a:b].tolist())]
     threads.split(work, len(rows), dst.size // MIN_PIXELS_PER_THREAD)
