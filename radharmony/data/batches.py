@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import torch
@@ -271,13 +272,16 @@ def _checked_records(ds, indices: np.ndarray) -> tuple | None:
 
 
 def cached_rows_ahead(ds, indices: np.ndarray, out, *, stream: bool | None,
-                      slots: np.ndarray | None = None, **kw) -> tuple:
+                      slots: np.ndarray | None = None, meanwhile: Callable | None = None,
+                      **kw) -> tuple:
     """:func:`cached_rows` (``kw``: its options), with the conversion of the batch into
     ``out`` (a tensor, or a callable giving one) started on a helper thread meanwhile when
     this process checked the rows' records before (one pack). ``slots``: the output rows as
     positions in ``indices``, -1 for padding (default: one output row per index, in order).
-    Returns ``cached_rows``' ``(source, records, boxes)`` and the converted output tensor
-    when the checks found the same pack and records, else None (convert it then)."""
+    ``meanwhile()``: the caller's own work that does not read the pixels (the samples'
+    dicts), run after the checks while the conversion is still going (not run when none was
+    started). Returns ``cached_rows``' ``(source, records, boxes)`` and the converted output
+    tensor when the checks found the same pack and records, else None (convert it then)."""
     found = _checked_records(ds, indices)
     target = join = None
     if found is not None:
@@ -288,6 +292,8 @@ def cached_rows_ahead(ds, indices: np.ndarray, out, *, stream: bool | None,
                                                         stream)
     try:
         source, records, boxes = cached_rows(ds, indices, **kw)
+        if join is not None and meanwhile is not None:
+            meanwhile()
     finally:
         if join is not None:
             join()  # the helper is done with the buffer, whatever happened

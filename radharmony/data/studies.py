@@ -176,16 +176,21 @@ class StudyDataset(torch.utils.data.Dataset):
             return batches.read_quantized(ds, rows)[0]
         return np.stack([ds.load_image(int(r))[0] for r in rows])
 
-    def _images(self, studies: list[int]) -> torch.Tensor:
+    def _images(self, studies: list[int], meanwhile: Callable | None = None) -> torch.Tensor:
         """``(len(studies), K, 1, S, S)`` of those studies (-1: no study), padding -1.
 
         One pass over the batch's ``B x K`` image slots: each real image is converted from
         its cache array straight into its slot (out of the pack's memory map when the batch
         lies in one pack, as the image-level batched read does; else gathered first) and each
-        padding slot is filled with -1 in the same pass (``to_tensor``'s negative rows)."""
+        padding slot is filled with -1 in the same pass (``to_tensor``'s negative rows).
+        ``meanwhile(imgs)``: called once with the batch tensor, while its conversion still
+        runs on a helper thread when it does (for work that does not read the pixels)."""
         ds, k = self.images, self.max_images
         if ds.user_transform is not None:  # the user's transform gives each image's tensor
-            return self._transformed(studies)
+            imgs = self._transformed(studies)
+            if meanwhile is not None:
+                meanwhile(imgs)
+            return imgs
         size = ds.pipeline.size
         counts = self._counts[studies]
         flat = np.concatenate([self.index.rows[s] for s in studies if s >= 0] or
@@ -199,24 +204,26 @@ class StudyDataset(torch.utils.data.Dataset):
         # PyTorch's usual way (its slices are not a worker slot's whole batch)
         out = handoff.own_batch(shape, ds.dtype) if torch.utils.data.get_worker_info() is None \
             else torch.empty(shape, dtype=ds.dtype)
+        imgs, ran = out.view(len(studies), k, 1, size, size), []
         source = None
         if ds.image_cache is not None and len(flat):
             # the batched read's own lookup: straight out of the pack (its records per slot),
             # converted meanwhile when this process checked these records before
             source, records, _, done = batches.cached_rows_ahead(
                 ds, flat, out, stream=sampling.stream_hint(self), slots=slots.reshape(-1),
-                boxes=False)
-            if done is not None:
-                return out.view(len(studies), k, 1, size, size)
-            if records is not None:
+                boxes=False, meanwhile=meanwhile and (lambda: ran.append(meanwhile(imgs))))
+            if done is None and records is not None:
                 slots[real] = records
         elif len(flat):
-            source = self._quantized(flat)
-        if source is None:  # no real image at all: every slot is padding
-            source = np.zeros((0, size, size), STORAGE[ds.pipeline.bits])
-        ds.pipeline.to_tensor(source, ds.dtype, rows=slots.reshape(-1), out=out,
-                              stream=sampling.stream_hint(self))
-        return out.view(len(studies), k, 1, size, size)
+            source, done = self._quantized(flat), None
+        if not len(flat) or done is None:
+            if source is None:  # no real image at all: every slot is padding
+                source = np.zeros((0, size, size), STORAGE[ds.pipeline.bits])
+            ds.pipeline.to_tensor(source, ds.dtype, rows=slots.reshape(-1), out=out,
+                                  stream=sampling.stream_hint(self))
+        if meanwhile is not None and not ran:
+            meanwhile(imgs)
+        return imgs
 
     def _transformed(self, studies: list[int]) -> torch.Tensor:
         """:meth:`_images` through the user's transform, image by image."""
@@ -251,15 +258,22 @@ class StudyDataset(torch.utils.data.Dataset):
         calls this): one read of all their images, one conversion (see :meth:`_images`)."""
         idx = [self._check(i) for i in indices]
         priors = [int(self.prior_of[i]) for i in idx] if self.prior else []
-        imgs, masks = self._images(idx + priors), self._masks(idx + priors)
-        tensors = {"img": imgs[:len(idx)], "img_mask": masks[:len(idx)]}
-        if self.prior:
-            tensors["prior_img"], tensors["prior_img_mask"] = imgs[len(idx):], masks[len(idx):]
-        rows = {k: v.unbind(0) for k, v in tensors.items()}
-        samples = self._samples(idx, priors, rows)
+        made = []
+
+        def samples(imgs: torch.Tensor) -> None:  # while the pixels are converted, if they are
+            masks = self._masks(idx + priors)
+            tensors = {"img": imgs[:len(idx)], "img_mask": masks[:len(idx)]}
+            if self.prior:
+                tensors["prior_img"] = imgs[len(idx):]
+                tensors["prior_img_mask"] = masks[len(idx):]
+            rows = {k: v.unbind(0) for k, v in tensors.items()}
+            made.extend((self._samples(idx, priors, rows), tensors, rows))
+
+        self._images(idx + priors, meanwhile=samples)
+        out, tensors, rows = made
         if self.sample_transform is not None:
-            return [self._finish(s) for s in samples]
-        return handoff.mark(samples, tensors, rows)
+            return [self._finish(s) for s in out]
+        return handoff.mark(out, tensors, rows)
 
     def _samples(self, idx: list[int], priors: list[int], rows: dict) -> list[dict]:
         """The sample dicts of studies ``idx`` (and their ``priors``), whose tensors are
