@@ -8,7 +8,6 @@ gone).
 
 from __future__ import annotations
 
-import itertools
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -73,32 +72,6 @@ def split(work: Callable[[int, int], None], n: int, parts: int) -> None:
             f.exception()  # wait for all, whatever happened
     for f in futures:
         f.result()
-
-
-def ahead(work: Callable[[int, int], None], n: int, chunk: int) -> Callable[[], None] | None:
-    """Start ``work(a, b)`` over ``[0, n)`` in chunks of ``chunk`` on one helper thread and
-    return ``join()``: the calling thread, once it has done its own work meanwhile, takes the
-    chunks still left, waits for the helper and raises what a chunk raised. None (nothing
-    started) when :func:`wanted` gives this work one thread."""
-    if wanted(n) < 2:
-        return None
-    counter = itertools.count()
-
-    def take() -> None:
-        for a in iter(lambda: next(counter) * chunk, None):  # next() on a count is atomic
-            if a >= n:
-                return
-            work(a, min(a + chunk, n))
-
-    future = pool(1).submit(take)
-
-    def join() -> None:
-        try:
-            take()
-        finally:
-            future.exception()  # wait, whatever happened
-        future.result()
-    return join
 
 
 def each(fn: Callable, items: Sequence) -> list:

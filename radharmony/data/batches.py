@@ -38,7 +38,7 @@ import torch
 
 from .. import threads
 from ..errors import ImageReadError, PathSafetyError
-from ..imaging.convert import levels_ahead
+from ..imaging.ahead import levels_ahead
 from ..imaging.geometry import Letterbox
 from ..imaging.packs import warn_bad_record
 from ..imaging.pipeline import STORAGE
@@ -315,13 +315,10 @@ def read_samples(ds, indices) -> list[dict]:
     source, records, boxes, batch = cached_rows_ahead(
         ds, indices, lambda: _batch_out(ds, (len(indices), 1, size, size)),
         stream=stream_hint(ds), scratch=scratch)
-    if batch is not None:
-        pass  # converted while the files were checked
-    elif records is not None:
-        out = _batch_out(ds, (len(records), 1, size, size))
-        batch = ds.pipeline.to_tensor(source, ds.dtype, rows=records, out=out,
-                                      stream=stream_hint(ds))
-    else:
+    if batch is None and records is not None:  # else converted while the files were checked
+        batch = ds.pipeline.to_tensor(source, ds.dtype, rows=records, stream=stream_hint(ds),
+                                      out=_batch_out(ds, (len(records), 1, size, size)))
+    elif batch is None:
         quantized = source
         batch = to_batch_tensor(ds, quantized)
         start, end = batch.untyped_storage().data_ptr(), quantized.ctypes.data

@@ -162,24 +162,46 @@ def _vector_row(dst, src2, row, pad, scale, stream) -> bool:
     return True
 
 
+@numba.njit(inline="always", nogil=True, boundscheck=False)
+def _bfloat16_rows(src2, dst2, rows, a, b, scale, stream):
+    """Rows ``a:b`` of :func:`rows_to_bfloat16` (``src2``, ``dst2``: its arrays as rows)."""
+    n = dst2.shape[1]
+    one, half, lsb = np.float32(1.0), np.uint32(0x7FFF), np.uint32(1)
+    bits = _bits(np.float32(0) * scale - one)
+    pad = np.uint16((bits + half + ((bits >> np.uint32(16)) & lsb)) >> np.uint32(16))
+    for j in range(a, b):
+        dst = dst2[j]
+        if _vector_row(dst, src2, rows[j], pad, scale, stream):
+            continue
+        src = src2[rows[j]]
+        for i in range(n):
+            bits = _bits(np.float32(src[i]) * scale - one)
+            dst[i] = np.uint16((bits + half + ((bits >> np.uint32(16)) & lsb)) >> np.uint32(16))
+
+
+@numba.njit(inline="always", nogil=True, boundscheck=False)
+def _float32_rows(src2, dst2, rows, a, b, scale, stream):
+    """Rows ``a:b`` of :func:`rows_to_float32` (``src2``, ``dst2``: its arrays as rows)."""
+    n = dst2.shape[1]
+    one = np.float32(1.0)
+    pad = np.float32(0) * scale - one
+    for j in range(a, b):
+        dst = dst2[j]
+        if _vector_row(dst, src2, rows[j], pad, scale, stream):
+            continue
+        src = src2[rows[j]]
+        for i in range(n):
+            dst[i] = np.float32(src[i]) * scale - one
+
+
 def rows_to_bfloat16(q, rows, out, scale, stream=False):
     """``out[j]`` (uint16 bfloat16 bits) = level ``q[rows[j]]`` in [-1, 1]; a negative
     ``rows[j]`` (a padding slot) is level 0, -1, throughout. One pass per image: each value is
     computed, rounded and stored where it is read (through a float32 scratch row, the same
     work took twice as long: twice the memory traffic)."""
     n = out.shape[1] * out.shape[2]
-    src2, dst2 = q.reshape(q.shape[0], n), out.reshape(out.shape[0], n)
-    one, half, lsb = np.float32(1.0), np.uint32(0x7FFF), np.uint32(1)
-    b = _bits(np.float32(0) * scale - one)
-    pad = np.uint16((b + half + ((b >> np.uint32(16)) & lsb)) >> np.uint32(16))
-    for j in range(rows.shape[0]):
-        dst = dst2[j]
-        if _vector_row(dst, src2, rows[j], pad, scale, stream):
-            continue
-        src = src2[rows[j]]
-        for i in range(n):
-            b = _bits(np.float32(src[i]) * scale - one)
-            dst[i] = np.uint16((b + half + ((b >> np.uint32(16)) & lsb)) >> np.uint32(16))
+    _bfloat16_rows(q.reshape(q.shape[0], n), out.reshape(out.shape[0], n), rows, 0,
+                   rows.shape[0], scale, stream)
     if stream:
         _fence()
 
@@ -187,16 +209,8 @@ def rows_to_bfloat16(q, rows, out, scale, stream=False):
 def rows_to_float32(q, rows, out, scale, stream=False):
     """``out[j]`` (float32) = level ``q[rows[j]]`` in [-1, 1] (-1 where ``rows[j]`` < 0)."""
     n = out.shape[1] * out.shape[2]
-    src2, dst2 = q.reshape(q.shape[0], n), out.reshape(out.shape[0], n)
-    one = np.float32(1.0)
-    pad = np.float32(0) * scale - one
-    for j in range(rows.shape[0]):
-        dst = dst2[j]
-        if _vector_row(dst, src2, rows[j], pad, scale, stream):
-            continue
-        src = src2[rows[j]]
-        for i in range(n):
-            dst[i] = np.float32(src[i]) * scale - one
+    _float32_rows(q.reshape(q.shape[0], n), out.reshape(out.shape[0], n), rows, 0,
+                  rows.shape[0], scale, stream)
     if stream:
         _fence()
 

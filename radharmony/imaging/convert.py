@@ -60,22 +60,6 @@ def to_tensor(q: np.ndarray, dtype: torch.dtype, *, out: torch.Tensor | None = N
     return res if out is None or into else out.copy_(res)
 
 
-def levels_ahead(q: np.ndarray, dtype: torch.dtype, rows: np.ndarray, out: torch.Tensor,
-                 stream: bool | None = None):
-    """Start converting ``q[rows]`` into ``out`` (as :func:`to_tensor` would, through the
-    compiled kernel) on a helper thread while the caller does other work; returns ``join()``
-    (the caller converts the rows still left, then waits), or None when this conversion does
-    not take that path (no kernel, a small batch, uint16 storage, one thread)."""
-    shape = (len(rows), 1, *q.shape[-2:])
-    if q.dtype != np.uint8 or _lut(dtype) is None or out.dtype != dtype or \
-            not out.is_contiguous() or out.numel() != math.prod(shape) or not len(rows):
-        return None
-    dst, rows = _bytes(out, len(rows), q.shape[-2:]), np.ascontiguousarray(rows, np.int64)
-    work = _kernel_work(q, rows, dtype, dst, stream)
-    return None if work is None else threads.ahead(
-        work, len(rows), max(1, AHEAD_PIECE_BYTES // dst[0].nbytes))
-
-
 def _bytes(t: torch.Tensor, n: int, hw: tuple) -> np.ndarray:
     """Contiguous tensor ``t``'s memory as ``(n, H, W)`` of a numpy type of its item size."""
     return t.view(_VIEW[t.element_size()]).numpy().reshape(n, *hw)
@@ -127,10 +111,6 @@ def _take(q: np.ndarray, rows: np.ndarray) -> np.ndarray:
 #: fewer pixels than this per thread are converted in the calling thread (a hand-off costs
 #: ~20 us, a 224 x 224 image ~15 us)
 MIN_PIXELS_PER_THREAD = 1 << 19
-#: output bytes per piece of a conversion started ahead (:func:`levels_ahead`): pieces of
-#: whole images, each a kernel call that takes the GIL to start (8 images at 512 x 512 in
-#: bfloat16, 41 at 224 x 224)
-AHEAD_PIECE_BYTES = 4 << 20
 #: conversions of fewer pixels use the table (a single image never loads numba)
 MIN_KERNEL_PIXELS = 1 << 18
 #: outputs of at least this many bytes are written with non-temporal stores by the kernels

@@ -55,14 +55,15 @@ def kernels(module: str):
 
 def compile_checked(fn: Callable, check: Callable[[Callable], bool], *, what: str,
                     differs: str, instead: str):
-    """``fn`` compiled by numba when ``check(compiled)`` is true; else None, with one warning
-    naming ``what`` and what serves ``instead``."""
+    """``fn`` (a function, or a tuple of them) compiled by numba when ``check(compiled)`` is
+    true; else None, with one warning naming ``what`` and what serves ``instead``."""
     import numba
 
     failure = None
     for cache in (True, False):  # a package folder that cannot be written: no disk cache
         try:
-            compiled = numba.njit(nogil=True, boundscheck=False, cache=cache)(fn)
+            njit = numba.njit(nogil=True, boundscheck=False, cache=cache)
+            compiled = tuple(map(njit, fn)) if isinstance(fn, tuple) else njit(fn)
             if check(compiled):
                 return compiled
             failure = differs

@@ -99,7 +99,7 @@ def test_batches_stream_past_the_caches_unless_a_sample_transform_reads_them(
     """Large batches are written with non-temporal stores; with a per-sample transform, which
     reads each image at once, with ordinary ones (it finds them in the caches); same values."""
     pytest.importorskip("numba")
-    from radharmony.imaging import convert, jit
+    from radharmony.imaging import ahead, convert, jit
 
     images = rex_fake / "deid_png"
     meta = rex_fake / "download" / "metadata" / "train_metadata_view_position.json"
@@ -109,6 +109,16 @@ def test_batches_stream_past_the_caches_unless_a_sample_transform_reads_them(
     asked = []
     monkeypatch.setitem(jit._loaded, ("convert", "bfloat16"),
                         (lambda *a: asked.append(a[4]) or fn(*a), view))
+    helper = ahead._helper()  # and the conversions started ahead (batches after the first)
+
+    class Spy:
+        def __getattr__(self, name):
+            return getattr(helper, name)
+
+        def post(self, *args):
+            asked.append(args[5])
+            return helper.post(*args)
+    monkeypatch.setattr(ahead, "_helper", Spy)
     monkeypatch.setattr(convert, "MIN_KERNEL_PIXELS", 0)
     monkeypatch.setattr(convert, "STREAM_MIN_BYTES", 0)
     with warnings.catch_warnings():
