@@ -48,7 +48,6 @@ class _Helper:
         self.kinds = {np.dtype(np.uint16): module.BFLOAT16, np.dtype(np.float32): module.FLOAT32}
         self.busy = threading.Lock()  # one job at a time
         self.wake = threading.Event()
-        self.pid = os.getpid()
         threading.Thread(target=self._run, name=f"{threads.PREFIX}-ahead", daemon=True).start()
 
     def _run(self) -> None:
@@ -129,7 +128,7 @@ def levels_ahead(q: np.ndarray, dtype: torch.dtype, rows: np.ndarray, out: torch
     if helper is None or not helper.busy.acquire(blocking=False):
         return None
     dst, rows = dst.view(kernel[1]), np.ascontiguousarray(rows, np.int64)
-    stream = dst.nbytes >= convert.STREAM_MIN_BYTES if stream is None else bool(stream)
+    stream = convert.streamed(dst, stream)
     try:
         serving = helper.post(helper.box, q, rows, dst, helper.kinds[dst.dtype], stream,
                               max(1, PIECE_BYTES // dst[0].nbytes))

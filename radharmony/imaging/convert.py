@@ -74,9 +74,14 @@ def _kernel_work(stack: np.ndarray, rows: np.ndarray, dtype: torch.dtype, dst: n
     if kernel is None:
         return None
     fn, view = kernel
-    out = dst.view(view)
-    stream = dst.nbytes >= STREAM_MIN_BYTES if stream is None else bool(stream)
+    out, stream = dst.view(view), streamed(dst, stream)
     return lambda a, b: fn(stack, rows[a:b], out[a:b], SCALE, stream)
+
+
+def streamed(dst: np.ndarray, stream: bool | None) -> bool:
+    """Whether the kernels write output ``dst`` past the caches: as ``stream`` says, by size
+    (:data:`STREAM_MIN_BYTES`) when None."""
+    return dst.nbytes >= STREAM_MIN_BYTES if stream is None else bool(stream)
 
 
 def _levels(stack: np.ndarray, rows: np.ndarray, dtype: torch.dtype, lut: np.ndarray,
