@@ -27,12 +27,19 @@ import numpy as np
 import torch
 
 from .. import threads
+from ..errors import RadHarmonyError
 from . import convert, jit
 
 #: looks for work before the helper sleeps (each a ``pause``: 0.35 ms on a 2-core x86 VM)
 SPIN_TRIES = 1 << 15
 #: looks at the helper's last piece before the calling thread yields its core between looks
 WAIT_TRIES = 1 << 15
+#: seconds the calling thread waits for the helper's last piece before it gives up (a piece
+#: takes microseconds; this guards against a helper that stopped, rather than hang)
+WAIT_LIMIT_S = 60.0
+#: the job given up on (an interrupt during its wait, or the limit), its arrays referenced
+#: until it has finished
+_stuck: list = []
 #: output bytes per claim: whole images that either thread claims next (1 image at 512 x 512
 #: in bfloat16, 5 at 224 x 224), so both finish together
 PIECE_BYTES = 512 << 10
@@ -46,6 +53,7 @@ class _Helper:
         self.box = convert._aligned((module.BOX,), np.int64)
         self.box[:] = 0
         self.kinds = {np.dtype(np.uint16): module.BFLOAT16, np.dtype(np.float32): module.FLOAT32}
+        self.done = module.DONE
         self.busy = threading.Lock()  # one job at a time
         self.wake = threading.Event()
         threading.Thread(target=self._run, name=f"{threads.PREFIX}-ahead", daemon=True).start()
@@ -110,6 +118,16 @@ def _exact(module, fns) -> bool:
     return True
 
 
+def _resumed(helper: _Helper) -> bool:
+    """Whether a job given up on (see ``join``) has finished since: its hold on the helper
+    passes to the caller, once."""
+    with _helpers_lock:
+        if not _stuck or not helper.finished(helper.box, 1):
+            return False
+        _stuck.clear()
+        return True
+
+
 def levels_ahead(q: np.ndarray, dtype: torch.dtype, rows: np.ndarray, out: torch.Tensor,
                  stream: bool | None = None):
     """Start converting ``q[rows]`` into ``out`` (as :func:`convert.to_tensor` would, through
@@ -125,7 +143,7 @@ def levels_ahead(q: np.ndarray, dtype: torch.dtype, rows: np.ndarray, out: torch
     dst = convert._bytes(out, len(rows), q.shape[-2:])
     kernel = convert._kernel(dtype) if dst.size >= convert.MIN_KERNEL_PIXELS else None
     helper = _helper() if kernel is not None else None
-    if helper is None or not helper.busy.acquire(blocking=False):
+    if helper is None or not (helper.busy.acquire(blocking=False) or _resumed(helper)):
         return None
     dst, rows = dst.view(kernel[1]), np.ascontiguousarray(rows, np.int64)
     stream = convert.streamed(dst, stream)
@@ -143,8 +161,19 @@ def levels_ahead(q: np.ndarray, dtype: torch.dtype, rows: np.ndarray, out: torch
         job names, kept alive until then; nothing writes them after it returns)."""
         try:
             if not helper.share(helper.box, convert.SCALE, WAIT_TRIES):
+                start = time.monotonic()
                 while not helper.finished(helper.box, WAIT_TRIES):
                     time.sleep(0)  # the helper was preempted mid-piece: let it run
-        finally:
-            helper.busy.release()
+                    if time.monotonic() - start > WAIT_LIMIT_S:
+                        raise RadHarmonyError(
+                            "radharmony's helper thread did not finish its piece of a batch "
+                            "conversion", expected=f"every row within {WAIT_LIMIT_S:.0f} s",
+                            found=f"{int(helper.box[helper.done])} of {len(rows)} rows "
+                                  "finished", fix="report it; meanwhile set RADHARMONY_JIT=0 "
+                            "(the same values through OpenCV's table) or "
+                            "torch.set_num_threads(1)")
+        except BaseException:  # an interrupt, or the limit: the helper may still write
+            _stuck.append(job)  # kept alive, and no job is posted until it has finished
+            raise
+        helper.busy.release()
     return join

@@ -112,3 +112,40 @@ def test_a_shared_conversion_that_differs_is_not_used(two_threads, monkeypatch):
     out = torch.empty((3, 1, *q.shape[1:]), dtype=torch.bfloat16)
     with pytest.warns(RuntimeWarning, match="shared conversion is not used"):
         assert ahead.levels_ahead(q, torch.bfloat16, np.arange(3), out) is None
+
+
+def test_a_helper_that_never_finishes_raises_and_holds_its_job(two_threads, monkeypatch):
+    """The calling thread gives up on the helper's last piece after WAIT_LIMIT_S, with an
+    error naming the fix; the job's arrays stay referenced and no job is posted until it has
+    finished, after which the next batch takes the helper again."""
+    from radharmony.errors import RadHarmonyError
+
+    real, state = ahead._helper(), {"finished": False}
+
+    class Stalled:  # the real box and lock; a helper whose last piece never ends
+        box, busy, wake, kinds, done = real.box, real.busy, real.wake, real.kinds, real.done
+
+        def post(self, *args):
+            return True
+
+        def share(self, box, scale, tries):
+            return False
+
+        def finished(self, box, tries):
+            return state["finished"]
+    monkeypatch.setattr(ahead, "_helper", Stalled)
+    monkeypatch.setattr(ahead, "WAIT_LIMIT_S", 0.01)
+    monkeypatch.setattr(convert, "MIN_KERNEL_PIXELS", 0)
+    q = _levels(7)
+    out = torch.empty((3, 1, *q.shape[1:]), dtype=torch.bfloat16)
+    join = ahead.levels_ahead(q, torch.bfloat16, np.arange(3), out)
+    with pytest.raises(RadHarmonyError, match="RADHARMONY_JIT=0"):
+        join()
+    assert ahead._stuck and real.busy.locked()
+    assert ahead.levels_ahead(q, torch.bfloat16, np.arange(3), out) is None  # still held
+    state["finished"] = True  # it finished after all: the next batch takes the helper
+    join = ahead.levels_ahead(q, torch.bfloat16, np.arange(3), out)
+    assert join is not None and not ahead._stuck
+    state["finished"], Stalled.share = True, lambda self, box, scale, tries: True
+    join()
+    assert not real.busy.locked()
