@@ -205,7 +205,7 @@ class StudyDataset(torch.utils.data.Dataset):
         out = handoff.own_batch(shape, ds.dtype) if torch.utils.data.get_worker_info() is None \
             else torch.empty(shape, dtype=ds.dtype)
         imgs, ran = out.view(len(studies), k, 1, size, size), []
-        source = None
+        source = done = None  # done: the batch converted while its files were checked
         if ds.image_cache is not None and len(flat):
             # the batched read's own lookup: straight out of the pack (its records per slot),
             # converted meanwhile when this process checked these records before
@@ -215,8 +215,8 @@ class StudyDataset(torch.utils.data.Dataset):
             if done is None and records is not None:
                 slots[real] = records
         elif len(flat):
-            source, done = self._quantized(flat), None
-        if not len(flat) or done is None:
+            source = self._quantized(flat)
+        if done is None:
             if source is None:  # no real image at all: every slot is padding
                 source = np.zeros((0, size, size), STORAGE[ds.pipeline.bits])
             ds.pipeline.to_tensor(source, ds.dtype, rows=slots.reshape(-1), out=out,
