@@ -97,8 +97,9 @@ def epoch_rate(loader) -> tuple[int, int, float]:
     n = slots = 0
     t0 = time.perf_counter()
     for batch in loader:
-        n += int(batch["img_mask"].sum()) if "img_mask" in batch else len(batch["img"])
-        slots += batch["img_mask"].numel() if "img_mask" in batch else len(batch["img"])
+        mask = batch.get("img_mask")  # a study batch's; an image batch's images all count
+        n += len(batch["img"]) if mask is None else int(mask.sum())
+        slots += len(batch["img"]) if mask is None else mask.numel()
     return n, slots, time.perf_counter() - t0
 
 
@@ -116,7 +117,7 @@ def bench_epochs(images, studies, rounds: int) -> dict:
         for name, dl in (("image", image_dl), ("study", study_dl)):
             n, slots, dt = epoch_rate(dl)
             best[name] = max(best[name], n / dt)
-            share = share if name == "image" else slots / n
+        share = slots / n  # the study epoch's slots per real image
     return {"image_level_images_per_s": best["image"],
             "study_level_images_per_s": best["study"],
             "ratio": best["study"] / best["image"], "images": len(images),

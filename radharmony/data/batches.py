@@ -241,7 +241,6 @@ def to_batch_tensor(ds, quantized: np.ndarray) -> torch.Tensor:
     return ds.pipeline.to_tensor(quantized, ds.dtype, out=out, stream=stream_hint(ds))
 
 
-
 def cached_rows(ds, indices: np.ndarray, *, boxes: bool = True,
                 scratch: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None, list]:
     """The cached images of rows ``indices`` as ``(source, records, letterboxes)``: the

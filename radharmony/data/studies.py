@@ -177,20 +177,28 @@ class StudyDataset(torch.utils.data.Dataset):
         return np.stack([ds.load_image(int(r))[0] for r in rows])
 
     def _images(self, studies: list[int], meanwhile: Callable | None = None) -> torch.Tensor:
-        """``(len(studies), K, 1, S, S)`` of those studies (-1: no study), padding -1.
+        """``(len(studies), K, 1, S, S)`` of those studies (-1: no study), padding -1;
+        ``meanwhile(imgs)`` is called once with that tensor, while its conversion still runs
+        on a helper thread when it does (for work that does not read the pixels)."""
+        ran = []
 
-        One pass over the batch's ``B x K`` image slots: each real image is converted from
-        its cache array straight into its slot (out of the pack's memory map when the batch
-        lies in one pack, as the image-level batched read does; else gathered first) and each
-        padding slot is filled with -1 in the same pass (``to_tensor``'s negative rows).
-        ``meanwhile(imgs)``: called once with the batch tensor, while its conversion still
-        runs on a helper thread when it does (for work that does not read the pixels)."""
-        ds, k = self.images, self.max_images
-        if ds.user_transform is not None:  # the user's transform gives each image's tensor
+        def once(imgs: torch.Tensor) -> None:
+            if meanwhile is not None and not ran:
+                ran.append(meanwhile(imgs))
+        if self.images.user_transform is not None:  # its transform gives each image's tensor
             imgs = self._transformed(studies)
-            if meanwhile is not None:
-                meanwhile(imgs)
-            return imgs
+        else:
+            imgs = self._converted(studies, once)
+        once(imgs)
+        return imgs
+
+    def _converted(self, studies: list[int], meanwhile: Callable) -> torch.Tensor:
+        """:meth:`_images` through the built-in pipeline, in one pass over the batch's
+        ``B x K`` image slots: each real image is converted from its cache array straight
+        into its slot (out of the pack's memory map when the batch lies in one pack, as the
+        image-level batched read does; else gathered first) and each padding slot is filled
+        with -1 in the same pass (``to_tensor``'s negative rows)."""
+        ds, k = self.images, self.max_images
         size = ds.pipeline.size
         counts = self._counts[studies]
         flat = np.concatenate([self.index.rows[s] for s in studies if s >= 0] or
@@ -204,14 +212,14 @@ class StudyDataset(torch.utils.data.Dataset):
         # PyTorch's usual way (its slices are not a worker slot's whole batch)
         out = handoff.own_batch(shape, ds.dtype) if torch.utils.data.get_worker_info() is None \
             else torch.empty(shape, dtype=ds.dtype)
-        imgs, ran = out.view(len(studies), k, 1, size, size), []
+        imgs = out.view(len(studies), k, 1, size, size)
         source = done = None  # done: the batch converted while its files were checked
         if ds.image_cache is not None and len(flat):
             # the batched read's own lookup: straight out of the pack (its records per slot),
             # converted meanwhile when this process checked these records before
             source, records, _, done = batches.cached_rows_ahead(
                 ds, flat, out, stream=sampling.stream_hint(self), slots=slots.reshape(-1),
-                boxes=False, meanwhile=meanwhile and (lambda: ran.append(meanwhile(imgs))))
+                boxes=False, meanwhile=lambda: meanwhile(imgs))
             if done is None and records is not None:
                 slots[real] = records
         elif len(flat):
@@ -221,8 +229,6 @@ class StudyDataset(torch.utils.data.Dataset):
                 source = np.zeros((0, size, size), STORAGE[ds.pipeline.bits])
             ds.pipeline.to_tensor(source, ds.dtype, rows=slots.reshape(-1), out=out,
                                   stream=sampling.stream_hint(self))
-        if meanwhile is not None and not ran:
-            meanwhile(imgs)
         return imgs
 
     def _transformed(self, studies: list[int]) -> torch.Tensor:

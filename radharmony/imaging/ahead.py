@@ -18,7 +18,6 @@ Measured (``benchmarks/studies.py``): the cached image-level epoch went from ~65
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 import time
@@ -110,10 +109,8 @@ def _exact(module, fns) -> bool:
             dtype], bool(stream), 1)
         if helper:
             serve(box, convert.SCALE, 1)
-        if not (finished(box, 1) if helper else share(box, convert.SCALE, 1)):
-            return False
-        if not np.array_equal(got[0].reshape(-1).view(lut.dtype), lut) or \
-                not (got[1].reshape(-1).view(lut.dtype) == lut[0]).all():
+        if not (finished(box, 1) if helper else share(box, convert.SCALE, 1)) or \
+                not convert.gives_table(got, lut):
             return False
     return True
 
@@ -135,18 +132,16 @@ def levels_ahead(q: np.ndarray, dtype: torch.dtype, rows: np.ndarray, out: torch
     (the caller converts its share of the rows still left, then waits for the helper's last
     piece), or None when this conversion does not take that path (no kernel, a small batch,
     uint16 storage, one thread, a job already running)."""
-    shape = (len(rows), 1, *q.shape[-2:])
     if q.dtype != np.uint8 or not q.flags.c_contiguous or convert._lut(dtype) is None or \
-            out.dtype != dtype or not out.is_contiguous() or out.numel() != math.prod(shape) \
-            or not len(rows) or threads.wanted(2) < 2:
+            not convert.fits(out, dtype, (len(rows), 1, *q.shape[-2:])) or not len(rows) or \
+            threads.wanted(2) < 2:
         return None
-    dst = convert._bytes(out, len(rows), q.shape[-2:])
-    kernel = convert._kernel(dtype) if dst.size >= convert.MIN_KERNEL_PIXELS else None
-    helper = _helper() if kernel is not None else None
+    target = convert.kernel_target(dtype, convert._bytes(out, len(rows), q.shape[-2:]), stream)
+    helper = _helper() if target is not None else None
     if helper is None or not (helper.busy.acquire(blocking=False) or _resumed(helper)):
         return None
-    dst, rows = dst.view(kernel[1]), np.ascontiguousarray(rows, np.int64)
-    stream = convert.streamed(dst, stream)
+    _, dst, stream = target
+    rows = np.ascontiguousarray(rows, np.int64)
     try:
         serving = helper.post(helper.box, q, rows, dst, helper.kinds[dst.dtype], stream,
                               max(1, PIECE_BYTES // dst[0].nbytes))

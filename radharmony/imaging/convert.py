@@ -49,8 +49,7 @@ def to_tensor(q: np.ndarray, dtype: torch.dtype, *, out: torch.Tensor | None = N
         return res if out is None else out.copy_(res)
     lead = q.shape[:-2] if rows is None else (len(rows),)
     shape = (*lead, 1, *q.shape[-2:])
-    into = out is not None and out.is_contiguous() and out.dtype == dtype and \
-        out.numel() == math.prod(shape)
+    into = fits(out, dtype, shape)
     res = out if into else torch.empty(shape, dtype=dtype)
     stack = np.ascontiguousarray(q).reshape(-1, *q.shape[-2:]) if rows is None else q
     index = np.arange(len(stack), dtype=np.int64) if rows is None else \
@@ -65,23 +64,34 @@ def _bytes(t: torch.Tensor, n: int, hw: tuple) -> np.ndarray:
     return t.view(_VIEW[t.element_size()]).numpy().reshape(n, *hw)
 
 
-def _kernel_work(stack: np.ndarray, rows: np.ndarray, dtype: torch.dtype, dst: np.ndarray,
-                 stream: bool | None):
-    """``work(a, b)``: the compiled kernel writing levels ``stack[rows[a:b]]`` into
-    ``dst[a:b]`` (streamed as ``stream`` says, by size when None); None when no kernel
-    serves (not installed, or a batch too small for one)."""
+def fits(out: torch.Tensor | None, dtype: torch.dtype, shape: tuple) -> bool:
+    """Whether the conversion can write straight into ``out``: contiguous, ``dtype``, as
+    many values as ``shape``."""
+    return out is not None and out.is_contiguous() and out.dtype == dtype and \
+        out.numel() == math.prod(shape)
+
+
+def kernel_target(dtype: torch.dtype, dst: np.ndarray, stream: bool | None) -> tuple | None:
+    """``(kernel, out, stream)``: the compiled kernel for ``dtype``, output bytes ``dst`` as
+    its ``out``, and whether it writes them past the caches (as ``stream`` says, by size,
+    :data:`STREAM_MIN_BYTES`, when None); None when no kernel serves (not installed, or a
+    batch too small for one)."""
     kernel = _kernel(dtype) if dst.size >= MIN_KERNEL_PIXELS else None
     if kernel is None:
         return None
     fn, view = kernel
-    out, stream = dst.view(view), streamed(dst, stream)
+    return fn, dst.view(view), dst.nbytes >= STREAM_MIN_BYTES if stream is None else bool(stream)
+
+
+def _kernel_work(stack: np.ndarray, rows: np.ndarray, dtype: torch.dtype, dst: np.ndarray,
+                 stream: bool | None):
+    """``work(a, b)``: the compiled kernel writing levels ``stack[rows[a:b]]`` into
+    ``dst[a:b]`` (see :func:`kernel_target`); None when no kernel serves."""
+    target = kernel_target(dtype, dst, stream)
+    if target is None:
+        return None
+    fn, out, stream = target
     return lambda a, b: fn(stack, rows[a:b], out[a:b], SCALE, stream)
-
-
-def streamed(dst: np.ndarray, stream: bool | None) -> bool:
-    """Whether the kernels write output ``dst`` past the caches: as ``stream`` says, by size
-    (:data:`STREAM_MIN_BYTES`) when None."""
-    return dst.nbytes >= STREAM_MIN_BYTES if stream is None else bool(stream)
 
 
 def _levels(stack: np.ndarray, rows: np.ndarray, dtype: torch.dtype, lut: np.ndarray,
@@ -167,10 +177,16 @@ def _exact(kernel, view, lut: np.ndarray) -> bool:
         src.flags.writeable = writable
         got = _aligned((2, 16, 16), view)
         kernel(src, np.array([0, -1], np.int64), got, SCALE, stream)  # a level, a padding
-        if not np.array_equal(got[0].reshape(-1).view(lut.dtype), lut) or \
-                not (got[1].reshape(-1).view(lut.dtype) == lut[0]).all():
+        if not gives_table(got, lut):
             return False
     return True
+
+
+def gives_table(got: np.ndarray, lut: np.ndarray) -> bool:
+    """Whether ``got`` (two 16 x 16 outputs) holds the 256 levels as ``lut`` does, then a
+    padding image (level 0 throughout): what an exactness check converted."""
+    return np.array_equal(got[0].reshape(-1).view(lut.dtype), lut) and \
+        bool((got[1].reshape(-1).view(lut.dtype) == lut[0]).all())
 
 
 def _aligned(shape: tuple, dtype) -> np.ndarray:
