@@ -8,7 +8,8 @@
      cache (``pre_cache`` once), ``num_workers=0``, in alternating rounds (the best round of
      each counts: on a shared machine the slower rounds measure the neighbours). Images per
      second count real images only (``img_mask``). Target: >= 0.8x. A second row counts the
-     study batch's image slots, padding included (what it writes), against the same.
+     study batch's image slots, padding included (what it writes), against the same; a
+     third the same studies as packed batches (``packed=True``: the real images only).
 (s2) **Parquet export of cached images**: :func:`radharmony.export.to_parquet` against
      Hugging Face ``datasets``' ``Dataset.from_generator(gen, features).to_parquet(...)``
      whose generator yields the same cached arrays (the study's views as a list of uint8
@@ -107,22 +108,30 @@ def bench_epochs(images, studies, rounds: int) -> dict:
     import torch
 
     import radharmony
+    from radharmony.data.studies import StudyDataset
 
-    image_dl = torch.utils.data.DataLoader(images, batch_size=64, shuffle=True)
-    study_dl = torch.utils.data.DataLoader(studies, batch_size=32, shuffle=True,
-                                           collate_fn=radharmony.collate)
-    epoch_rate(image_dl), epoch_rate(study_dl)  # warm-up
-    best, share = {"image": 0.0, "study": 0.0}, 0.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the studies over K, counted when `studies` was built
+        packed = StudyDataset(images, max_images=studies.max_images, packed=True)
+    loaders = {"image": torch.utils.data.DataLoader(images, batch_size=64, shuffle=True)}
+    for name, ds in (("study", studies), ("packed", packed)):
+        loaders[name] = torch.utils.data.DataLoader(ds, batch_size=32, shuffle=True,
+                                                    collate_fn=radharmony.collate)
+    for dl in loaders.values():  # warm-up
+        epoch_rate(dl)
+    best, share = dict.fromkeys(loaders, 0.0), 0.0
     for _ in range(rounds):
-        for name, dl in (("image", image_dl), ("study", study_dl)):
+        for name, dl in loaders.items():
             n, slots, dt = epoch_rate(dl)
             best[name] = max(best[name], n / dt)
-        share = slots / n  # the study epoch's slots per real image
+            if name == "study":
+                share = slots / n  # the study epoch's slots per real image
     return {"image_level_images_per_s": best["image"],
             "study_level_images_per_s": best["study"],
             "ratio": best["study"] / best["image"], "images": len(images),
             "studies": len(studies), "slots_per_image": share,
-            "study_level_slots_per_s": best["study"] * share}
+            "study_level_slots_per_s": best["study"] * share,
+            "packed_images_per_s": best["packed"], "packed_ratio": best["packed"] / best["image"]}
 
 
 def bench_parquet(studies, work: Path) -> dict:
@@ -319,7 +328,11 @@ DataLoader `num_workers=0`.
                  f"study level {epochs['study_level_slots_per_s']:,.0f} | image level "
                  f"{epochs['image_level_images_per_s']:,.0f} | "
                  f"{epochs['study_level_slots_per_s'] / epochs['image_level_images_per_s']:.2f}x"
-                 f" | - |\n")
+                 f" | - |\n"
+                 f"| same, packed study batches (`packed=True`: the real images only) | "
+                 f"study level {epochs['packed_images_per_s']:,.0f} | image level "
+                 f"{epochs['image_level_images_per_s']:,.0f} | {epochs['packed_ratio']:.2f}x | "
+                 f">= 0.8x: {'met' if epochs['packed_ratio'] >= 0.8 else 'NOT met'} |\n")
     if parquet:
         ok2 = parquet["speedup"] >= 2 and parquet["equal_read_back"]
         text += (f"| Parquet export of {parquet['images']:,} cached images, s | `to_parquet` "

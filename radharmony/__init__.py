@@ -18,6 +18,7 @@ _HOMES = {
     "merge": ".combine",
     "collate": ".data.collate",
     "pad_boxes": ".data.collate",
+    "pad_packed": ".data.collate",
     "RadHarmonyError": ".errors",
     "families": ".registry",
     "get_dataset_class": ".registry",
@@ -29,7 +30,7 @@ _HOMES = {
 }
 
 __all__ = ["__version__", "CachedLoader", "MergedDataset", "audit", "collate", "merge",
-           "pad_boxes",
+           "pad_boxes", "pad_packed",
            "RadHarmonyError", "families",
            "get_dataset_class", "get_harmonizer_class", "list_datasets", "load_harmonizer",
            "register_dataset", "resolve_dataset"]

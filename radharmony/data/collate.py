@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from .handoff import collate_keys
+from ..errors import RadHarmonyError
+from .handoff import PACKED_KEYS, collate_keys
 
 #: Keys kept as per-sample lists even when every sample's tensor happens to share a shape, so
 #: a batch has the same structure whatever the box counts.
@@ -23,12 +24,16 @@ def collate(batch: list[dict]) -> dict:
     model wants that. ``report`` is a list of ``str`` and ``has_report`` a (B,) bool tensor,
     as torch's default collate gives them (a sample without a report has ``report`` "" and
     ``has_report`` False; see :data:`radharmony.data.sampling.NO_REPORT`). Study samples'
-    ``img`` (K, 1, S, S) and ``img_mask`` (K,) of different K are padded to the largest K.
+    ``img`` (K, 1, S, S) and ``img_mask`` (K,) of different K are padded to the largest K;
+    packed study samples' ``img`` (n, 1, S, S) are concatenated, ``(sum n, 1, S, S)``, with
+    ``num_images`` (B,) (see :func:`pad_packed`).
     """
     return collate_keys(batch, _stack_or_list)  # a batched read's rows: its tensor, no copy
 
 
 def _stack_or_list(key: str, values: list):
+    if key in PACKED_KEYS.values() and all(isinstance(v, int) for v in values):
+        return torch.tensor(values, dtype=torch.long)  # num_images: (B,), as torch's collate
     if key not in PER_SAMPLE_KEYS and all(isinstance(v, torch.Tensor) for v in values) \
             and len({tuple(v.shape) for v in values}) == 1:
         return torch.stack(values)
@@ -54,3 +59,35 @@ def pad_boxes(boxes: list[torch.Tensor], *, fill: float = 0.0
         out[i, :len(b)] = b
         valid[i, :len(b)] = True
     return out, valid
+
+
+def pad_packed(x: torch.Tensor, num_images, *, max_images: int | None = None,
+               fill: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(B, K, ...)`` from a packed batch's rows ``x`` ``(sum n, ...)`` (the images of a
+    ``packed=True`` study batch, or what an encoder made of them, in the same order) and its
+    ``num_images`` (B,), with the ``(B, K)`` bool mask of the real ones; K is ``max_images``
+    or the largest count, the rest is ``fill``. On ``x``'s device.
+
+    >>> feats = torch.arange(3.0)[:, None]  # 3 images' features: 2 of study 0, 1 of study 1
+    >>> padded, mask = pad_packed(feats, torch.tensor([2, 1]))
+    >>> padded[..., 0].tolist(), mask.tolist()
+    ([[0.0, 1.0], [2.0, 0.0]], [[True, True], [True, False]])
+    """
+    counts = torch.as_tensor(num_images, dtype=torch.long, device=x.device).reshape(-1)
+    total = int(counts.sum()) if len(counts) else 0
+    k = int(counts.max()) if len(counts) else 0
+    if max_images is not None:
+        if max_images < k:
+            raise RadHarmonyError("pad_packed: max_images is smaller than a study's count",
+                                  expected=f"max_images >= {k}", found=str(max_images),
+                                  fix="pass the dataset's max_images, or None")
+        k = max_images
+    if total != len(x):
+        raise RadHarmonyError("pad_packed: the rows do not match num_images",
+                              expected=f"{total} rows (sum of num_images)",
+                              found=f"{len(x)} rows",
+                              fix="pass the batch's own num_images with its img's rows")
+    mask = torch.arange(k, device=x.device)[None, :] < counts[:, None]
+    out = x.new_full((len(counts), k, *x.shape[1:]), fill)
+    out[mask] = x
+    return out, mask

@@ -108,9 +108,9 @@ class BaseRadiologicalDataset(SampleReads, Subsets, torch.utils.data.Dataset,
             ``harmonizer`` / ``harmonizer_path`` given, e.g. with ``labels="report"``'s label
             columns, else the class's); a table built elsewhere passes its own.
         image_roots: with ``spec.root_col``, the image root of each value of that column.
-        level, max_images, view_order, prior: ``level="study"`` gives study samples (every
-            view of a study, report sections, optionally the prior study): see
-            :mod:`radharmony.studies`.
+        level, max_images, view_order, prior, packed: ``level="study"`` gives study samples
+            (every view of a study, report sections, optionally the prior study; ``packed``:
+            only the real images, no padding slots): see :mod:`radharmony.studies`.
         exclude: sample ids to leave out (a list, or a file of one id a line such as
             :meth:`radharmony.audit.AuditReport.write_exclusions` writes); ids of other
             datasets are ignored; the rows left out are counted in a warning.
@@ -135,15 +135,17 @@ class BaseRadiologicalDataset(SampleReads, Subsets, torch.utils.data.Dataset,
         cls.__signature__ = constructor_signature(cls)
 
     def __new__(cls, *args, level: str = "image", max_images: int | None = None,
-                view_order=None, prior: bool = False, **kwargs):
+                view_order=None, prior: bool = False, packed: bool = False, **kwargs):
         """``level="study"`` returns a :class:`radharmony.data.studies.StudyDataset` over this
-        dataset (``max_images``, ``view_order``, ``prior``: see there)."""
-        if level == "image" and max_images is None and view_order is None and not prior:
+        dataset (``max_images``, ``view_order``, ``prior``, ``packed``: see there)."""
+        if level == "image" and max_images is None and view_order is None and not prior \
+                and not packed:
             return super().__new__(cls)
         from .studies import study_dataset
 
         return study_dataset(cls, args, kwargs, level=level, max_images=max_images,
-                             view_order=view_order, prior=prior) or super().__new__(cls)
+                             view_order=view_order, prior=prior, packed=packed) \
+            or super().__new__(cls)
 
     def __init__(self, base_image_dir: str | os.PathLike | None = None,
                  csv_path: str | os.PathLike | None = None, transform: Callable | None = None,
@@ -158,8 +160,8 @@ class BaseRadiologicalDataset(SampleReads, Subsets, torch.utils.data.Dataset,
                  image_roots: Mapping[str, str | os.PathLike] | None = None,
                  cache_key: str = "identity", level: str = "image",
                  max_images: int | None = None, view_order=None, prior: bool = False,
-                 exclude=None):
-        del level, max_images, view_order, prior  # study level: see __new__
+                 packed: bool = False, exclude=None):
+        del level, max_images, view_order, prior, packed  # study level: see __new__
         if harmonized_df is None and harmonizer_path is not None \
                 and self.harmonizer_class is not None:
             harmonizer, harmonizer_path = self.harmonizer_class.load(harmonizer_path), None

@@ -123,17 +123,32 @@ def whole(batch: _Batch | None, key: str, values: list) -> torch.Tensor | None:
     return outgoing(batch.tensors[key])
 
 
+#: a packed study sample's image keys -> the key counting them (``packed=True``, see
+#: :mod:`radharmony.data.studies`): collated, the samples' images one after another
+PACKED_KEYS = {"img": "num_images", "prior_img": "prior_num_images"}
+
+
 def collate_keys(batch: list, fallback) -> dict:
     """Per key of the first sample: the batch tensor when the samples' values are its rows
-    (:func:`whole`: no copy), else ``fallback(key, values)``. A sample without the key gives
-    None there."""
+    (:func:`whole`: no copy), a packed key's values concatenated (:data:`PACKED_KEYS`), else
+    ``fallback(key, values)``. A sample without the key gives None there."""
     marked = batch_of(batch)
     out = {}
     for key in batch[0]:
         values = [sample.get(key) for sample in batch]
         tensor = whole(marked, key, values)
+        if tensor is None and PACKED_KEYS.get(key) in batch[0]:
+            tensor = _concatenated(values)
         out[key] = tensor if tensor is not None else fallback(key, values)
     return out
+
+
+def _concatenated(values: list) -> torch.Tensor | None:
+    """Tensors of one dtype and one shape past the first dimension, one after another."""
+    if not all(isinstance(v, torch.Tensor) for v in values) or \
+            len({(v.dtype, tuple(v.shape[1:])) for v in values}) != 1:
+        return None
+    return torch.cat(values)
 
 
 def _collate_samples(batch, *, collate_fn_map=None):

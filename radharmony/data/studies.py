@@ -14,6 +14,13 @@ ReXrank's single-image choice: the first PA, else the first AP, else 0), the sec
 (None when absent) and ``report``. With ``prior=True`` also ``prior_study_id``,
 ``prior_img``, ``prior_img_mask``, ``prior_views``, ``prior_findings``, ``prior_impression``
 and ``prior_days`` (None / empty / all-False when the study has no prior).
+
+``packed=True`` leaves the padding out: a sample's ``img`` is ``(n, 1, S, S)``, its ``n`` real
+images only (n <= K), with ``num_images`` n instead of ``img_mask`` (and ``prior_img``
+``(m, 1, S, S)`` with ``prior_num_images``: :data:`PACKED_KEYS`). Collated, a batch's ``img``
+is every study's images one after another, ``(sum n, 1, S, S)``, and ``num_images`` ``(B,)``
+says whose they are (:func:`radharmony.pad_packed` gives ``(B, K, ...)`` and the mask back,
+e.g. for an encoder's features). A batch then holds no padding slot to write, move or encode.
 """
 
 from __future__ import annotations
@@ -36,25 +43,27 @@ from ..studies.sections import SECTION_KEYS
 
 SAMPLE_KEYS = ("study_id", "patient_id", "img", "img_mask", "views", "sample_ids",
                "key_image", *SECTION_KEYS, "report")
+#: a packed sample's keys (``packed=True``): ``num_images`` in place of ``img_mask``
+PACKED_SAMPLE_KEYS = tuple("num_images" if k == "img_mask" else k for k in SAMPLE_KEYS)
 PRIOR_KEYS = ("prior_study_id", "prior_img", "prior_img_mask", "prior_views",
               "prior_findings", "prior_impression", "prior_days")
 LEVELS = ("image", "study")
 
 
 def study_dataset(cls, args: tuple, kwargs: dict, *, level: str, max_images=None,
-                  view_order=None, prior: bool = False):
+                  view_order=None, prior: bool = False, packed: bool = False):
     """What ``cls(*args, level=..., ...)`` returns: the image-level dataset itself for
     ``level="image"`` (study options refused), a :class:`StudyDataset` over it for
     ``"study"``."""
     check_choice("level", level, LEVELS)
     if level == "image":
-        if max_images is not None or view_order is not None or prior:
-            raise RadHarmonyError(f"{cls.__name__}: max_images, view_order and prior are "
-                                  "study-level options", expected="level='study' with them",
+        if max_images is not None or view_order is not None or prior or packed:
+            raise RadHarmonyError(f"{cls.__name__}: max_images, view_order, prior and packed "
+                                  "are study-level options", expected="level='study' with them",
                                   found="level='image'", fix="pass level='study'")
         return None
     return StudyDataset(cls(*args, **kwargs), max_images=max_images, view_order=view_order,
-                        prior=prior)
+                        prior=prior, packed=packed)
 
 
 class StudyDataset(torch.utils.data.Dataset):
@@ -66,14 +75,17 @@ class StudyDataset(torch.utils.data.Dataset):
             (one :class:`~radharmony.errors.StudyWarning` counts them). None: the largest study.
         view_order: the order of a study's images by view; other views follow, table order.
         prior: add the patient's previous study (:mod:`radharmony.studies.priors`).
+        packed: samples without padding slots (``num_images`` instead of ``img_mask``; see
+            the module doc).
     """
 
     #: a callable run on every study sample (set by get_datasets / get_folds)
     sample_transform: Callable | None = None
 
     def __init__(self, images, *, max_images: int | None = None, view_order=None,
-                 prior: bool = False):
+                 prior: bool = False, packed: bool = False):
         self.images = images
+        self.packed = bool(packed)
         self.view_order = check_view_order(view_order)
         self.prior = bool(prior)
         owner = type(images).__name__
@@ -125,14 +137,16 @@ class StudyDataset(torch.utils.data.Dataset):
     def __repr__(self) -> str:
         return (f"StudyDataset({type(self.images).__name__}: {len(self)} studies, "
                 f"{sum(len(r) for r in self.index.rows)} images, max_images="
-                f"{self.max_images}, prior={self.prior})")
+                f"{self.max_images}, prior={self.prior}"
+                + (", packed=True)" if self.packed else ")"))
 
     # -- splits ------------------------------------------------------------------------------
     def _on_images(self, images, transform=None) -> "StudyDataset":
         with warnings.catch_warnings():  # counted once, when the whole dataset was built
             warnings.simplefilter("ignore", StudyWarning)
             new = StudyDataset(images, max_images=self.max_images,
-                               view_order=self.view_order, prior=self.prior)
+                               view_order=self.view_order, prior=self.prior,
+                               packed=self.packed)
         if transform is not None and not callable(transform):
             raise RadHarmonyError("A train_transform / val_transform must be callable",
                                   expected="a callable on the study sample dict",
@@ -177,7 +191,8 @@ class StudyDataset(torch.utils.data.Dataset):
         return np.stack([ds.load_image(int(r))[0] for r in rows])
 
     def _images(self, studies: list[int], meanwhile: Callable | None = None) -> torch.Tensor:
-        """``(len(studies), K, 1, S, S)`` of those studies (-1: no study), padding -1;
+        """``(len(studies), K, 1, S, S)`` of those studies (-1: no study), padding -1 (packed:
+        ``(n, 1, S, S)``, their n real images one after another);
         ``meanwhile(imgs)`` is called once with that tensor, while its conversion still runs
         on a helper thread when it does (for work that does not read the pixels)."""
         ran = []
@@ -203,16 +218,19 @@ class StudyDataset(torch.utils.data.Dataset):
         counts = self._counts[studies]
         flat = np.concatenate([self.index.rows[s] for s in studies if s >= 0] or
                               [np.empty(0, np.int64)])
-        # slot j*k+i holds the study's i-th image (position in flat), -1 marks padding
-        slots = np.full((len(studies), k), -1, np.int64)
-        real = np.arange(k)[None, :] < counts[:, None]
-        slots[real] = np.arange(len(flat))
-        shape = (len(studies) * k, 1, size, size)
-        # the main process reuses its batch buffers; a DataLoader worker's batch goes
-        # PyTorch's usual way (its slices are not a worker slot's whole batch)
-        out = handoff.own_batch(shape, ds.dtype) if torch.utils.data.get_worker_info() is None \
-            else torch.empty(shape, dtype=ds.dtype)
-        imgs = out.view(len(studies), k, 1, size, size)
+        if self.packed:  # slot j holds flat's j-th image
+            slots, real = np.arange(len(flat)), np.ones(len(flat), bool)
+        else:  # slot j*k+i holds the study's i-th image (position in flat), -1 marks padding
+            slots = np.full((len(studies), k), -1, np.int64)
+            real = np.arange(k)[None, :] < counts[:, None]
+            slots[real] = np.arange(len(flat))
+        shape = (slots.size, 1, size, size)
+        # the main process reuses its batch buffers (packed: the first rows of one with room
+        # for B x K, whatever the batch's count); a DataLoader worker's batch goes PyTorch's
+        # usual way (its slices are not a worker slot's whole batch)
+        out = handoff.own_batch((len(studies) * k, *shape[1:]), ds.dtype)[:slots.size] \
+            if torch.utils.data.get_worker_info() is None else torch.empty(shape, dtype=ds.dtype)
+        imgs = out if self.packed else out.view(len(studies), k, 1, size, size)
         source = done = None  # done: the batch converted while its files were checked
         if ds.image_cache is not None and len(flat):
             # the batched read's own lookup: straight out of the pack (its records per slot),
@@ -239,6 +257,9 @@ class StudyDataset(torch.utils.data.Dataset):
         first = next((im for r in imgs for im in r), None)
         shape = tuple(first.shape) if first is not None else \
             (1, ds.pipeline.size, ds.pipeline.size)
+        if self.packed:
+            return torch.stack([im for r in imgs for im in r]) if first is not None else \
+                torch.empty((0, *shape), dtype=ds.dtype)
         out = torch.full((len(studies), k, *shape), -1.0, dtype=ds.dtype)
         for j, r in enumerate(imgs):
             for i, img in enumerate(r):
@@ -267,12 +288,7 @@ class StudyDataset(torch.utils.data.Dataset):
         made = []
 
         def samples(imgs: torch.Tensor) -> None:  # while the pixels are converted, if they are
-            masks = self._masks(idx + priors)
-            tensors = {"img": imgs[:len(idx)], "img_mask": masks[:len(idx)]}
-            if self.prior:
-                tensors["prior_img"] = imgs[len(idx):]
-                tensors["prior_img_mask"] = masks[len(idx):]
-            rows = {k: v.unbind(0) for k, v in tensors.items()}
+            tensors, rows = self._tensors(imgs, idx, priors)
             made.extend((self._samples(idx, priors, rows), tensors, rows))
 
         self._images(idx + priors, meanwhile=samples)
@@ -280,6 +296,26 @@ class StudyDataset(torch.utils.data.Dataset):
         if self.sample_transform is not None:
             return [self._finish(s) for s in out]
         return handoff.mark(out, tensors, rows)
+
+    def _tensors(self, imgs: torch.Tensor, idx: list[int], priors: list[int]
+                 ) -> tuple[dict, dict]:
+        """The batch tensors of :meth:`_images`' ``imgs`` (``img``, ``img_mask`` or packed,
+        and the priors') and each one's per-sample views, in order."""
+        if self.packed:
+            n = [len(self._views[i]) for i in idx]
+            m = [len(self._views[p]) if p >= 0 else 0 for p in priors]
+            tensors = {"img": imgs[:sum(n)]}
+            rows = {"img": tensors["img"].split(n)}
+            if self.prior:
+                tensors["prior_img"] = imgs[sum(n):]
+                rows["prior_img"] = tensors["prior_img"].split(m)
+            return tensors, rows
+        masks = self._masks(idx + priors)
+        tensors = {"img": imgs[:len(idx)], "img_mask": masks[:len(idx)]}
+        if self.prior:
+            tensors["prior_img"] = imgs[len(idx):]
+            tensors["prior_img_mask"] = masks[len(idx):]
+        return tensors, {k: v.unbind(0) for k, v in tensors.items()}
 
     def _samples(self, idx: list[int], priors: list[int], rows: dict) -> list[dict]:
         """The sample dicts of studies ``idx`` (and their ``priors``), whose tensors are
@@ -289,13 +325,16 @@ class StudyDataset(torch.utils.data.Dataset):
         for j, i in enumerate(idx):
             study, patient, key, sections, report = self._heads[i]
             s = {"study_id": study, "patient_id": patient, "img": rows["img"][j],
-                 "img_mask": rows["img_mask"][j], "views": list(views[i]),
+                 **({"num_images": len(views[i])} if self.packed else
+                    {"img_mask": rows["img_mask"][j]}), "views": list(views[i]),
                  "sample_ids": list(ids[i]), "key_image": key, **sections, "report": report}
             if self.prior:
                 p = priors[j]
                 s.update({"prior_study_id": ix.study_ids[p] if p >= 0 else None,
                           "prior_img": rows["prior_img"][j],
-                          "prior_img_mask": rows["prior_img_mask"][j],
+                          **({"prior_num_images": len(views[p]) if p >= 0 else 0}
+                             if self.packed else
+                             {"prior_img_mask": rows["prior_img_mask"][j]}),
                           "prior_views": list(views[p]) if p >= 0 else [],
                           "prior_findings": ix.sections[p]["findings"] if p >= 0 else None,
                           "prior_impression": ix.sections[p]["impression"] if p >= 0 else None,
@@ -305,6 +344,10 @@ class StudyDataset(torch.utils.data.Dataset):
         return out
 
     def _finish(self, sample: dict) -> dict:
+        """``sample`` through the split's transform: a :class:`~handoff.Sample` still, so
+        torch's default collate batches it as a study (absent sections, views of different
+        counts, packed images)."""
         if self.sample_transform is None:
             return sample
-        return sampling.after_transform(self.sample_transform(sample), self.images.dtype)
+        return handoff.Sample(sampling.after_transform(self.sample_transform(sample),
+                                                       self.images.dtype))

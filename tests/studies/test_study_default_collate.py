@@ -34,3 +34,8 @@ def test_default_dataloader_batches_studies(rex_fake, tmp_path):
     assert torch.equal(plain["img_mask"], ours["img_mask"])
     for key in ("views", "sample_ids", "indication", "history", "findings", "prior_study_id"):
         assert list(plain[key]) == [s[key] for s in samples], key
+    # a split's study transform (train_transform) keeps that: its samples batch the same way
+    train = ds.get_datasets(train_transform=lambda sample: sample)
+    after = next(iter(torch.utils.data.DataLoader(train, batch_size=n)))
+    assert torch.equal(after["img"], plain["img"]) and after["views"] == plain["views"]
+    assert list(after["indication"]) == list(plain["indication"])
