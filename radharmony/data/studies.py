@@ -212,7 +212,8 @@ class StudyDataset(torch.utils.data.Dataset):
         ``B x K`` image slots: each real image is converted from its cache array straight
         into its slot (out of the pack's memory map when the batch lies in one pack, as the
         image-level batched read does; else gathered first) and each padding slot is filled
-        with -1 in the same pass (``to_tensor``'s negative rows)."""
+        with -1 in the same pass (``to_tensor``'s negative rows). Packed: the real images'
+        slots only, one after another."""
         ds, k = self.images, self.max_images
         size = ds.pipeline.size
         counts = self._counts[studies]
