@@ -25,6 +25,7 @@ import torch
 
 from .collate import collate
 from .precache import pre_cache, require_cache
+from .studies import StudyDataset
 from .. import threads
 from ..errors import RadHarmonyError
 
@@ -34,7 +35,9 @@ class CachedLoader:
 
     Args:
         dataset: a dataset (or split/fold of one) with ``cache_dir`` and the built-in
-            transform. Images not cached yet are cached first (``dataset.pre_cache``).
+            transform, at image or study level (``level="study"``, padded or packed: its
+            image-level dataset's cache). Images not cached yet are cached first
+            (``pre_cache``).
         batch_size, shuffle, drop_last: as for ``DataLoader``. With ``shuffle`` the order
             depends only on ``seed`` and the epoch (:meth:`set_epoch`, which each full pass
             advances by one).
@@ -59,10 +62,11 @@ class CachedLoader:
         self.drop_last, self.num_workers, self.seed = drop_last, num_workers, seed
         self.pin_memory, self.prefetch_factor = pin_memory, prefetch_factor
         self.epoch = 0
-        keys = pre_cache(dataset, num_workers=num_workers, progress=progress).keys
-        packs, pack_of, row_of = require_cache(dataset).locate(keys)
+        images = dataset.images if isinstance(dataset, StudyDataset) else dataset  # its cache
+        keys = pre_cache(images, num_workers=num_workers, progress=progress).keys
+        packs, pack_of, row_of = require_cache(images).locate(keys)
         # images left unpacked (a cache that cannot be written) are read one by one
-        dataset._file_table()  # made here, before any reading thread starts
+        images._file_table()  # made here, before any reading thread starts
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch

@@ -121,3 +121,20 @@ def test_packed_is_a_study_option_and_pad_packed_checks_its_counts(rex_fake, tmp
     assert out.shape == (0, 0, 4) and mask.shape == (0, 0)
     result = doctest.testmod(collate_module)
     assert result.failed == 0 and result.attempted > 0
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["padded", "packed"])
+def test_cached_loader_reads_study_batches(rex_fake, tmp_path, packed):
+    """CachedLoader over a study dataset caches its images first and gives the DataLoader's
+    batches, in its threads as well."""
+    studies = _studies(rex_fake, packed=packed, cache_dir=tmp_path)
+    for workers in (0, 2):
+        loader = radharmony.CachedLoader(studies, batch_size=4, num_workers=workers,
+                                         progress=False)
+        plain = torch.utils.data.DataLoader(studies, batch_size=4,
+                                            collate_fn=radharmony.collate)
+        got, want = list(loader), list(plain)
+        assert len(got) == len(want) == len(loader)
+        for a, b in zip(got, want):
+            assert torch.equal(a["img"], b["img"]) and a["sample_ids"] == b["sample_ids"]
+            assert torch.equal(a["prior_img"], b["prior_img"])
