@@ -133,6 +133,8 @@ def collate_keys(batch: list, fallback) -> dict:
     (:func:`whole`: no copy), a packed key's values concatenated (:data:`PACKED_KEYS`), else
     ``fallback(key, values)``. A sample without the key gives None there."""
     marked = batch_of(batch)
+    if marked is None:
+        _one_layout(batch)
     out = {}
     for key in batch[0]:
         values = [sample.get(key) for sample in batch]
@@ -141,6 +143,18 @@ def collate_keys(batch: list, fallback) -> dict:
             tensor = _concatenated(values)
         out[key] = tensor if tensor is not None else fallback(key, values)
     return out
+
+
+def _one_layout(batch: list) -> None:
+    """Refuse a batch that mixes packed study samples with padded ones (their images would
+    be joined as if they were alike)."""
+    packed = sum(isinstance(s, dict) and "num_images" in s for s in batch)
+    if 0 < packed < len(batch) and all(isinstance(s, dict) and "img" in s for s in batch):
+        raise RadHarmonyError("A batch mixes packed and padded study samples",
+                              expected="study samples of datasets built alike",
+                              found=f"{packed} of {len(batch)} samples packed (num_images)",
+                              fix="build every study dataset of the batch with the same "
+                                  "packed=")
 
 
 def _concatenated(values: list) -> torch.Tensor | None:

@@ -112,6 +112,12 @@ def test_packed_batches_from_a_worker_and_a_study_transform(rex_fake, tmp_path):
 def test_packed_is_a_study_option_and_pad_packed_checks_its_counts(rex_fake, tmp_path):
     with pytest.raises(RadHarmonyError, match="study-level options"):
         ReXGradientTrainDataset(*_paths(rex_fake), cache_dir=None, packed=True)
+    padded, packed = _studies(rex_fake, cache_dir=None), _studies(rex_fake, packed=True,
+                                                                  cache_dir=None)
+    with pytest.raises(RadHarmonyError, match="1 of 2 samples packed"):
+        radharmony.collate([packed[0], padded[1]])
+    with pytest.raises(RadHarmonyError, match="mixes packed and padded"):
+        torch.utils.data.default_collate([padded[0], packed[1]])
     x = torch.zeros(3, 4)
     with pytest.raises(RadHarmonyError, match="3 rows"):
         radharmony.pad_packed(x, torch.tensor([2, 2]))
