@@ -74,8 +74,7 @@ def pad_packed(x: torch.Tensor, num_images, *, max_images: int | None = None,
     ([[0.0, 1.0], [2.0, 0.0]], [[True, True], [True, False]])
     """
     counts = torch.as_tensor(num_images, dtype=torch.long, device=x.device).reshape(-1)
-    total = int(counts.sum()) if len(counts) else 0
-    k = int(counts.max()) if len(counts) else 0
+    total, k = int(counts.sum()), int(counts.max()) if len(counts) else 0
     if max_images is not None:
         if max_images < k:
             raise RadHarmonyError("pad_packed: max_images is smaller than a study's count",

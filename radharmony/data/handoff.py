@@ -148,7 +148,7 @@ def collate_keys(batch: list, fallback) -> dict:
 def _one_layout(batch: list) -> None:
     """Refuse a batch that mixes packed study samples with padded ones (their images would
     be joined as if they were alike)."""
-    packed = sum(isinstance(s, dict) and "num_images" in s for s in batch)
+    packed = sum(isinstance(s, dict) and PACKED_KEYS["img"] in s for s in batch)
     if 0 < packed < len(batch) and all(isinstance(s, dict) and "img" in s for s in batch):
         raise RadHarmonyError("A batch mixes packed and padded study samples",
                               expected="study samples of datasets built alike",

@@ -302,9 +302,8 @@ class StudyDataset(torch.utils.data.Dataset):
                  ) -> tuple[dict, dict]:
         """The batch tensors of :meth:`_images`' ``imgs`` (``img``, ``img_mask`` or packed,
         and the priors') and each one's per-sample views, in order."""
-        if self.packed:
-            n = [len(self._views[i]) for i in idx]
-            m = [len(self._views[p]) if p >= 0 else 0 for p in priors]
+        if self.packed:  # each study's images: its count of rows (a missing prior's: none)
+            n, m = self._counts[idx].tolist(), self._counts[priors].tolist()
             tensors = {"img": imgs[:sum(n)]}
             rows = {"img": tensors["img"].split(n)}
             if self.prior:
@@ -326,14 +325,14 @@ class StudyDataset(torch.utils.data.Dataset):
         for j, i in enumerate(idx):
             study, patient, key, sections, report = self._heads[i]
             s = {"study_id": study, "patient_id": patient, "img": rows["img"][j],
-                 **({"num_images": len(views[i])} if self.packed else
+                 **({"num_images": len(rows["img"][j])} if self.packed else
                     {"img_mask": rows["img_mask"][j]}), "views": list(views[i]),
                  "sample_ids": list(ids[i]), "key_image": key, **sections, "report": report}
             if self.prior:
                 p = priors[j]
                 s.update({"prior_study_id": ix.study_ids[p] if p >= 0 else None,
                           "prior_img": rows["prior_img"][j],
-                          **({"prior_num_images": len(views[p]) if p >= 0 else 0}
+                          **({"prior_num_images": len(rows["prior_img"][j])}
                              if self.packed else
                              {"prior_img_mask": rows["prior_img_mask"][j]}),
                           "prior_views": list(views[p]) if p >= 0 else [],
