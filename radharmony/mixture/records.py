@@ -1,0 +1,119 @@
+"""The record: one row of a mixture's ``records.parquet``, the contract every part of the
+mixture wing shares (tasks write it, the build draws and splits it, the formats, the dataset and
+the viewer read it; nothing downstream re-opens a dataset's metadata).
+
+Columns (:data:`RECORD_SCHEMA`, in this order):
+
+* ``record_id`` -- 16 hex digits, :func:`record_id` of what identifies the record (source name,
+  task, the source item's id, the prompt variant): adding a source never renumbers another.
+* ``task`` -- the task's registry name; ``family`` -- its family (``reports``, ``labels``,
+  ``views``, ``vqa``, ``matching``, ``grounding``, ``temporal``, ``text``).
+* ``source`` -- the spec's name of the source (default: its dataset key); ``dataset`` -- the
+  dataset key; ``source_split`` -- the split the source was drawn from.
+* ``split`` -- the mixture's own split (``train`` / ``valid``), drawn by patient.
+* ``patient_id`` -- the patient in the source's identity family namespace
+  (``"<family>:<id>"``), the unit of hold-out and of the split.
+* ``study_id``, ``sample_id`` -- the source study and the source item (image ``sample_id``,
+  study id, or question id) the record came from.
+* ``image_paths`` -- the record's images, paths relative to the source's root (the
+  ``image_path`` values of the harmonized table; ``mixture.json`` gives each source's root);
+  empty for a text-only record. ``views`` -- each image's canonical view.
+* ``prompt`` / ``target`` -- the user turn (without image tokens: each format adds its own)
+  and the answer; ``prompt_variant`` -- which paraphrase was chosen.
+* ``fields`` -- JSON text of the task's structured fields (labels, options, answer, boxes in
+  source pixels, sections, prior inputs, ``silver``, ...): :func:`fields_of` reads it.
+
+``mixture.json`` beside it (:data:`MANIFEST_NAME`) holds, at least: ``format``
+(:data:`MANIFEST_FORMAT`), ``radharmony_version``, ``name``, ``seed``, ``spec`` (the resolved
+spec), ``images`` (``{"mode": "original"}`` or ``{"mode": "cache", "size": 224}``), ``boxes``
+(the dialect), ``sources`` (a list of ``{"name", "dataset", "root", "split", "kwargs",
+"inputs"}``: ``root`` absolute, ``inputs`` each input file's identity), ``hold_out``, ``counts``
+(a list of ``{"source", "task", "split", "records"}``), ``excluded`` (a list of ``{"source",
+"task", "reason", "records"}``) and ``records`` (the total). :func:`read_manifest` reads it and
+:func:`source_roots` gives each source's root.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import xxhash
+
+from ..errors import RadHarmonyError
+
+RECORD_SCHEMA = pa.schema([
+    ("record_id", pa.string()),
+    ("task", pa.string()),
+    ("family", pa.string()),
+    ("source", pa.string()),
+    ("dataset", pa.string()),
+    ("source_split", pa.string()),
+    ("split", pa.string()),
+    ("patient_id", pa.string()),
+    ("study_id", pa.string()),
+    ("sample_id", pa.string()),
+    ("image_paths", pa.list_(pa.string())),
+    ("views", pa.list_(pa.string())),
+    ("prompt", pa.string()),
+    ("target", pa.string()),
+    ("prompt_variant", pa.int16()),
+    ("fields", pa.string()),
+])
+RECORD_COLUMNS = tuple(RECORD_SCHEMA.names)
+RECORDS_NAME = "records.parquet"
+MANIFEST_NAME = "mixture.json"
+MANIFEST_FORMAT = "radharmony-mixture"
+#: the mixture's own splits
+MIXTURE_SPLITS = ("train", "valid")
+
+
+def record_id(source: str, task: str, item: str, variant: int = 0) -> str:
+    """The stable id of a record: 16 hex digits of xxh3-64 over its identifying parts."""
+    key = "\x1f".join((source, task, str(item), str(int(variant))))
+    return xxhash.xxh3_64_hexdigest(key.encode("utf-8"))
+
+
+def fields_json(fields: dict) -> str:
+    """``fields`` as canonical JSON text (sorted keys, no spaces: the same bytes every time)."""
+    return json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False, default=_plain)
+
+
+def fields_of(text: str | None) -> dict:
+    """The ``fields`` column's JSON text back as a dict (``{}`` for empty)."""
+    return json.loads(text) if text else {}
+
+
+def _plain(value):
+    """numpy scalars and arrays as plain JSON values."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def read_manifest(out: str | os.PathLike) -> dict:
+    """The ``mixture.json`` of the mixture folder ``out``."""
+    path = Path(out) / MANIFEST_NAME
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise RadHarmonyError(f"Cannot read the mixture manifest {path}",
+                              expected=f"a folder written by radharmony mix build, holding "
+                                       f"{MANIFEST_NAME} and {RECORDS_NAME}",
+                              found=f"{type(exc).__name__}: {exc}",
+                              fix="run `radharmony mix build SPEC OUT` first, or check the "
+                                  "path") from None
+    if manifest.get("format") != MANIFEST_FORMAT:
+        raise RadHarmonyError(f"{path} is not a radharmony mixture manifest",
+                              expected=f"format {MANIFEST_FORMAT!r}",
+                              found=repr(manifest.get("format")),
+                              fix="point at the folder `radharmony mix build` wrote")
+    return manifest
+
+
+def source_roots(manifest: dict) -> dict[str, str]:
+    """source name -> the absolute root its ``image_paths`` are relative to."""
+    return {s["name"]: s["root"] for s in manifest.get("sources", [])}
