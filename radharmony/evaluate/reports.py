@@ -6,11 +6,19 @@
 * ``bleu1`` ... ``bleu4``: corpus BLEU (clipped n-gram counts pooled over all reports, one
   brevity penalty, uniform weights up to order n, no smoothing), computed by ``sacrebleu``
   on those tokens (``tokenize="none"``), so the numbers are sacrebleu's.
-* ``bleu2_rexrank``: the mean over reports of each report's own BLEU-2 (weights 1/2, 1/2,
-  single reference, brevity penalty, unsmoothed: 0 when no bigram matches), which is how
-  ReXrank's BLEU-2 column is computed. The leaderboard's package for it (``fast_bleu``) is
-  not a dependency; the per-report BLEU here is a short function of the definition. A report
-  of fewer than n tokens has no n-grams and scores 0 at order n.
+* ``bleu2_rexrank``: the mean over reports of each report's own BLEU-2 as ReXrank's scorer
+  computes it with ``fast_bleu`` (weights 1/2, 1/2, single reference, brevity penalty, and
+  ``fast_bleu``'s default smoothing, NLTK's method 1: an order with no match counts
+  ``0.1 / max(1, its n-gram count)`` matches; no unigram match, or no token, scores 0). So a
+  report with unigram but no bigram matches scores more than 0. ``fast_bleu`` is not a
+  dependency: :func:`sentence_bleu` with ``epsilon=REXRANK_EPSILON`` is that arithmetic,
+  checked against the package in the test suite.
+* **Empty reports**: None, NaN and blank texts are scored as the empty text (no tokens: BLEU
+  0, ROUGE-L 0, no positive finding) and a warning names how many predictions are empty and
+  the first ids. In the scorer's CSVs an empty report is written as :data:`EMPTY_REPORT`
+  (pandas reads an empty field as NaN, which the scorer's BERTScore step cannot take, and its
+  RadGraph reader breaks on a report of no tokens); a text pandas reads as NaN (``"None"``,
+  ``"NA"``, ...) is written after one space, which every step of the scorer strips.
 * ``rougeL``: mean over reports of ROUGE-L F-measure (``rouge-score``, its own tokenizer,
   no stemming).
 * Clinical F1 over the 14 CheXpert observations, the weight-free analogue of F1-CheXbert:
@@ -25,7 +33,9 @@
 
 from __future__ import annotations
 
+import math
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
@@ -41,6 +51,15 @@ CHEXPERT_14 = ("Atelectasis", "Cardiomegaly", "Consolidation", "Edema",
                "No Finding", "Pleural Effusion", "Pleural Other", "Pneumonia", "Pneumothorax",
                "Support Devices")
 CHEXBERT_5 = ("Atelectasis", "Cardiomegaly", "Consolidation", "Edema", "Pleural Effusion")
+#: ``fast_bleu``'s smoothing epsilon (its default, NLTK's method 1), used by ReXrank's BLEU-2
+REXRANK_EPSILON = 0.1
+#: how an empty report is written to the scorer's CSVs: one token, matching no report, so
+#: that pandas reads a string, RadGraph's reader gets a token and the BLEU stays 0
+EMPTY_REPORT = "[empty]"
+#: the fields pandas' ``read_csv`` reads as NaN by default (pandas 1.x to 3.x)
+PANDAS_NA = frozenset({"", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan",
+                       "1.#IND", "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a",
+                       "nan", "null"})
 
 
 def tokens(text: str) -> list[str]:
@@ -60,12 +79,20 @@ def _ngrams(toks: list[str], n: int) -> dict:
     return out
 
 
-def sentence_bleu(hyp: list[str], ref: list[str], n: int) -> float:
+def sentence_bleu(hyp: list[str], ref: list[str], n: int, *,
+                  epsilon: float | None = None) -> float:
     """BLEU-n of one tokenized hypothesis against one reference (uniform weights, brevity
-    penalty, no smoothing).
+    penalty).
+
+    ``epsilon=None``: unsmoothed, 0 when some order has no match. A number: ``fast_bleu``'s
+    smoothing (NLTK's method 1), which ReXrank's BLEU-2 uses with ``epsilon=0.1``
+    (:data:`REXRANK_EPSILON`): an order with no match counts ``epsilon / max(1, its n-gram
+    count)`` matches; still 0 when no unigram matches.
 
     >>> round(sentence_bleu("a b c d".split(), "a b c x".split(), 2), 4)
     0.7071
+    >>> round(sentence_bleu("c a".split(), "a b c".split(), 2, epsilon=0.1), 4)
+    0.1918
     """
     if not hyp:
         return 0.0
@@ -74,11 +101,11 @@ def sentence_bleu(hyp: list[str], ref: list[str], n: int) -> float:
         h, r = _ngrams(hyp, k), _ngrams(ref, k)
         total = sum(h.values())
         match = sum(min(c, r.get(g, 0)) for g, c in h.items())
-        if total == 0 or match == 0:
+        if match == 0 and (epsilon is None or k == 1):
             return 0.0
-        logs += np.log(match / total) / n
-    bp = 1.0 if len(hyp) >= len(ref) else float(np.exp(1 - len(ref) / len(hyp)))
-    return float(bp * np.exp(logs))
+        logs += math.log(match / total if match else epsilon / max(1, total)) / n
+    bp = 1.0 if len(hyp) >= len(ref) else math.exp(1 - len(ref) / len(hyp))
+    return bp * math.exp(logs)
 
 
 def _texts(values, what: str) -> list[str]:
@@ -86,10 +113,32 @@ def _texts(values, what: str) -> list[str]:
         raise RadHarmonyError(f"report_metrics {what} is one string",
                               expected="a list of report texts", found=repr(values[:40]),
                               fix=f"pass [{what[:-1]}] for a single report")
-    out = []
-    for v in values:
-        out.append("" if v is None or (isinstance(v, float) and np.isnan(v)) else str(v))
-    return out
+    return ["" if v is None or (not isinstance(v, str) and pd.api.types.is_scalar(v)
+                                and pd.isna(v)) else str(v) for v in values]
+
+
+def scorer_text(text: str) -> str:
+    """``text`` as written to ReXrank's scorer CSVs, so that pandas reads it back as a string
+    the scorer can take: a blank text becomes :data:`EMPTY_REPORT`; a text pandas reads as
+    NaN (:data:`PANDAS_NA`) gets one leading space (stripped again by every scorer step).
+
+    >>> scorer_text(""), scorer_text("None"), scorer_text("No effusion.")
+    ('[empty]', ' None', 'No effusion.')
+    """
+    if not text.strip():
+        return EMPTY_REPORT
+    return " " + text if text in PANDAS_NA else text
+
+
+def _warn_empty(texts: list[str], ids: list, what: str, csv_dir) -> None:
+    empty = [i for t, i in zip(texts, ids) if not t.strip()]
+    if empty:
+        written = (f"; written to {csv_dir} as {EMPTY_REPORT!r} (ReXrank's scorer cannot read "
+                   "an empty report)") if csv_dir is not None else ""
+        warnings.warn(f"report_metrics: {len(empty)} of {len(texts)} {what} are empty (None, "
+                      f"NaN or blank), first ids: {empty[:5]}; each is scored as the empty "
+                      f"text (BLEU 0, ROUGE-L 0, no positive finding){written}", UserWarning,
+                      stacklevel=3)
 
 
 def _default_labeler():
@@ -117,7 +166,8 @@ def _positives(labeler, texts: list[str], side: str) -> np.ndarray:
 
 
 def _scorer_csvs(folder: Path, ids: list, hyp: list, ref: list, study_ids) -> None:
-    """CXR-Report-Metric's inputs: ``study_id`` (an int: it casts them) and ``report``."""
+    """CXR-Report-Metric's inputs: ``study_id`` (an int: it casts them) and ``report``
+    (:func:`scorer_text`: pandas reads every one back as a string)."""
     try:
         ints = [int(i) for i in ids]
     except (TypeError, ValueError):
@@ -126,8 +176,8 @@ def _scorer_csvs(folder: Path, ids: list, hyp: list, ref: list, study_ids) -> No
                               found=repr(ids[:3]), fix="pass ids=range(n)") from None
     folder.mkdir(parents=True, exist_ok=True)
     for name, texts in (("gt_reports", ref), ("pred_reports", hyp)):
-        pd.DataFrame({"study_id": ints, "report": texts}).to_csv(folder / f"{name}.csv",
-                                                                 index=False)
+        pd.DataFrame({"study_id": ints, "report": [scorer_text(t) for t in texts]}
+                     ).to_csv(folder / f"{name}.csv", index=False)
     pd.DataFrame({"eval_id": ints, "study_id": study_ids if study_ids is not None else ints}
                  ).to_csv(folder / "eval_ids.csv", index=False)
 
@@ -143,8 +193,8 @@ class ReportScores:
 
     Attributes:
         summary: ``metric, value`` (corpus-level and mean per-report values).
-        per_report: one row per pair: ``bleu1`` ... ``bleu4`` (sentence BLEU-n),
-            ``bleu2_rexrank`` (= ``bleu2``), ``rougeL``, ``clinical_f1``, and the
+        per_report: one row per pair: ``bleu1`` ... ``bleu4`` (sentence BLEU-n, unsmoothed),
+            ``bleu2_rexrank`` (smoothed as ``fast_bleu``), ``rougeL``, ``clinical_f1``, and the
             hypothesis's and reference's positive labels.
         per_label: clinical ``label, tp, fp, fn, precision, recall, f1, support``.
     """
@@ -182,7 +232,8 @@ def report_metrics(hypotheses, references, *,
     """Score generated reports against references, pair by pair (see the module docs).
 
     Args:
-        hypotheses, references: report texts, same length and order (None counts as "");
+        hypotheses, references: report texts, same length and order (None, NaN and blank
+            texts count as "", with a warning naming how many and the first ids);
             or, per study, ``references`` = :func:`radharmony.studies.rexrank_references`
             (one row per study, never per image) and ``hypotheses`` = ``{study_id: text}``
             or a DataFrame ``study_id, report`` (exactly one per study); then ``ids`` are
@@ -226,6 +277,9 @@ def report_metrics(hypotheses, references, *,
     per = pd.DataFrame({"id": list(ids) if ids is not None else np.arange(len(hyp))})
     if study_ids is not None:
         per["study_id"] = study_ids
+    shown = study_ids if study_ids is not None else per["id"].tolist()
+    _warn_empty(hyp, shown, "predictions", csv_dir)
+    _warn_empty(ref, shown, "references", csv_dir)
     if csv_dir is not None:
         _scorer_csvs(Path(csv_dir), per["id"].tolist(), hyp, ref, study_ids)
     summary = []
@@ -234,8 +288,9 @@ def report_metrics(hypotheses, references, *,
         corpus = bleu.corpus_score(h_join, [r_join]).score / 100
         summary.append((f"bleu{n}", min(1.0, corpus)))
         per[f"bleu{n}"] = [sentence_bleu(h, r, n) for h, r in zip(h_tok, r_tok)]
-    per["bleu2_rexrank"] = per["bleu2"]
-    summary.append(("bleu2_rexrank", float(per["bleu2"].mean())))
+    per["bleu2_rexrank"] = [sentence_bleu(h, r, 2, epsilon=REXRANK_EPSILON)
+                            for h, r in zip(h_tok, r_tok)]
+    summary.append(("bleu2_rexrank", float(per["bleu2_rexrank"].mean())))
     scorer = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=False)
     per["rougeL"] = [scorer.score(r, h)["rougeL"].fmeasure for h, r in zip(hyp, ref)]
     summary.append(("rougeL", float(per["rougeL"].mean())))
