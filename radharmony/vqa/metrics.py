@@ -1,8 +1,10 @@
 """Scoring VQA answers as the leaderboards score them: :func:`vqa_metrics`.
 
-* ``mcq``: accuracy of the letter extracted from each prediction (:func:`extract_letter`); a
-  prediction with no letter, or with a letter outside the question's options, is wrong and
-  counted (``no_letter``, ``outside_options``). Overall and per skill, the skills named as in
+* ``mcq``: accuracy of the letter read from each prediction
+  (:func:`radharmony.vqa.letters.find_letters`: tags, boxes, Markdown, "option c", the
+  option's text, ...); a prediction with no letter, with two different letters, or with a
+  letter outside the question's options, is wrong and counted (``no_letter``, ``ambiguous``,
+  ``outside_options``). Overall and per skill, the skills named as in
   ReXrank's VQA table (:data:`REXRANK_SKILLS`); :func:`rexrank_row` gives that table's row.
 * ``closed``: accuracy of the normalised answer (a yes/no answer also matches a prediction
   that starts with it: "Yes, there is ...").
@@ -25,6 +27,7 @@ import pandas as pd
 
 from ..errors import RadHarmonyError
 from ..evaluate.metrics import PatientBootstrap, interval
+from .letters import extract_letter, find_letters  # noqa: F401 (kept importable here)
 
 #: ReXrank's VQA columns (``vqa_results.csv``), after ``Overall Accuracy``
 REXRANK_SKILLS = ("Differential Diagnosis", "Geometric Information Assessment",
@@ -35,11 +38,7 @@ _SKILL_WORDS = {"differential": REXRANK_SKILLS[0], "geometric": REXRANK_SKILLS[1
                 "presence": REXRANK_SKILLS[4]}
 #: the tidy table's columns
 COLUMNS = ("metric", "group", "n", "n_patients", "value", "ci_low", "ci_high", "no_letter",
-           "outside_options", "no_prediction")
-_ALONE = re.compile(r"^\W*\(?([A-Za-z])\)?\W*$")
-_LEADING = re.compile(r"^\s*(?:option\s+)?\(?([A-Z])\s*[).:]")
-_STATED = re.compile(r"(?:answer|option|choice)\s*(?:is|:)?\s*:?\s*\(?\**([A-Z])\b(?![a-z])",
-                     re.I)
+           "ambiguous", "outside_options", "no_prediction")
 _WORD = re.compile(r"[a-z0-9]+")
 
 
@@ -49,27 +48,6 @@ def skill(task) -> str | None:
         return None
     low = task.lower()
     return next((name for word, name in _SKILL_WORDS.items() if word in low), task)
-
-
-def extract_letter(prediction, options: list[str] | None = None) -> str | None:
-    """The answer letter a free-text prediction gives, upper-case, or None.
-
-    Tried in order: the prediction is a letter alone (``"B"``, ``"(b)."``); it starts with a
-    lettered option (``"B. No"``, ``"(C) ..."``); it states one (``"The answer is C"``); it is
-    exactly one option's text (case and punctuation ignored). The letter may lie outside the
-    options -- :func:`vqa_metrics` counts that as wrong.
-    """
-    if not isinstance(prediction, str):
-        return None
-    for pattern in (_ALONE, _LEADING, _STATED):
-        m = pattern.search(prediction)
-        if m:
-            return m.group(1).upper()
-    said = _norm(prediction)
-    for o in options or ():
-        if said and _norm(o[3:]) == said:
-            return o[0]
-    return None
 
 
 def _norm(text) -> str:
@@ -136,11 +114,13 @@ def score_questions(predictions, table: pd.DataFrame) -> pd.DataFrame:
                                              table["answer_letter"], table["answer"], pred):
         have = isinstance(p, str)
         out = {"no_prediction": not have, "letter": None, "no_letter": False,
-               "outside_options": False, "correct": np.nan, "f1": np.nan, "recall": np.nan}
+               "ambiguous": False, "outside_options": False, "correct": np.nan, "f1": np.nan,
+               "recall": np.nan}
         if fmt == "mcq":
-            got = extract_letter(p, opts) if have else None
+            letters = find_letters(p, opts) if have else ()
+            got = letters[0] if len(letters) == 1 else None
             valid = {o[0] for o in opts}
-            out.update(letter=got, no_letter=have and got is None,
+            out.update(letter=got, no_letter=have and not letters, ambiguous=len(letters) > 1,
                        outside_options=got is not None and got not in valid,
                        correct=float(got is not None and got in valid and
                                      set(str(letter).split(",")) == {got}))
@@ -164,8 +144,9 @@ def vqa_metrics(predictions, dataset, *, n_bootstrap: int = 1000, seed: int = 0,
     ``closed_accuracy``, ``open_token_f1``, ``open_token_recall``) and group (``overall``,
     then each skill), with the number of questions and patients, the value and its 95 %
     patient-bootstrap interval (``n_bootstrap`` resamples, ``seed``), and the counts of mcq
-    predictions without a letter, with a letter outside the options and of questions without
-    a prediction (all scored wrong). ``csv_path``: also write it as CSV.
+    predictions without a letter (``no_letter``), with two different letters
+    (``ambiguous``), with a letter outside the options (``outside_options``) and of
+    questions without a prediction (``no_prediction``), all scored wrong. ``csv_path``: also write it as CSV.
     """
     table = pd.DataFrame(getattr(dataset, "harmonized_df", dataset))
     scored = score_questions(predictions, table)
@@ -201,6 +182,7 @@ def vqa_metrics(predictions, dataset, *, n_bootstrap: int = 1000, seed: int = 0,
                      "n_patients": int(sub["patient_id"].nunique()),
                      "value": float(values[col][mask].mean()), "ci_low": float(lo[0]),
                      "ci_high": float(hi[0]), "no_letter": int(sub["no_letter"].sum()),
+                     "ambiguous": int(sub["ambiguous"].sum()),
                      "outside_options": int(sub["outside_options"].sum()),
                      "no_prediction": int(sub["no_prediction"].sum())})
     out = pd.DataFrame(rows, columns=list(COLUMNS))
