@@ -76,6 +76,11 @@ def _clean(text: str) -> str:
     return _MARKUP.sub("", text).strip()
 
 
+def _said_not(text: str, start: int, end: int) -> bool:
+    """Whether the letter between ``start`` and ``end`` is said not to be the answer."""
+    return bool(_NEGATED_BEFORE.search(text, 0, start) or _NEGATED_AFTER.match(text, end))
+
+
 def _letter_at(text: str, i: int, *, line_start: bool) -> tuple[str, int] | None:
     """``(letter, end)`` when a marked single letter starts at ``i`` (after blanks)."""
     m = _LETTER.match(text, i)
@@ -98,10 +103,7 @@ def _letter_at(text: str, i: int, *, line_start: bool) -> tuple[str, int] | None
             return None  # the article: "a nodule", "A large effusion"
         if letter in "iI" and nxt not in ("is", "was"):
             return None  # the pronoun: "I would choose"
-    if _NEGATED_BEFORE.search(text, 0, start - (1 if opened else 0)) or \
-            _NEGATED_AFTER.match(text, end):
-        return None
-    return letter.upper(), end
+    return None if _said_not(text, start - (1 if opened else 0), end) else (letter.upper(), end)
 
 
 def _list_at(text: str, i: int, *, line_start: bool) -> tuple[list[tuple[int, str]], int]:
@@ -133,8 +135,7 @@ def _marked(text: str) -> list[str]:
         found += letters if _END.match(text, end) else []
     for pattern in (_BRACKETED, _BEFORE_CORRECT):
         for m in pattern.finditer(text):
-            if not (_NEGATED_BEFORE.search(text, 0, m.start(1) - 1) or
-                    _NEGATED_AFTER.match(text, m.end(1))):
+            if not _said_not(text, m.start(1) - 1, m.end(1)):
                 found.append((m.start(1), m.group(1).upper()))
     return list(dict.fromkeys(letter for _, letter in sorted(found)))
 

@@ -143,6 +143,11 @@ def test_every_text_pandas_reads_as_nan_is_written_as_a_string(tmp_path, text):
     assert isinstance(back, str) and back.strip() == (text.strip() or EMPTY_REPORT)
 
 
+def test_the_na_list_covers_the_installed_pandas():
+    parsers = pytest.importorskip("pandas._libs.parsers")  # private: skipped if it moves
+    assert set(parsers.STR_NA_VALUES) <= PANDAS_NA
+
+
 def test_na_like_values_of_any_kind_are_empty_text():
     with pytest.warns(UserWarning, match="3 of 4 predictions are empty"):
         s = report_metrics([pd.NA, np.float32("nan"), None, "a b"], ["a b"] * 4,
