@@ -476,7 +476,7 @@ def test_docs_examples_run(monkeypatch, tmp_path):
 
     text = (Path(__file__).resolve().parents[2] / "docs" / "evaluate.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
-    assert len(blocks) == 5
+    assert len(blocks) == 6
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr("tempfile.mkdtemp", lambda: str(tmp_path))
     ns: dict = {}
@@ -485,6 +485,8 @@ def test_docs_examples_run(monkeypatch, tmp_path):
     assert ns["res"].metrics["label"].iloc[-1] == "macro"
     assert (tmp_path / "roc.png").is_file() and (tmp_path / "label_efficiency.png").is_file()
     assert ns["scores"]["clinical_f1_micro"] < ns["scores"]["bleu1"]
+    assert "1 of 2 predictions are empty" in str(ns["caught"][0].message)
+    assert pd.read_csv(tmp_path / "scorer" / "pred_reports.csv")["report"][0] == "[empty]"
 
 
 def test_cli_probe_with_an_encoder_function(blob, tmp_path, capsys):
