@@ -106,7 +106,7 @@ def test_llava_json(study_ds, tmp_path):
     study_ds.index.sections[5] = dict(study_ds.index.sections[5], findings=None)
     with pytest.warns(StudyWarning, match=rf"1 of 100 studies have no findings and were "
                                           rf"left out, first: \['{dropped}'\]"):
-        to_llava(study_ds, path, answer="findings", progress=False)
+        to_llava(study_ds, path, answer="findings", flavor="onevision", progress=False)
     entries = json.loads(path.read_text())
     assert len(entries) == 99 and dropped not in {e["id"] for e in entries}
     e = entries[0]
@@ -116,8 +116,8 @@ def test_llava_json(study_ds, tmp_path):
     assert human.count("<image>") == len(e["image"]) == int(s["img_mask"].sum())
     assert f"Indication: {s['indication']}" in human
     assert all((path.parent / f).is_file() for f in e["image"])
-    fi = to_llava(study_ds, tmp_path / "fi.json", answer="findings_impression", images="original",
-                  progress=False)
+    fi = to_llava(study_ds, tmp_path / "fi.json", answer="findings_impression",
+                  images="original", flavor="onevision", progress=False)
     assert fi["images"]["source"] == "original"
     e = json.loads((tmp_path / "fi.json").read_text())[0]
     assert e["conversations"][1]["value"].startswith("Findings: ")
@@ -127,7 +127,7 @@ def test_llava_json(study_ds, tmp_path):
 
 def test_llava_resume_rewrites_a_part_whose_image_changed(study_ds, tmp_path):
     path = tmp_path / "llava" / "train.json"
-    first = to_llava(study_ds, path, shard_size=40, progress=False)
+    first = to_llava(study_ds, path, shard_size=40, flavor="onevision", progress=False)
     parts = path.parent / "train_parts"
     assert all(len(s["images_sha256"]) == 64 for s in first["shards"])
     entries = json.loads(path.read_text())
@@ -136,7 +136,7 @@ def test_llava_resume_rewrites_a_part_whose_image_changed(study_ds, tmp_path):
     stamps = {s["name"]: (parts / s["name"]).stat().st_mtime_ns for s in first["shards"]}
     (path.parent / damaged).write_bytes(b"not a png")
     (path.parent / deleted).unlink()
-    again = to_llava(study_ds, path, shard_size=40, progress=False)
+    again = to_llava(study_ds, path, shard_size=40, flavor="onevision", progress=False)
     assert again["shards"] == first["shards"] and json.loads(path.read_text()) == entries
     rewritten = {n for n, t in stamps.items() if (parts / n).stat().st_mtime_ns != t}
     assert rewritten == {first["shards"][0]["name"], first["shards"][2]["name"]}
