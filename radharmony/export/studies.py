@@ -72,11 +72,17 @@ def image_info(ds, images: str) -> dict:
                            "pixels)"}
 
 
-def records(ds, rows, images: str) -> list[dict]:
+def records(ds, rows, images: str, *, key_only: bool = False) -> list[dict]:
     """The export records of studies ``rows`` (indices, in order; a VQA dataset's, one per
-    question: :func:`radharmony.export.vqa.vqa_records`)."""
+    question: :func:`radharmony.export.vqa.vqa_records`). ``key_only``: ``images`` holds the
+    key image alone (``key_image`` and ``views`` still describe the whole study)."""
     ix, img = ds.index, ds.images
-    flat = [int(r) for s in rows for r in ix.rows[s]]
+
+    def chosen(s) -> list[tuple[int, int]]:  # (position in the study, image row)
+        pairs = list(enumerate(int(r) for r in ix.rows[s]))
+        return [pairs[int(ix.key_image[s])]] if key_only else pairs
+
+    flat = [r for s in rows for _, r in chosen(s)]
     if images == "cache":  # PNG encoding over the process's threads (OpenCV drops the GIL)
         import numpy as np
 
@@ -92,7 +98,7 @@ def records(ds, rows, images: str) -> list[dict]:
     for s in rows:
         key = study_key(ix.study_ids[s])
         pics = []
-        for j, r in enumerate(ix.rows[s]):
+        for j, r in chosen(s):
             if images == "cache":
                 pics.append((f"{j}.png", next(arrays)))
             else:

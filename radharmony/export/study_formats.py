@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import warnings
+from functools import partial
 from pathlib import Path
 
 from ..errors import SHOW, StudyWarning, check_choice
@@ -18,7 +19,7 @@ from .codec import ExportError
 from .decoders import bit_depth, warn_deep
 from .hf_card import split_groups, write_card
 from .studies import (check_study_dataset, files_sha256, is_vqa, join_llava_parts,
-                      llava_intact, run_shards)
+                      llava_intact, records, run_shards)
 from .tarfiles import _save_shard, _tar_bytes
 from .vqa import FLAVORS, to_llava_vqa, vqa_records
 
@@ -140,9 +141,8 @@ def to_llava(ds, path: str | os.PathLike, *, answer: str = "findings", flavor: s
             if gpt is None:
                 left_out.append(rec["study_id"])
                 continue
-            pics = rec["images"] if flavor == "onevision" else [rec["images"][rec["key_image"]]]
             files = []
-            for name, data in pics:
+            for name, data in rec["images"]:  # the key image alone unless "onevision"
                 f = image_dir / rec["key"] / name
                 f.parent.mkdir(parents=True, exist_ok=True)
                 _save_shard(f, data)
@@ -155,7 +155,9 @@ def to_llava(ds, path: str | os.PathLike, *, answer: str = "findings", flavor: s
     manifest = run_shards(ds, parts, fmt="llava", prefix="part", suffix=".json",
                           shard_size=shard_size, images=images,
                           options={"answer": answer, "flavor": flavor}, write=write,
-                          progress=progress, intact=llava_intact(path.parent))
+                          progress=progress, intact=llava_intact(path.parent),
+                          read=None if flavor == "onevision" else partial(records,
+                                                                          key_only=True))
     missing = len(ds) - join_llava_parts(manifest, parts, path)
     if missing:
         warnings.warn(f"to_llava(answer={answer!r}): {missing} of {len(ds)} studies have no "

@@ -114,8 +114,11 @@ def to_llava_vqa(ds, path: str | os.PathLike, *, flavor: str = "llava", images: 
                                 hashlib.sha256(data).digest())
         return written[rel]
 
-    def read(_ds, rows, _images: str) -> list[dict]:
-        return [{"index": i, "images": list(own[i]) + reference_paths(ds, i)} for i in rows]
+    def read(_ds, rows, _images: str) -> list[dict]:  # "images": what the entry will list
+        if flavor == "onevision":
+            return [{"index": i, "images": list(own[i]) + reference_paths(ds, i)} for i in rows]
+        return [{"index": i, "images": [] if reference_paths(ds, i) else
+                 [own[i][int(ds._key[i])]]} for i in rows]
 
     def write(recs: list[dict], part: Path) -> dict:
         entries, files, n_refs = [], [], 0

@@ -34,9 +34,13 @@ def exports(study_ds, tmp_path_factory):
     """flavor -> the JSON path of that flavor's export (cache images)."""
     out = tmp_path_factory.mktemp("flavors")
     paths = {}
+    images = {}
     for flavor in FLAVORS:
         paths[flavor] = out / f"{flavor}.json"
-        to_llava(study_ds, paths[flavor], flavor=flavor, progress=False)
+        images[flavor] = to_llava(study_ds, paths[flavor], flavor=flavor,
+                                  progress=False)["num_images"]
+    # the excerpt's 100 studies have 159 images; LLaVA-1.5 and LLaVA-Rad take one each
+    assert images == {"llava": 100, "onevision": 159, "llava-rad": 100}
     return paths
 
 
@@ -129,6 +133,8 @@ def test_vqa_flavors(tmp_path):
         to_llava(diff, tmp_path / "d.json", images="original", progress=False)
     kept = read_llava15(tmp_path / "d.json", tmp_path)
     assert len(kept) == len(diff) - n_ref and n_ref >= 2
+    man = json.loads((tmp_path / "d_parts" / "manifest.json").read_text())
+    assert man["num_images"] == len(kept)  # one image per entry written
     with warnings.catch_warnings():  # resumed: the same warning, from the manifest
         warnings.simplefilter("error")
         with pytest.raises(UserWarning, match=rf"{n_ref} of {len(diff)} questions"):
@@ -153,3 +159,30 @@ def test_readers_refuse_what_the_trainers_cannot_read(tmp_path):
                                                     "conversations": turn[:1]}]))
     with pytest.raises(FileNotFoundError):
         read_llava_onevision(tmp_path / "gone.json", tmp_path)
+
+
+def test_the_key_image_is_the_frontal_one_wherever_it_stands(tmp_path):
+    from radharmony.datasets.rexgradient import ReXGradientTrainDataset
+    from radharmony.fake import write_rexgradient
+
+    write_rexgradient(tmp_path, studies={"train": 30}, seed=3, image_size=(64, 56))
+    meta = tmp_path / "download" / "metadata" / "train_metadata_view_position.json"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StudyWarning)
+        ds = ReXGradientTrainDataset(tmp_path / "deid_png", meta, level="study",
+                                     view_order=("LATERAL", "LL", "PA", "AP"), cache_dir=None)
+    keys = [int(k) for k in ds.index.key_image]
+    assert (keys.count(0), keys.count(1), keys.count(2)) == (20, 8, 2)  # laterals first
+    path = tmp_path / "o.json"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StudyWarning)  # studies without an answer
+        to_llava(ds, path, answer="findings_impression", images="original", progress=False)
+    entries = read_llava15(path, path.parent)
+    moved = 0
+    for e in entries:
+        s = list(ds.study_ids).index(e["id"])
+        row = int(ds.index.rows[s][keys[s]])
+        assert (path.parent / e["image"]).read_bytes() == ds.images.image_file(row).read_bytes()
+        assert e["view"] == ds._views[s][keys[s]] and e["view"] in ("PA", "AP") or keys[s] == 0
+        moved += keys[s] != 0
+    assert (len(entries), moved) == (22, 8)  # 22 studies with an answer, 8 lateral-first

@@ -14,7 +14,8 @@ import torch
 
 from radharmony.datasets.rexgradient import ReXGradientTestDataset
 from radharmony.errors import StudyWarning
-from radharmony.export import ExportError, to_llava, to_parquet, to_study_webdataset
+from radharmony.export import (DeepImageWarning, ExportError, to_llava, to_parquet,
+                               to_study_webdataset)
 from radharmony.export.studies import study_key
 from radharmony.studies import SECTION_KEYS
 
@@ -183,7 +184,9 @@ def test_cache_export_at_the_transforms_size_and_bits(tmp_path):
         ds = ReXGradientTestDataset(tmp_path / "deid_png", meta, level="study",
                                     transform=DefaultTransform(size=64, bits=16),
                                     cache_dir=tmp_path / "cache", dtype=torch.float32)
-    man = to_study_webdataset(ds, tmp_path / "wds", progress=False)
+    with pytest.warns(DeepImageWarning, match=r"1 of 1 shards hold 16-bit images "
+                                              r"\(rexgradient_test-000000.tar\)"):
+        man = to_study_webdataset(ds, tmp_path / "wds", progress=False)
     assert (man["images"]["source"], man["images"]["size"], man["images"]["bits"]) == \
         ("cache", 64, 16)
     with tarfile.open(tmp_path / "wds" / man["shards"][0]["name"]) as tf:

@@ -9,6 +9,7 @@ import pytest
 
 from radharmony.datasets.rexvqa import ReXVQATestDataset
 from radharmony.datasets.vqa_rad import VQARADChestDataset
+from radharmony.export import DeepImageWarning
 from radharmony.export.study_formats import to_llava
 from radharmony.fake.rexvqa import write_rexvqa
 from radharmony.fake.vqa_rad import write_vqa_rad
@@ -106,7 +107,9 @@ def test_webdataset_one_sample_per_question(tmp_path):
     from radharmony.export.study_formats import to_study_webdataset
 
     ds = ReXVQATestDataset(write_rexvqa(tmp_path / "d", studies={"test": 3}), cache_dir=None)
-    to_study_webdataset(ds, tmp_path / "wds", shard_size=4, images="original", progress=False)
+    with pytest.warns(DeepImageWarning, match=r"4 of 4 shards hold 16-bit images"):
+        to_study_webdataset(ds, tmp_path / "wds", shard_size=4, images="original",
+                            progress=False)
     members = {}
     for shard in sorted((tmp_path / "wds").glob("*.tar")):
         with tarfile.open(shard) as tar:
