@@ -1,9 +1,10 @@
 """Images of a WebDataset export read back exactly, 16-bit ones included.
 
 Every built-in image decoder of the ``webdataset`` library (``"pil"``, ``"l8"``, ``"rgb8"``,
-``"torch"``, ...) goes through PIL's 8-bit modes, so a 16-bit PNG (a source PNG shipped at 16 bits, exported
-with ``images="original"``, or the cache's PNG with ``DefaultTransform(bits=16)``) comes back
-as 8 bits **without rescaling**: values above 255 saturate, silently.
+``"torch"``, ...) goes through PIL's 8-bit modes, so a 16-bit PNG (a source PNG shipped at
+16 bits, exported with ``images="original"``, or the cache's PNG with
+``DefaultTransform(bits=16)``) comes back as 8 bits **without rescaling**: values above 255
+saturate, silently.
 
 :func:`exact_decoder` is a handler for ``webdataset``'s ``.decode(...)``: it turns every image
 member (``.png``, ``.jpg``/``.jpeg``, ``.dcm``/``.dicom`` and the extensionless ``<key>.<j>``
@@ -135,4 +136,5 @@ def warn_deep(manifest: dict, *, caller: str) -> None:
                   "returns the exact arrays", DeepImageWarning, stacklevel=3)
 
 
-__all__ = ["DeepImageWarning", "IMAGE_EXTENSIONS", "bit_depth", "exact_decoder", "read_image_bytes", "warn_deep"]
+__all__ = ["DeepImageWarning", "IMAGE_EXTENSIONS", "bit_depth", "exact_decoder",
+           "read_image_bytes", "warn_deep"]

@@ -70,15 +70,17 @@ def write_card(folder: Path, manifest: dict, *, title: str) -> Path:
     by_split: dict[str, list[str]] = {}
     for shard in manifest["shards"]:
         by_split.setdefault(shard.get("split", "train"), []).append(shard["name"])
-    lines = ["---", "configs:", "- config_name: default", "  data_files:"]
+    lines = ["---", *(["configs:", "- config_name: default", "  data_files:"] if by_split
+                      else ["{}"])]  # an empty export: no data files to name
     for split, names in by_split.items():
         lines += [f"  - split: {split}", "    path:", *(f"    - {json.dumps(n)}" for n in names)]
     counts = {split: sum(s["count"] for s in manifest["shards"] if s.get("split", "train") ==
                          split) for split in by_split}
     lines += ["---", "", f"# {title}", "",
               "Written by `radharmony.export.to_parquet`; `manifest.json` lists every shard "
-              "with its SHA-256. Rows per split: " +
-              ", ".join(f"{k} {v:,}" for k, v in counts.items()) + ".", ""]
+              "with its SHA-256. " + ("Rows per split: " + ", ".join(
+                  f"{k} {v:,}" for k, v in counts.items()) + "." if counts else "No rows."),
+              ""]
     path = Path(folder) / CARD
     _save_shard(path, "\n".join(lines).encode())
     return path
