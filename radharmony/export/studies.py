@@ -23,7 +23,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from ..errors import check_choice
 from ..studies.sections import SECTION_KEYS
@@ -72,11 +72,17 @@ def image_info(ds, images: str) -> dict:
                            "pixels)"}
 
 
-def records(ds, start: int, stop: int, images: str) -> list[dict]:
-    """The export records of studies ``start:stop`` (a VQA dataset's, one per question:
-    :func:`radharmony.export.vqa.vqa_records`)."""
+def records(ds, rows, images: str, *, key_only: bool = False) -> list[dict]:
+    """The export records of studies ``rows`` (indices, in order; a VQA dataset's, one per
+    question: :func:`radharmony.export.vqa.vqa_records`). ``key_only``: ``images`` holds the
+    key image alone (``key_image`` and ``views`` still describe the whole study)."""
     ix, img = ds.index, ds.images
-    flat = [int(r) for s in range(start, stop) for r in ix.rows[s]]
+
+    def chosen(s) -> list[tuple[int, int]]:  # (position in the study, image row)
+        pairs = list(enumerate(int(r) for r in ix.rows[s]))
+        return [pairs[int(ix.key_image[s])]] if key_only else pairs
+
+    flat = [r for s in rows for _, r in chosen(s)]
     if images == "cache":  # PNG encoding over the process's threads (OpenCV drops the GIL)
         import numpy as np
 
@@ -89,10 +95,10 @@ def records(ds, start: int, stop: int, images: str) -> list[dict]:
                 raise threads.raised(value)
         arrays = iter(encoded)
     out = []
-    for s in range(start, stop):
+    for s in rows:
         key = study_key(ix.study_ids[s])
         pics = []
-        for j, r in enumerate(ix.rows[s]):
+        for j, r in chosen(s):
             if images == "cache":
                 pics.append((f"{j}.png", next(arrays)))
             else:
@@ -135,22 +141,31 @@ def run_shards(ds, out_dir: Path, *, fmt: str, prefix: str, suffix: str, shard_s
                images: str, options: dict, write: Callable[[list[dict], Path], dict | None],
                progress: bool, manifest_name: str = "manifest.json",
                intact: Callable[[dict, Path], bool] | None = None,
-               read: Callable[[object, int, int, str], list[dict]] | None = None) -> dict:
+               read: Callable[[object, Sequence[int], str], list[dict]] | None = None,
+               groups: list[tuple[str, Sequence[int]]] | None = None) -> dict:
     """Write every shard not kept from an earlier run with ``write(records, path)`` (which
     returns extra manifest fields, or None) and return the manifest. A shard is kept when
     its file has the recorded size and SHA-256 and, given ``intact``, ``intact(entry, path)``
-    holds too (files the shard refers to: a LLaVA part's images). ``read(ds, start, stop,
-    images)`` gives a shard's records (default :func:`records`; each has ``images``)."""
+    holds too (files the shard refers to: a LLaVA part's images). ``read(ds, rows, images)``
+    gives a shard's records (default :func:`records`; each has ``images``).
+
+    ``groups`` (``[(split, row indices)]``, :func:`radharmony.export.hf_card.split_groups`)
+    writes each group to its own shards ``<prefix>-<split>-000000<suffix>``, whose manifest
+    entries carry ``split`` and count ``start``/``stop`` within the group's rows; without it
+    the shards ``<prefix>-000000<suffix>`` take the rows in order."""
     out_dir.mkdir(parents=True, exist_ok=True)
     fp = study_fingerprint(ds, fmt=fmt, images=images, options=options)
-    plan = [(f"{prefix}-{k:06d}{suffix}", s, min(s + shard_size, len(ds)))
-            for k, s in enumerate(range(0, len(ds), shard_size))]
+    plan = [(f"{prefix}{'' if split is None else '-' + split}-{k:06d}{suffix}", split,
+             rows, s, min(s + shard_size, len(rows)))
+            for split, rows in (groups or [(None, range(len(ds)))])
+            for k, s in enumerate(range(0, len(rows), shard_size))]
     old = _old_shards(out_dir / manifest_name, fp, shard_size)
     done = {}
-    for name, s, e in plan:
+    for name, split, _, s, e in plan:
         entry = old.get(name)
         path = out_dir / name
-        if entry and (entry["start"], entry["stop"]) == (s, e) and path.is_file() and \
+        if entry and (entry["start"], entry["stop"], entry.get("split")) == (s, e, split) \
+                and path.is_file() and \
                 path.stat().st_size == entry["bytes"] and _sha256_file(path) == entry["sha256"] \
                 and (intact is None or intact(entry, path)):
             done[name] = entry
@@ -170,11 +185,12 @@ def run_shards(ds, out_dir: Path, *, fmt: str, prefix: str, suffix: str, shard_s
     save()
     with tqdm(total=len(plan), initial=len(plan) - len(todo), unit="shard",
               desc=f"exporting {prefix} ({fmt})", disable=not progress) as bar:
-        for name, s, e in todo:
-            recs = (read or records)(ds, s, e, images)
+        for name, split, rows, s, e in todo:
+            recs = (read or records)(ds, rows[s:e], images)
             path = out_dir / name
             extra = write(recs, path) or {}
-            done[name] = {"name": name, "start": s, "stop": e, "count": e - s,
+            done[name] = {"name": name, **({} if split is None else {"split": split}),
+                          "start": s, "stop": e, "count": e - s,
                           "images": sum(len(r["images"]) for r in recs),
                           "bytes": path.stat().st_size, "sha256": _sha256_file(path), **extra}
             save()
@@ -201,7 +217,7 @@ def llava_intact(folder: Path) -> Callable[[dict, Path], bool]:
 
     def intact(entry: dict, part: Path) -> bool:
         try:
-            files = [f for e in json.loads(part.read_text()) for f in e["image"]
+            files = [f for e in json.loads(part.read_text()) for f in image_list(e)
                      if not os.path.isabs(f)]
             for f in files:
                 if f not in digests:
@@ -210,6 +226,12 @@ def llava_intact(folder: Path) -> Callable[[dict, Path], bool]:
             return False
         return files_sha256((f, digests[f]) for f in files) == entry.get("images_sha256")
     return intact
+
+
+def image_list(entry: dict) -> list[str]:
+    """A LLaVA entry's images as a list (``image`` is a string, a list, or absent)."""
+    image = entry.get("image")
+    return [] if image is None else [image] if isinstance(image, str) else list(image)
 
 
 def join_llava_parts(manifest: dict, parts: Path, path: Path, *, ensure_ascii: bool = True

@@ -9,16 +9,19 @@ import hashlib
 import json
 import os
 import warnings
+from functools import partial
 from pathlib import Path
 
 from ..errors import SHOW, StudyWarning, check_choice
 from ..studies.references import rexrank_context, rexrank_report
 from ..studies.sections import SECTION_KEYS
 from .codec import ExportError
+from .decoders import bit_depth, warn_deep
+from .hf_card import split_groups, write_card
 from .studies import (check_study_dataset, files_sha256, is_vqa, join_llava_parts,
-                      llava_intact, run_shards)
+                      llava_intact, records, run_shards)
 from .tarfiles import _save_shard, _tar_bytes
-from .vqa import to_llava_vqa, vqa_records
+from .vqa import FLAVORS, to_llava_vqa, vqa_records
 
 ANSWERS = ("findings", "findings_impression")
 PROMPTS = {"findings": "Write the findings section of the radiology report for this chest "
@@ -70,32 +73,63 @@ def llava_answer(rec: dict, answer: str) -> str | None:
     return rexrank_report(rec["findings"], rec["impression"])
 
 
-def llava_prompt(rec: dict, answer: str) -> str:
-    """One ``<image>`` per view, the context (indication, comparison), the instruction."""
+def llava_prompt(rec: dict, answer: str, n_images: int | None = None) -> str:
+    """One ``<image>`` line per image (``n_images``, default every view of the study), the
+    context (indication, comparison), the instruction."""
     context = rexrank_context(rec)
-    return "<image>\n" * len(rec["images"]) + (context + "\n" if context else "") + \
-        PROMPTS[answer]
+    n = len(rec["images"]) if n_images is None else n_images
+    return "<image>\n" * n + (context + "\n" if context else "") + PROMPTS[answer]
 
 
-def to_llava(ds, path: str | os.PathLike, *, answer: str = "findings",
+def llava_entry(rec: dict, files: list[str], answer: str, gpt: str, flavor: str) -> dict:
+    """The entry of one study: ``files`` are its exported image paths (``"onevision"``: every
+    view; otherwise the key image alone, ``image`` then a string)."""
+    key = rec["key_image"]
+    entry = {"id": rec["study_id"], "image": files if flavor == "onevision" else files[0],
+             "conversations": [{"from": "human", "value": llava_prompt(rec, answer,
+                                                                       len(files))},
+                               {"from": "gpt", "value": gpt}]}
+    if flavor == "onevision":
+        entry["views"] = rec["views"]
+    else:
+        entry["view"] = rec["views"][key]
+    entry.update(indication=rec["indication"], comparison=rec["comparison"])
+    if flavor == "llava-rad":  # the fields LLaVA-Rad's loaders read
+        entry.update(reason=rec["indication"], generate_method="rule-based",
+                     impression=rec["impression"], history=rec["history"])
+    return entry
+
+
+def to_llava(ds, path: str | os.PathLike, *, answer: str = "findings", flavor: str = "llava",
              images: str = "cache", shard_size: int = 1000, progress: bool = True) -> dict:
     """Write ``ds`` (``level="study"``) as a LLaVA conversation JSON list at ``path``.
 
-    Each entry: ``id`` (the study id), ``image`` (the study's image files, relative to the
-    JSON's folder, frontal first), ``conversations`` (human: one ``<image>`` line per view,
-    ``Indication: ... Comparison: ...`` when present, the instruction; gpt: the findings, or
-    ``Findings: ... Impression: ...`` for ``answer="findings_impression"``), and ``views``,
-    ``indication``, ``comparison``. Images go to ``<stem>_images/<study key>/<j>.png``.
-    Studies without an answer are left out and counted in one warning. Returns the manifest
-    (``<stem>_parts/manifest.json``, beside the per-shard parts the JSON is joined from; each
-    part's entry holds one SHA-256 of its images too, so a run again over the same folder keeps
-    a part only while its images are as written, and writes it and them again otherwise). A VQA
-    dataset is written one entry per question (:func:`radharmony.export.vqa.to_llava_vqa`).
+    ``flavor`` picks the trainer whose loader reads it (:data:`FLAVORS`):
+
+    * ``"llava"`` (LLaVA-1.5): one image per entry, the study's key image (its frontal view),
+      ``image`` a string and one ``<image>`` line; ``view`` names its view;
+    * ``"onevision"`` (LLaVA-NeXT / LLaVA-OneVision): every view, ``image`` a list (frontal
+      first) and one ``<image>`` line per image; ``views`` lists them;
+    * ``"llava-rad"`` (LLaVA-Rad): ``"llava"`` plus ``reason`` (the indication or None),
+      ``generate_method`` (``"rule-based"``), ``impression`` and ``history``.
+
+    Each entry: ``id`` (the study id), ``image`` (relative to the JSON's folder),
+    ``conversations`` (human: the ``<image>`` lines, ``Indication: ... Comparison: ...`` when
+    present, the instruction; gpt: the findings, or ``Findings: ... Impression: ...`` for
+    ``answer="findings_impression"``), ``indication``, ``comparison``. Images go to
+    ``<stem>_images/<study key>/<j>.png``. Studies without an answer are left out and counted
+    in one warning. Returns the manifest (``<stem>_parts/manifest.json``, beside the per-shard
+    parts the JSON is joined from; each part's entry holds one SHA-256 of its images too, so a
+    run again over the same folder keeps a part only while its images are as written, and
+    writes it and them again otherwise). A VQA dataset is written one entry per question
+    (:func:`radharmony.export.vqa.to_llava_vqa`).
     """
     if is_vqa(ds):
-        return to_llava_vqa(ds, path, images=images, shard_size=shard_size, progress=progress)
+        return to_llava_vqa(ds, path, flavor=flavor, images=images, shard_size=shard_size,
+                            progress=progress)
     check_study_dataset(ds, shard_size, images)
     check_choice("answer", answer, ANSWERS, error=ExportError)
+    check_choice("flavor", flavor, FLAVORS, error=ExportError)
     path = Path(path)
     image_dir, parts = path.parent / f"{path.stem}_images", path.parent / f"{path.stem}_parts"
     left_out: list[str] = []
@@ -108,22 +142,22 @@ def to_llava(ds, path: str | os.PathLike, *, answer: str = "findings",
                 left_out.append(rec["study_id"])
                 continue
             files = []
-            for name, data in rec["images"]:
+            for name, data in rec["images"]:  # the key image alone unless "onevision"
                 f = image_dir / rec["key"] / name
                 f.parent.mkdir(parents=True, exist_ok=True)
                 _save_shard(f, data)
                 files.append(f.relative_to(path.parent).as_posix())
                 written.append((files[-1], hashlib.sha256(data).digest()))
-            entries.append({"id": rec["study_id"], "image": files, "conversations": [
-                {"from": "human", "value": llava_prompt(rec, answer)},
-                {"from": "gpt", "value": gpt}], "views": rec["views"],
-                "indication": rec["indication"], "comparison": rec["comparison"]})
+            entries.append(llava_entry(rec, files, answer, gpt, flavor))
         _save_shard(part, json.dumps(entries, indent=1).encode())
         return {"entries": len(entries), "images_sha256": files_sha256(written)}
 
     manifest = run_shards(ds, parts, fmt="llava", prefix="part", suffix=".json",
-                          shard_size=shard_size, images=images, options={"answer": answer},
-                          write=write, progress=progress, intact=llava_intact(path.parent))
+                          shard_size=shard_size, images=images,
+                          options={"answer": answer, "flavor": flavor}, write=write,
+                          progress=progress, intact=llava_intact(path.parent),
+                          read=None if flavor == "onevision" else partial(records,
+                                                                          key_only=True))
     missing = len(ds) - join_llava_parts(manifest, parts, path)
     if missing:
         warnings.warn(f"to_llava(answer={answer!r}): {missing} of {len(ds)} studies have no "
@@ -145,7 +179,13 @@ def to_parquet(ds, folder: str | os.PathLike, *, shard_size: int = 1000,
     question (:data:`VQA_COLUMNS`: its images, ``question``, ``options``, ``answer``,
     ``answer_letter``, ``explanation``, ``task``/``category``/``subcategory``, and a difference
     question's reference study as ``ref_study_id``, ``ref_images`` (``list<Image>``, empty
-    otherwise) and ``ref_image_paths``). Returns the manifest (``manifest.json``)."""
+    otherwise) and ``ref_image_paths``).
+
+    Each split's rows go to their own shards ``<prefix>-<split>-000000.parquet`` (``train``,
+    ``validation``, ``test``: :func:`radharmony.export.hf_card.split_groups`), and
+    ``README.md``, a dataset card whose YAML header lists each split's files, makes
+    ``datasets.load_dataset(folder)`` give every row the split it belongs to. Returns the
+    manifest (``manifest.json``; each shard's entry names its ``split``)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -172,9 +212,12 @@ def to_parquet(ds, folder: str | os.PathLike, *, shard_size: int = 1000,
         pq.write_table(table, tmp, compression="none", row_group_size=max(1, len(recs)))
         os.replace(tmp, path)
 
-    return run_shards(ds, Path(folder), fmt="parquet", prefix=_prefix(ds, prefix),
-                      suffix=".parquet", shard_size=shard_size, images=images, options={},
-                      write=write, progress=progress, read=_records_of(ds))
+    prefix = _prefix(ds, prefix)
+    manifest = run_shards(ds, Path(folder), fmt="parquet", prefix=prefix, suffix=".parquet",
+                          shard_size=shard_size, images=images, options={}, write=write,
+                          progress=progress, read=_records_of(ds), groups=split_groups(ds))
+    write_card(Path(folder), manifest, title=f"{prefix} (radharmony export)")
+    return manifest
 
 
 # -- WebDataset -------------------------------------------------------------------------------
@@ -191,7 +234,7 @@ def to_study_webdataset(ds, folder: str | os.PathLike, *, shard_size: int = 1000
     ``ref_images``). Returns the manifest (``manifest.json``)."""
     check_study_dataset(ds, shard_size, images)
 
-    def write(recs: list[dict], path: Path) -> None:
+    def write(recs: list[dict], path: Path) -> dict:
         members = []
         for rec in recs:
             meta = {k: v for k, v in rec.items() if k not in ("images", "ref_images")}
@@ -201,7 +244,11 @@ def to_study_webdataset(ds, folder: str | os.PathLike, *, shard_size: int = 1000
                     members += [(f"{rec['key']}.{n}", d) for n, d in rec[group]]
             members.append((f"{rec['key']}.json", json.dumps(meta).encode()))
         _save_shard(path, _tar_bytes(members))
+        return {"bits": max([bit_depth(d) for n, d in members if not n.endswith(".json")],
+                            default=8)}
 
-    return run_shards(ds, Path(folder), fmt="webdataset", prefix=_prefix(ds, prefix),
-                      suffix=".tar", shard_size=shard_size, images=images, options={},
-                      write=write, progress=progress, read=_records_of(ds))
+    manifest = run_shards(ds, Path(folder), fmt="webdataset", prefix=_prefix(ds, prefix),
+                          suffix=".tar", shard_size=shard_size, images=images, options={},
+                          write=write, progress=progress, read=_records_of(ds))
+    warn_deep(manifest, caller="to_study_webdataset")
+    return manifest

@@ -43,6 +43,10 @@ MCQ_INSTRUCTION = "Answer with the option's letter from the given choices direct
 OPEN_INSTRUCTION = "Answer the question using a single word or phrase."
 
 
+#: the trainers a LLaVA export is written for (``to_llava(flavor=...)``): LLaVA-1.5 (one image
+#: per entry, ``image`` a string), LLaVA-NeXT/OneVision (``image`` a list, one ``<image>``
+#: per image) and LLaVA-Rad (LLaVA-1.5 plus ``view``, ``reason``, ``generate_method``)
+FLAVORS = ("llava", "onevision", "llava-rad")
 CURRENT_LABEL = "Current study:"
 REFERENCE_LABEL = "Reference (prior) study:"
 
@@ -59,9 +63,16 @@ def vqa_prompt(sample: dict, n_images: int, n_ref: int = 0) -> str:
     return text + "\n" + OPEN_INSTRUCTION
 
 
-def to_llava_vqa(ds, path: str | os.PathLike, *, images: str = "cache",
+def to_llava_vqa(ds, path: str | os.PathLike, *, flavor: str = "llava", images: str = "cache",
                  shard_size: int = 10_000, progress: bool = True) -> dict:
     """Write the VQA dataset ``ds`` as a LLaVA conversation JSON list at ``path``.
+
+    ``flavor="llava"`` (LLaVA-1.5, the default): one image per entry, the question's key image
+    (PA, else AP, else its first), ``image`` a string; a difference question, which needs its
+    reference study's images too, cannot be one and is left out (counted in the warning).
+    ``"onevision"`` (LLaVA-NeXT / LLaVA-OneVision): every image of the question and of its
+    reference study, ``image`` a list, one ``<image>`` line per image. (``"llava-rad"`` is a
+    report-generation format: refused.)
 
     ``images="cache"``: each distinct image once, as the cache's preprocessed PNG, under
     ``<stem>_images/<hash of its path>.png`` (paths relative to the JSON's folder);
@@ -72,10 +83,17 @@ def to_llava_vqa(ds, path: str | os.PathLike, *, images: str = "cache",
     (``num_studies`` counts questions, ``num_images`` their images and reference images).
     """
     check_study_dataset(ds, shard_size, images)
+    if flavor == "llava-rad":
+        raise ExportError("flavor='llava-rad' writes report-generation entries, not questions",
+                          expected="flavor='llava' or 'onevision' for a VQA dataset",
+                          found=f"flavor='llava-rad' for {type(ds).__name__}",
+                          fix="pass flavor='llava' (LLaVA-1.5) or flavor='onevision'")
+    check_choice("flavor", flavor, FLAVORS, error=ExportError)
     path = Path(path)
     image_dir, parts = path.parent / f"{path.stem}_images", path.parent / f"{path.stem}_parts"
     written: dict[str, tuple[str, bytes | None]] = {}  # image -> (entry path, digest)
     left_out: list[str] = []
+    needs_refs: list[str] = []  # difference questions, left out of a LLaVA-1.5 export
     df = ds.harmonized_df
     text = {c: df[c].tolist() for c in ("question_id", "question", "answer", "answer_format",
                                         "options", "answer_letter", "explanation")}
@@ -96,12 +114,14 @@ def to_llava_vqa(ds, path: str | os.PathLike, *, images: str = "cache",
                                 hashlib.sha256(data).digest())
         return written[rel]
 
-    def read(_ds, start: int, stop: int, _images: str) -> list[dict]:
-        return [{"index": i, "images": list(own[i]) + reference_paths(ds, i)}
-                for i in range(start, stop)]
+    def read(_ds, rows, _images: str) -> list[dict]:  # "images": what the entry will list
+        if flavor == "onevision":
+            return [{"index": i, "images": list(own[i]) + reference_paths(ds, i)} for i in rows]
+        return [{"index": i, "images": [] if reference_paths(ds, i) else
+                 [own[i][int(ds._key[i])]]} for i in rows]
 
     def write(recs: list[dict], part: Path) -> dict:
-        entries, files = [], []
+        entries, files, n_refs = [], [], 0
         for i in (r["index"] for r in recs):
             sample = {c: v[i] for c, v in text.items()}
             gpt = sample["answer_letter"] if sample["answer_format"] == "mcq" \
@@ -109,24 +129,42 @@ def to_llava_vqa(ds, path: str | os.PathLike, *, images: str = "cache",
             if gpt is None:
                 left_out.append(sample["question_id"])
                 continue
-            mine = [file_of(rel, sample["question_id"]) for rel in own[i]]
-            refs = [file_of(rel, sample["question_id"]) for rel in reference_paths(ds, i)]
+            ref_paths = reference_paths(ds, i)
+            if flavor == "llava" and ref_paths:
+                needs_refs.append(sample["question_id"])
+                n_refs += 1
+                continue
+            chosen = own[i] if flavor == "onevision" else [own[i][int(ds._key[i])]]
+            mine = [file_of(rel, sample["question_id"]) for rel in chosen]
+            refs = [file_of(rel, sample["question_id"]) for rel in ref_paths]
             files += mine + refs
-            entries.append({"id": ds.sample_ids[i], "image": [f for f, _ in mine + refs],
+            names = [f for f, _ in mine + refs]
+            entries.append({"id": ds.sample_ids[i],
+                            "image": names if flavor == "onevision" else names[0],
                             "conversations": [
                                 {"from": "human", "value": vqa_prompt(sample, len(mine),
                                                                       len(refs))},
                                 {"from": "gpt", "value": gpt}], **sample,
                             **{c: v[i] for c, v in extra.items()},
-                            "ref_image": [f for f, _ in refs]})
+                            **({"ref_image": [f for f, _ in refs]} if flavor == "onevision"
+                               else {})})
         _save_shard(part, json.dumps(entries, indent=1, ensure_ascii=False).encode())
-        return {"entries": len(entries),
+        return {"entries": len(entries), "needs_refs": n_refs,
                 "images_sha256": files_sha256((f, d) for f, d in files if d is not None)}
 
     manifest = run_shards(ds, parts, fmt="llava", prefix="part", suffix=".json",
-                          shard_size=shard_size, images=images, options={}, write=write,
-                          progress=progress, intact=llava_intact(path.parent), read=read)
+                          shard_size=shard_size, images=images, options={"flavor": flavor},
+                          write=write, progress=progress, intact=llava_intact(path.parent),
+                          read=read)
     missing = len(ds) - join_llava_parts(manifest, parts, path, ensure_ascii=False)
+    n_refs = sum(s.get("needs_refs", 0) for s in manifest["shards"])
+    if n_refs:
+        warnings.warn(f"to_llava(flavor='llava'): {n_refs} of {len(ds)} questions compare two "
+                      "studies and were left out (LLaVA-1.5 takes one image per entry)" +
+                      (f", first: {needs_refs[:SHOW]}" if needs_refs else "") +
+                      "; pass flavor='onevision' to write them with every image",
+                      UserWarning, stacklevel=2)
+        missing -= n_refs
     if missing:
         warnings.warn(f"to_llava: {missing} of {len(ds)} questions have no answer and were "
                       f"left out" + (f", first: {left_out[:SHOW]}" if left_out else ""),
@@ -142,8 +180,8 @@ def reference_paths(ds, i: int) -> list[str]:
     return [] if value is None or isinstance(value, float) else [str(p) for p in value]
 
 
-def vqa_records(ds, start: int, stop: int, images: str) -> list[dict]:
-    """The export records of questions ``start:stop``: ``key`` (the WebDataset-safe
+def vqa_records(ds, rows, images: str) -> list[dict]:
+    """The export records of questions ``rows`` (indices, in order): ``key`` (the WebDataset-safe
     :func:`~radharmony.export.studies.study_key` of the sample id), :data:`RECORD_FIELDS`
     (None where the dataset has no such column), ``views``, ``key_image``, ``image_paths`` and
     ``images`` (``(name, bytes)``: the cache's PNG ``<j>.png``, or the original file
@@ -152,8 +190,9 @@ def vqa_records(ds, start: int, stop: int, images: str) -> list[dict]:
     from .. import threads
 
     root = ds.base_image_dir
-    paths = [list(ds._images[i]) for i in range(start, stop)]
-    ref_paths = [reference_paths(ds, i) for i in range(start, stop)]
+    rows = [int(i) for i in rows]
+    paths = [list(ds._images[i]) for i in rows]
+    ref_paths = [reference_paths(ds, i) for i in rows]
     flat = [rel for ps, rs in zip(paths, ref_paths) for rel in ps + rs]
     if images == "cache":  # read through the cache in order, encode over the threads
         encoded = threads.each(lambda a: png_bytes(a, where="VQA export"),
@@ -171,7 +210,7 @@ def vqa_records(ds, start: int, stop: int, images: str) -> list[dict]:
                  f"{stem}{j}{Path(rel).suffix.lower()}", next(data))
                 for j, rel in enumerate(rels)]
 
-    for i, ps, rs in zip(range(start, stop), paths, ref_paths):
+    for i, ps, rs in zip(rows, paths, ref_paths):
         rec = {"key": study_key(ds.rows.ids[i]),
                **{c: _plain(ds._fields[c][i]) if c in ds._fields else None
                   for c in RECORD_FIELDS}, "sample_id": str(ds.rows.ids[i]),

@@ -14,7 +14,8 @@ import torch
 
 from radharmony.datasets.rexgradient import ReXGradientTestDataset
 from radharmony.errors import StudyWarning
-from radharmony.export import ExportError, to_llava, to_parquet, to_study_webdataset
+from radharmony.export import (DeepImageWarning, ExportError, to_llava, to_parquet,
+                               to_study_webdataset)
 from radharmony.export.studies import study_key
 from radharmony.studies import SECTION_KEYS
 
@@ -106,7 +107,7 @@ def test_llava_json(study_ds, tmp_path):
     study_ds.index.sections[5] = dict(study_ds.index.sections[5], findings=None)
     with pytest.warns(StudyWarning, match=rf"1 of 100 studies have no findings and were "
                                           rf"left out, first: \['{dropped}'\]"):
-        to_llava(study_ds, path, answer="findings", progress=False)
+        to_llava(study_ds, path, answer="findings", flavor="onevision", progress=False)
     entries = json.loads(path.read_text())
     assert len(entries) == 99 and dropped not in {e["id"] for e in entries}
     e = entries[0]
@@ -116,8 +117,8 @@ def test_llava_json(study_ds, tmp_path):
     assert human.count("<image>") == len(e["image"]) == int(s["img_mask"].sum())
     assert f"Indication: {s['indication']}" in human
     assert all((path.parent / f).is_file() for f in e["image"])
-    fi = to_llava(study_ds, tmp_path / "fi.json", answer="findings_impression", images="original",
-                  progress=False)
+    fi = to_llava(study_ds, tmp_path / "fi.json", answer="findings_impression",
+                  images="original", flavor="onevision", progress=False)
     assert fi["images"]["source"] == "original"
     e = json.loads((tmp_path / "fi.json").read_text())[0]
     assert e["conversations"][1]["value"].startswith("Findings: ")
@@ -127,7 +128,7 @@ def test_llava_json(study_ds, tmp_path):
 
 def test_llava_resume_rewrites_a_part_whose_image_changed(study_ds, tmp_path):
     path = tmp_path / "llava" / "train.json"
-    first = to_llava(study_ds, path, shard_size=40, progress=False)
+    first = to_llava(study_ds, path, shard_size=40, flavor="onevision", progress=False)
     parts = path.parent / "train_parts"
     assert all(len(s["images_sha256"]) == 64 for s in first["shards"])
     entries = json.loads(path.read_text())
@@ -136,7 +137,7 @@ def test_llava_resume_rewrites_a_part_whose_image_changed(study_ds, tmp_path):
     stamps = {s["name"]: (parts / s["name"]).stat().st_mtime_ns for s in first["shards"]}
     (path.parent / damaged).write_bytes(b"not a png")
     (path.parent / deleted).unlink()
-    again = to_llava(study_ds, path, shard_size=40, progress=False)
+    again = to_llava(study_ds, path, shard_size=40, flavor="onevision", progress=False)
     assert again["shards"] == first["shards"] and json.loads(path.read_text()) == entries
     rewritten = {n for n, t in stamps.items() if (parts / n).stat().st_mtime_ns != t}
     assert rewritten == {first["shards"][0]["name"], first["shards"][2]["name"]}
@@ -183,7 +184,9 @@ def test_cache_export_at_the_transforms_size_and_bits(tmp_path):
         ds = ReXGradientTestDataset(tmp_path / "deid_png", meta, level="study",
                                     transform=DefaultTransform(size=64, bits=16),
                                     cache_dir=tmp_path / "cache", dtype=torch.float32)
-    man = to_study_webdataset(ds, tmp_path / "wds", progress=False)
+    with pytest.warns(DeepImageWarning, match=r"1 of 1 shards hold 16-bit images "
+                                              r"\(rexgradient_test-000000.tar\)"):
+        man = to_study_webdataset(ds, tmp_path / "wds", progress=False)
     assert (man["images"]["source"], man["images"]["size"], man["images"]["bits"]) == \
         ("cache", 64, 16)
     with tarfile.open(tmp_path / "wds" / man["shards"][0]["name"]) as tf:

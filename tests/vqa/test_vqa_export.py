@@ -9,6 +9,7 @@ import pytest
 
 from radharmony.datasets.rexvqa import ReXVQATestDataset
 from radharmony.datasets.vqa_rad import VQARADChestDataset
+from radharmony.export import DeepImageWarning
 from radharmony.export.study_formats import to_llava
 from radharmony.fake.rexvqa import write_rexvqa
 from radharmony.fake.vqa_rad import write_vqa_rad
@@ -16,7 +17,7 @@ from radharmony.fake.vqa_rad import write_vqa_rad
 
 def test_mcq_questions_with_options_in_the_prompt(tmp_path):
     ds = ReXVQATestDataset(write_rexvqa(tmp_path / "d", studies={"test": 4}), cache_dir=None)
-    out = to_llava(ds, tmp_path / "vqa.json", progress=False)
+    out = to_llava(ds, tmp_path / "vqa.json", flavor="onevision", progress=False)
     entries = json.loads((tmp_path / "vqa.json").read_text())
     df = ds.harmonized_df
     assert out["complete"] and out["num_studies"] == len(entries) == len(df)
@@ -34,7 +35,7 @@ def test_mcq_questions_with_options_in_the_prompt(tmp_path):
 def test_resume_keeps_intact_parts_and_rewrites_one_whose_image_changed(tmp_path):
     ds = ReXVQATestDataset(write_rexvqa(tmp_path / "d", studies={"test": 6}), cache_dir=None)
     path = tmp_path / "vqa.json"
-    first = to_llava(ds, path, shard_size=4, progress=False)
+    first = to_llava(ds, path, shard_size=4, flavor="onevision", progress=False)
     entries, parts = json.loads(path.read_text()), tmp_path / "vqa_parts"
     assert len(first["shards"]) == -(-len(ds) // 4) >= 3
     assert sum(s["entries"] for s in first["shards"]) == len(entries) == len(ds)
@@ -44,7 +45,7 @@ def test_resume_keeps_intact_parts_and_rewrites_one_whose_image_changed(tmp_path
              if any(last in e["image"] for e in json.loads((parts / s["name"]).read_text()))}
     good = (tmp_path / last).read_bytes()
     (tmp_path / last).write_bytes(b"changed")
-    again = to_llava(ds, path, shard_size=4, progress=False)
+    again = to_llava(ds, path, shard_size=4, flavor="onevision", progress=False)
     assert again["shards"] == first["shards"] and json.loads(path.read_text()) == entries
     rewritten = {n for n, t in stamps.items() if (parts / n).stat().st_mtime_ns != t}
     assert rewritten == users and len(users) < len(stamps)
@@ -53,13 +54,13 @@ def test_resume_keeps_intact_parts_and_rewrites_one_whose_image_changed(tmp_path
 
 def test_open_questions_and_original_images(tmp_path):
     ds = VQARADChestDataset(write_vqa_rad(tmp_path / "d"), cache_dir=None)
-    to_llava(ds, tmp_path / "rad.json", images="original", progress=False)
+    to_llava(ds, tmp_path / "rad.json", images="original", progress=False)  # LLaVA-1.5
     entries = json.loads((tmp_path / "rad.json").read_text())
     by_id = {e["question_id"]: e for e in entries}
     for row in ds.harmonized_df.itertuples():
         e = by_id[row.question_id]
         assert e["conversations"][1]["value"] == row.answer
-        assert e["image"] == [str(ds.base_image_dir / row.image_paths[0])]
+        assert e["image"] == str(ds.base_image_dir / row.image_paths[0])
         assert "single word or phrase" in e["conversations"][0]["value"]
 
 
@@ -106,7 +107,9 @@ def test_webdataset_one_sample_per_question(tmp_path):
     from radharmony.export.study_formats import to_study_webdataset
 
     ds = ReXVQATestDataset(write_rexvqa(tmp_path / "d", studies={"test": 3}), cache_dir=None)
-    to_study_webdataset(ds, tmp_path / "wds", shard_size=4, images="original", progress=False)
+    with pytest.warns(DeepImageWarning, match=r"4 of 4 shards hold 16-bit images"):
+        to_study_webdataset(ds, tmp_path / "wds", shard_size=4, images="original",
+                            progress=False)
     members = {}
     for shard in sorted((tmp_path / "wds").glob("*.tar")):
         with tarfile.open(shard) as tar:
@@ -146,7 +149,7 @@ def _reference(ds):
 
 
 def test_llava_difference_questions_carry_the_reference_images(diff, tmp_path):
-    to_llava(diff, tmp_path / "d.json", images="original", progress=False)
+    to_llava(diff, tmp_path / "d.json", images="original", flavor="onevision", progress=False)
     refs = _reference(diff)
     for e in json.loads((tmp_path / "d.json").read_text()):
         human = e["conversations"][0]["value"]
