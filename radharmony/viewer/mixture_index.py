@@ -38,6 +38,8 @@ class RecordIndex:
         path = self.out / RECORDS_NAME
         try:
             self.file = pq.ParquetFile(path)
+            # the filter columns as dictionaries (Parquet stores them so): no string copies
+            self._filter_file = pq.ParquetFile(path, read_dictionary=list(FILTERS))
         except (OSError, ValueError) as exc:
             raise RadHarmonyError(f"Cannot read the mixture's records {path}",
                                   expected="the records.parquet `radharmony mix build` wrote",
@@ -57,7 +59,8 @@ class RecordIndex:
         self._stats = self._column_stats(md)
         self._values: dict[str, dict[str, int]] = {c: {} for c in FILTERS}
         self._codes: dict[int, np.ndarray] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the caches
+        self._io = threading.Lock()  # the Parquet readers: one request reads at a time
         self._groups: OrderedDict[int, object] = OrderedDict()
         self._cached_groups = cached_groups
         self._found: OrderedDict[str, int] = OrderedDict()
@@ -104,10 +107,13 @@ class RecordIndex:
         with self._lock:
             if g in self._codes:
                 return self._codes[g]
-        table = self.file.read_row_group(g, columns=list(FILTERS))
+        with self._io:
+            table = self._filter_file.read_row_group(g, columns=list(FILTERS))
         code = np.zeros(table.num_rows, np.int64)
         for c, shift in zip(FILTERS, (28, 8, 0)):
-            enc = table.column(c).combine_chunks().dictionary_encode()
+            enc = table.column(c).combine_chunks()
+            if not hasattr(enc, "dictionary"):
+                enc = enc.dictionary_encode()
             with self._lock:
                 ids = np.array([self._values[c].setdefault(str(v), len(self._values[c]))
                                 for v in enc.dictionary.to_pylist()], np.int64)
@@ -118,6 +124,8 @@ class RecordIndex:
 
     def _matches(self, g: int, want: dict) -> np.ndarray:
         """Local row numbers of row group ``g`` matching ``want``."""
+        if not want:
+            return np.arange(self.group_rows[g])
         if not self._may_match(g, want):
             return np.zeros(0, np.int64)
         codes = self._group_codes(g)
@@ -136,7 +144,8 @@ class RecordIndex:
             if g in self._groups:
                 self._groups.move_to_end(g)
                 return self._groups[g]
-        table = self.file.read_row_group(g)
+        with self._io:
+            table = self.file.read_row_group(g)
         with self._lock:
             self._groups[g] = table
             while len(self._groups) > self._cached_groups:
@@ -171,7 +180,8 @@ class RecordIndex:
             picked.append((g, take))
         items = []
         for g, take in picked:
-            part = self.file.read_row_group(g, columns=list(LIST_COLUMNS)).take(take)
+            with self._io:
+                part = self.file.read_row_group(g, columns=list(LIST_COLUMNS)).take(take)
             for local, row in zip(take.tolist(), part.to_pylist()):
                 items.append({"row": int(self.group_start[g]) + local, **row})
         return {"total": self.total(want), "offset": offset, "limit": limit, "items": items}
@@ -184,7 +194,8 @@ class RecordIndex:
             if record_id in self._found:
                 return self._found[record_id]
         for g in range(len(self.group_rows)):
-            ids = self.file.read_row_group(g, columns=["record_id"]).column(0)
+            with self._io:
+                ids = self.file.read_row_group(g, columns=["record_id"]).column(0)
             at = pc.index(ids, record_id).as_py()
             if at >= 0:
                 row = int(self.group_start[g]) + at

@@ -83,17 +83,19 @@ def test_a_filter_skips_row_groups_by_statistics_and_ids_read_one_column(sources
     recs = sorted(vf.make_records(sources), key=lambda r: r["task"])  # tasks in runs
     index = RecordIndex(vf.write_mixture(tmp_path / "out", sources, recs, row_group_size=3))
     reads = []
-    real = index.file.read_row_group
 
-    def spy(g, columns=None, **kw):
-        reads.append((g, tuple(columns or ())))
-        return real(g, columns=columns, **kw)
-    index.file.read_row_group = spy
+    def spy(real):
+        def read(g, columns=None, **kw):
+            reads.append((g, tuple(columns or ())))
+            return real(g, columns=columns, **kw)
+        return read
+    index.file.read_row_group = spy(index.file.read_row_group)
+    index._filter_file.read_row_group = spy(index._filter_file.read_row_group)
     # sorted: finding_labels rows 0-2, phrase_grounding 3, progression 4-5, report 6-9, vqa
     # 10-12; row groups of 3: only group 1 (rows 3-5) can hold progression
     page = index.page(task="progression")
     assert [it["row"] for it in page["items"]] == [4, 5] and page["total"] == 2
-    assert sorted({g for g, _ in reads}) == [1]
+    assert sorted({g for g, _ in reads}) == [1] and ("task" in reads[0][1])
     reads.clear()
     assert index.row_of(recs[7]["record_id"]) == 7
     assert reads == [(g, ("record_id",)) for g in range(3)]  # stops at the group holding it
