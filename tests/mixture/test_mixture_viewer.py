@@ -272,3 +272,22 @@ def test_mixture_page_in_headless_chromium(server, browser):  # noqa: F811
     assert error.is_displayed()
     assert error.text.startswith("No record '0123456789abcdef' in the mixture")
     assert not browser.find_element(By.ID, "record").is_displayed()
+
+
+def test_run_view_prints_the_address_and_serves(mixture):
+    import subprocess
+
+    code = ("import argparse, sys; from radharmony.viewer.mixture_cli import add_view_arguments,"
+            " run_view; p = add_view_arguments(argparse.ArgumentParser()); "
+            "p.add_argument('--json', action='store_true'); sys.exit(run_view(p.parse_args()))")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(mixture), "--port", "0", "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        url = json.loads(proc.stdout.readline())["url"]
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/")
+        assert json.loads(_get(url + "api/meta")[2])["records"] == 13
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert f"Serving the mixture {mixture} at {url} (read-only; Ctrl-C to stop)" in err
