@@ -157,11 +157,10 @@ def plot_composition(out, path=None, *, lengths: dict | None = None):
     image = ax_grid.imshow(shown, aspect="auto", cmap="viridis", interpolation="nearest",
                            norm=LogNorm(vmin=max(shown.min(), 1), vmax=max(shown.max(), 2))
                            if shown.count() else None)
-    for (i, j), v in np.ndenumerate(grid):
-        if v:
-            bright = image.norm(v) > 0.6 if shown.count() else False
-            ax_grid.text(j, i, _compact(v), ha="center", va="center", fontsize=6,
-                         color="black" if bright else "white")
+    bright = np.asarray(image.norm(np.maximum(grid, 1))) > 0.6 if shown.count() else grid > 0
+    for i, j in zip(*np.nonzero(grid)):
+        ax_grid.text(j, i, _compact(grid[i, j]), ha="center", va="center", fontsize=6,
+                     color="black" if bright[i, j] else "white")
     ax_grid.set_yticks(range(len(sources)), sources, fontsize=8)
     ax_grid.set_ylabel("source")
     ax_grid.tick_params(axis="x", labelbottom=False)

@@ -184,7 +184,16 @@ def make_mixture_server(out, *, host: str = "127.0.0.1", port: int = 8765,
                               found=host, fix="pass allow_remote=True (--allow-remote) to "
                               "expose it beyond this machine on purpose")
     app = MixtureApp(out, page_size=page_size, size=size, dataset_viewers=dataset_viewers)
+    # the image pipeline (and torch) loads in the background: the first image is not slower
+    threading.Thread(target=_warm_up, daemon=True).start()
     return MixtureServer(app, host, port, allow_remote=allow_remote, token=token)
+
+
+def _warm_up() -> None:
+    try:
+        import radharmony.imaging.pipeline  # noqa: F401
+    except Exception:  # pragma: no cover  (the first image reports the problem)
+        pass
 
 
 __all__ = ["MixtureApp", "MixtureServer", "make_mixture_server"]
