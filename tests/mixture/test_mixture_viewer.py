@@ -22,7 +22,7 @@ from radharmony.viewer.mixture_index import RecordIndex
 import view_fixtures as vf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-from test_viewer import browser  # noqa: E402,F401  (the headless Chromium fixture)
+from test_viewer import ARTIFACTS, browser  # noqa: E402,F401  (the headless Chromium fixture)
 
 GROUNDED = record_id("nih", "phrase_grounding", "g0")
 TEMPORAL = record_id("rexgradient", "progression", "t0")
@@ -251,6 +251,8 @@ def test_mixture_page_in_headless_chromium(server, browser):  # noqa: F811
     # shown at 448 x 280 CSS pixels (x1.4)
     shot = browser.find_element(By.CSS_SELECTOR, "#images .image-box").screenshot_as_png
     assert _red_box(shot) == pytest.approx([280, 56, 392, 168], abs=2)
+    ARTIFACTS.mkdir(exist_ok=True)
+    assert browser.save_screenshot(str(ARTIFACTS / "mixture_viewer.png"))
     link = browser.find_element(By.ID, "source-link")
     assert link.get_attribute("href") == "http://127.0.0.1:9/tok/?id=nih_cxr14%3Ag0"
     # a temporal record shows both studies
