@@ -11,7 +11,8 @@ and its manifest laid out as records.py says, written once under ``--work``):
      reading only the row groups it needs), a page deep in the unfiltered list, and a page
      of the rarest task (which scans every row group's filter columns once). Target <= 0.5 s
      each.
-(m3) **a record by id** (``record_id`` column only) -- reported, no target.
+(m3) **a record by id**: the ``record_id`` column scanned group by group, then its row group
+     read -- reported, no target (its images decode on their own request).
 (m4) **composition plot** (:func:`radharmony.mixture.plots.plot_composition` to a PNG, target
      lengths streamed by row group). Target <= 10 s.
 """
@@ -123,11 +124,11 @@ def one(out: Path) -> dict:
     res["pages"] = pages
     rid = page["items"][-1]["record_id"]
     t = time.perf_counter()
-    app.record(record_id=rid)
+    app.index.record(record_id=rid)  # the Parquet part (images decode on their own route)
     res["record_by_id_s"] = time.perf_counter() - t
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), time.process_time()
     plot_composition(out, out / "composition.png")
-    res["plot_s"] = time.perf_counter() - t
+    res["plot_s"], res["plot_cpu_s"] = time.perf_counter() - t, time.process_time() - cpu
     return res
 
 
@@ -153,7 +154,8 @@ def main(argv=None) -> None:
     for name, (s, n) in r["pages"].items():
         print(f"  {name}: {s:.3f} s, {n} records (target <= {TARGETS['page_s']:g})")
     print(f"  a record by id: {r['record_by_id_s']:.3f} s")
-    print(f"  composition plot: {r['plot_s']:.2f} s (target <= {TARGETS['plot_s']:g})")
+    print(f"  composition plot: {r['plot_s']:.2f} s, CPU {r['plot_cpu_s']:.2f} s (target <= "
+          f"{TARGETS['plot_s']:g})")
     print("targets: " + ", ".join(f"{k} {'met' if v <= TARGETS[k] else 'NOT met'}"
                                   for k, v in met.items()))
 
