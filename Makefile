@@ -62,6 +62,7 @@ bench: install
 	$(BIN)/python -m benchmarks.qba
 	$(BIN)/python -m benchmarks.audit
 	$(BIN)/python -m benchmarks.cli_startup
+	$(BIN)/python -m benchmarks.mixture_view
 
 clean:
 	rm -rf $(VENV) $(MIN_VENV) cache demo_output .pytest_cache site

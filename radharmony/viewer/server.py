@@ -48,7 +48,9 @@ STATIC = {"index.html": "text/html; charset=utf-8", "viewer.js": "text/javascrip
           "study.js": "text/javascript; charset=utf-8",
           "question.html": "text/html; charset=utf-8",
           "question.js": "text/javascript; charset=utf-8",
-          "pages.js": "text/javascript; charset=utf-8"}
+          "pages.js": "text/javascript; charset=utf-8",
+          "mixture.html": "text/html; charset=utf-8",
+          "mixture.js": "text/javascript; charset=utf-8"}
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
        "img-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'")
 
@@ -59,13 +61,14 @@ def _static(name: str) -> bytes:
 
 class ViewerServer(ThreadingHTTPServer):
     daemon_threads = True
+    handler_class: type = None  # ViewerHandler (set below); the mixture viewer has its own
 
     def __init__(self, app: ViewerApp, host: str, port: int, *, allow_remote: bool,
                  token: str | None = None):
         self.app, self.allow_remote = app, allow_remote
         self.token = token or secrets.token_urlsafe(16)
         self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        super().__init__((host, port), ViewerHandler)
+        super().__init__((host, port), self.handler_class)
 
     @property
     def url(self) -> str:
@@ -138,39 +141,49 @@ class ViewerHandler(BaseHTTPRequestHandler):
         if url.path == prefix:
             return self._redirect(prefix + "/" + (f"?{url.query}" if url.query else ""))
         url = url._replace(path=url.path[len(prefix):])
+        if url.path == "/favicon.ico":
+            return self._send(204, b"", "image/x-icon")
         q = {k: v[-1] for k, v in parse_qs(url.query).items()}
-        app = self.server.app
-        where = {"split": q.get("split"), "index": q.get("index"), "sample_id": q.get("id")}
         try:
-            if url.path in ("/", "/index.html"):
-                return self._send(200, _static("index.html"), STATIC["index.html"])
-            if url.path.startswith("/static/") and url.path[8:] in STATIC:
-                name = url.path[8:]
-                return self._send(200, _static(name), STATIC[name])
-            if url.path == "/favicon.ico":
-                return self._send(204, b"", "image/x-icon")
-            if url.path == "/api/meta":
-                return self._json(app.meta())
-            if url.path == "/api/samples":
-                return self._json(app.samples(split=q.get("split"), label=q.get("label"),
-                                              view=q.get("view"), offset=q.get("offset", 0),
-                                              limit=q.get("limit")))
-            if url.path == "/api/sample":
-                return self._json(app.sample(**where))
-            if url.path == "/image.png":
-                return self._send(200, app.image_png(**where), "image/png")
-            if url.path == "/studies":  # the study pages (radharmony.viewer.studies)
-                return self._send(200, _static("study.html"), STATIC["study.html"])
-            if url.path == "/questions":  # the VQA pages (radharmony.viewer.questions)
-                return self._send(200, _static("question.html"), STATIC["question.html"])
-            found = study_route(app, url.path, q) or question_route(app, url.path, q)
-            if found is not None:
-                return self._send(200, *found)
+            found = self._route(url.path, q)
         except ViewerError as exc:
             return self._json({"error": str(exc)}, exc.status)
         except RadHarmonyError as exc:  # e.g. an image that cannot be read
             return self._json({"error": str(exc)}, HTTPStatus.UNPROCESSABLE_ENTITY)
-        return self._json({"error": f"no such page: {url.path}"}, 404)
+        if found is None:
+            return self._json({"error": f"no such page: {url.path}"}, 404)
+        return self._send(200, *found)
+
+    def _route(self, path: str, q: dict) -> tuple[bytes, str] | None:
+        """``(body, content type)`` of the page at ``path`` (token stripped), None if none."""
+        app = self.server.app
+        where = {"split": q.get("split"), "index": q.get("index"), "sample_id": q.get("id")}
+        if path in ("/", "/index.html"):
+            return _static("index.html"), STATIC["index.html"]
+        if path.startswith("/static/") and path[8:] in STATIC:
+            return _static(path[8:]), STATIC[path[8:]]
+        if path == "/api/meta":
+            return _json_body(app.meta())
+        if path == "/api/samples":
+            return _json_body(app.samples(split=q.get("split"), label=q.get("label"),
+                                          view=q.get("view"), offset=q.get("offset", 0),
+                                          limit=q.get("limit")))
+        if path == "/api/sample":
+            return _json_body(app.sample(**where))
+        if path == "/image.png":
+            return app.image_png(**where), "image/png"
+        if path == "/studies":  # the study pages (radharmony.viewer.studies)
+            return _static("study.html"), STATIC["study.html"]
+        if path == "/questions":  # the VQA pages (radharmony.viewer.questions)
+            return _static("question.html"), STATIC["question.html"]
+        return study_route(app, path, q) or question_route(app, path, q)
+
+
+def _json_body(obj) -> tuple[bytes, str]:
+    return json.dumps(obj).encode(), "application/json"
+
+
+ViewerServer.handler_class = ViewerHandler
 
 
 def make_server(datasets: Sequence, *, host: str = "127.0.0.1", port: int = 8765,
