@@ -5,7 +5,7 @@ of record the formats treat differently:
 
 * report generation from a whole study (PA + lateral), with the report's sections in
   ``fields``; one with the patient's prior study (``prior_image_paths``, ``prior_views``,
-  ``prior_report``, ``days``);
+  ``prior_report``, ``days``), its lateral listed before its PA;
 * a text-only summarisation record (findings -> impression);
 * a lateral-only view question (no frontal image: LLaVA-1.5 skips it);
 * classification as text (``labels`` finding -> 1/0/-1, ``silver``);
@@ -86,6 +86,8 @@ def _report_records(ds) -> list[dict]:
             task = "findings_with_prior"
             f.update(prior_image_paths=pg["image_path"].tolist(),
                      prior_views=pg["view"].tolist(), prior_report=psec["findings"], days=7)
+        if prior is not None:  # the lateral first: the key image is not always the first
+            g, views = g.iloc[::-1], views[::-1]
         out.append(_rec(src, task, "reports", item, patient=patient, study=study,
                         sample=study, paths=g["image_path"].tolist(), views=views,
                         prompt=FINDINGS_PROMPT, target=sec["findings"], fields=f))

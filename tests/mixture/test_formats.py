@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from mixture_fixtures import FINDINGS_PROMPT, write_mixture
+from ray_fixture import ray_cluster  # noqa: F401 (fixture)
 from radharmony.errors import RadHarmonyError
 from radharmony.imaging.pipeline import DefaultTransform
 from radharmony.mixture.formats import FORMATS, export_mixture
@@ -23,7 +24,7 @@ from trainer_readers import (read_hf_chat, read_llava, read_llava_rad, read_mair
 STUDY_3PA = "be631dd001a7a19d"      # findings, views PA PA PA, train
 SUMMARY = "4080f7f86750183f"        # text-only summarisation, train
 STUDY_PA_LAT = "bbd49eab9436b7c4"   # findings, views PA LATERAL None, valid
-WITH_PRIOR = "7c152cc69fb95085"     # findings_with_prior, PA LATERAL, prior PA N/A
+WITH_PRIOR = "7c152cc69fb95085"     # findings_with_prior, LATERAL PA, prior PA N/A
 LATERAL_ONLY = "a039f499288ef191"   # view question on one lateral image
 MIMIC_LABELS = "34cb60876203bc02"   # classification as text, PA
 VQA = ("d427a02265731f33", "715918333f40daea", "cd632fba8bf3b092")  # two lateral views each
@@ -58,12 +59,24 @@ def test_llava_one_frontal_image_string_and_text_only(mix, tmp_path):
     assert entry["conversations"] == [
         {"from": "human", "value": "<image>\n" + FINDINGS_PROMPT},
         {"from": "gpt", "value": recs[STUDY_PA_LAT]["target"]}]
+    assert got[WITH_PRIOR][0]["image"] == _abs(mix, recs[WITH_PRIOR], 1)  # the PA, 2nd
     text, file = got[SUMMARY]
     assert "image" not in text and file is None
     assert text["conversations"][0]["value"].startswith("Summarise these findings")
     ids = [e["id"] for e, _ in read_llava(tmp_path / "train.json", "/x")]
     assert ids == [r["record_id"] for r in mix.records if r["record_id"] in got]  # file order
     assert all(os.path.isfile(f) for _, f in got.values() if f)
+
+
+def test_the_key_image_is_pa_then_ap_then_another_frontal():
+    from radharmony.mixture.images import first_lateral, key_frontal
+
+    assert key_frontal(["LATERAL", "AP", "PA"]) == 2
+    assert key_frontal(["LL", "AP", "AP"]) == 1
+    assert key_frontal(["LATERAL", "AP SUPINE"]) == 1
+    assert key_frontal([None]) == 0 and key_frontal(["LATERAL"]) is None
+    assert key_frontal([None, None]) is None and key_frontal([]) is None
+    assert first_lateral(["PA", None, "LL", "LATERAL"]) == 2 and first_lateral(["PA"]) is None
 
 
 def test_a_list_image_fails_llava_but_not_onevision(mix, tmp_path):
@@ -121,8 +134,9 @@ def test_maira2_inputs_and_what_is_absent(mix, tmp_path):
     assert len(rows) == 9
     recs = _by_id(mix)
     prior = rows[WITH_PRIOR]
-    assert prior["frontal"] == _abs(mix, recs[WITH_PRIOR], 0)
-    assert prior["lateral"] == _abs(mix, recs[WITH_PRIOR], 1)
+    assert recs[WITH_PRIOR]["views"] == ["LATERAL", "PA"]
+    assert prior["frontal"] == _abs(mix, recs[WITH_PRIOR], 1)
+    assert prior["lateral"] == _abs(mix, recs[WITH_PRIOR], 0)
     assert prior["prior_frontal"] == os.path.join(
         mix.roots["rexgradient_train"], recs[WITH_PRIOR]["fields"]["prior_image_paths"][0])
     assert prior["prior_report"].startswith("The heart size and mediastinal contours")
@@ -202,3 +216,14 @@ def test_a_source_missing_from_the_manifest_is_named(mix, tmp_path):
     with pytest.raises(RadHarmonyError, match="'mimic_cxr_jpg', which mixture.json"):
         export_mixture(out, "hf-chat", tmp_path / "x.jsonl", progress=False)
     assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_ray_tasks_write_the_same_pngs(cached, tmp_path, ray_cluster):
+    local = export_mixture(cached.out, "maira2", tmp_path / "a" / "m.jsonl", progress=False)
+    on_ray = export_mixture(cached.out, "maira2", tmp_path / "b" / "m.jsonl", progress=False,
+                            engine="ray")
+    assert local["images"]["written"] == on_ray["images"]["written"] == 11
+    files = sorted(p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*.png"))
+    assert len(files) == 11 and all(
+        (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes() for f in files)
+    assert (tmp_path / "a" / "m.jsonl").read_bytes() == (tmp_path / "b" / "m.jsonl").read_bytes()

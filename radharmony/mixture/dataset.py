@@ -1,0 +1,188 @@
+"""Reading a mixture for training: :class:`MixtureDataset` (a map-style dataset of records with
+their images), :func:`mixture_collate` (batches of mixed tasks) and, from
+:mod:`radharmony.mixture.sampler`, :class:`MixtureSampler` (the resumable, rank-sharded draw).
+
+A sample is one record of ``records.parquet`` (its columns; ``fields`` as a dict) with its
+images read through each source dataset's own pipeline and cache
+(:class:`~radharmony.mixture.images.SourceImages`):
+
+* ``img`` ``(n, 1, S, S)`` in [-1, 1], the record's ``n`` images (``n = 0`` for a text-only
+  record) and ``num_images`` n;
+* ``prior_img`` ``(m, 1, S, S)`` and ``prior_num_images`` m: the prior study's images
+  (``fields["prior_image_paths"]``; none for most records).
+
+Batched (``DataLoader(ds, batch_size=B, collate_fn=mixture_collate)``) the images of a batch
+are read at once and packed one after another, like radharmony's packed study batches:
+``img`` ``(sum n, 1, S, S)`` with ``num_images`` ``(B,)`` (:func:`radharmony.pad_packed`
+gives ``(B, K, 1, S, S)`` and a mask), text and ``fields`` as per-record lists.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..data import handoff
+from ..data.collate import collate
+from ..errors import RadHarmonyError
+from .images import SourceImages
+from .records import RECORD_COLUMNS, RECORDS_NAME, fields_of, read_manifest
+from .sampler import MixtureSampler
+
+#: the record columns a sample carries (all of them; ``fields`` parsed)
+SAMPLE_COLUMNS = RECORD_COLUMNS
+
+
+def _names(value, what: str) -> list[str] | None:
+    if value is None:
+        return None
+    names = [value] if isinstance(value, str) else list(value)
+    if not names or not all(isinstance(n, str) for n in names):
+        raise RadHarmonyError(f"{what} must be a name or a list of names",
+                              expected=f"e.g. {what}=['findings']", found=repr(value),
+                              fix=f"pass {what}=None for all")
+    return names
+
+
+def read_records(out: str | os.PathLike, *, split: str | None = "train", tasks=None,
+                 sources=None, columns=RECORD_COLUMNS):
+    """The records of ``out/records.parquet`` (an Arrow table of ``columns``) of ``split``
+    (None: every split), ``tasks`` and ``sources`` (names; None: all), in file order. A
+    name the mixture does not hold is refused, naming the ones it does."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    path = Path(out) / RECORDS_NAME
+    want = list(dict.fromkeys([*columns, "split", "task", "source"]))
+    try:
+        table = pq.read_table(path, columns=want)
+    except (OSError, ValueError) as exc:
+        raise RadHarmonyError(f"Cannot read the mixture's records {path}",
+                              expected=f"{RECORDS_NAME} written by radharmony mix build",
+                              found=f"{type(exc).__name__}: {exc}",
+                              fix="point at the folder `radharmony mix build` wrote") from None
+    keep = None
+    for col, names in (("split", None if split is None else [split]),
+                       ("task", _names(tasks, "tasks")), ("source", _names(sources, "sources"))):
+        if names is None:
+            continue
+        held = sorted(set(table.column(col).to_pylist()))
+        unknown = [n for n in names if n not in held]
+        if unknown:
+            raise RadHarmonyError(f"The mixture {Path(out)} has no {col} {unknown[0]!r}",
+                                  expected=f"one of {held}", found=repr(unknown),
+                                  fix=f"pass {col}s the mixture holds (radharmony mix info)")
+        mask = pc.is_in(table.column(col), value_set=pa.array(names))
+        keep = mask if keep is None else pc.and_(keep, mask)
+    if keep is not None:
+        table = table.filter(keep)
+    return table.select(list(columns))
+
+
+class MixtureDataset(torch.utils.data.Dataset):
+    """The records of a mixture as samples with their images (see the module doc).
+
+    Args:
+        out: the mixture folder (``records.parquet`` + ``mixture.json``).
+        split: ``"train"`` or ``"valid"`` (None: both).
+        tasks, sources: only these task / source names (None: all).
+        size: the images' size S (default: the manifest's ``images.size``, else 224).
+        cache_dir: the image cache every source dataset reads and fills (None: decode each
+            image on every read).
+        dtype: dtype of ``img`` and ``prior_img``.
+    """
+
+    def __init__(self, out: str | os.PathLike, *, split: str | None = "train", tasks=None,
+                 sources=None, size: int | None = None,
+                 cache_dir: str | os.PathLike | None = None, dtype: torch.dtype = torch.float32):
+        if split is not None and split not in ("train", "valid"):
+            raise RadHarmonyError("split must be 'train', 'valid' or None",
+                                  expected="a mixture split", found=repr(split),
+                                  fix="pass split='train'")
+        if not isinstance(dtype, torch.dtype):
+            raise RadHarmonyError("dtype must be a torch.dtype", expected="e.g. torch.float32",
+                                  found=repr(dtype), fix="pass dtype=torch.float32")
+        self.out = Path(out)
+        self.manifest = read_manifest(self.out)
+        self.split = split
+        self.table = read_records(self.out, split=split, tasks=tasks, sources=sources)
+        self.images = SourceImages(self.manifest, size=size, cache_dir=cache_dir, dtype=dtype)
+        self.dtype = dtype
+        for name in sorted(set(self.table.column("source").to_pylist())):
+            self.images.dataset(name)  # built now, so DataLoader workers inherit them
+
+    @property
+    def size(self) -> int:
+        return self.images.pipeline.size
+
+    def __len__(self) -> int:
+        return self.table.num_rows
+
+    def __repr__(self) -> str:
+        return (f"MixtureDataset({self.out.name}: {len(self)} records, split={self.split!r}, "
+                f"size={self.size})")
+
+    def groups(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each record's ``(source, task)``, as two arrays (what the sampler weighs)."""
+        return (np.asarray(self.table.column("source").to_pylist(), object),
+                np.asarray(self.table.column("task").to_pylist(), object))
+
+    def __getitem__(self, index: int) -> dict:
+        return self.__getitems__([index])[0]
+
+    def __getitems__(self, indices) -> list[dict]:
+        """The records of ``indices`` with every image of the batch read and converted at
+        once (``DataLoader(ds, batch_size=B)`` calls this)."""
+        n = len(self)
+        idx = []
+        for i in indices:
+            if not -n <= int(i) < n:
+                raise IndexError(f"index {i} out of range for {n} records")
+            idx.append(int(i) % n)
+        recs = self.table.take(np.asarray(idx, np.int64)).to_pylist()
+        items, counts, prior_items, prior_counts = [], [], [], []
+        for rec in recs:
+            rec["fields"] = fields_of(rec["fields"])
+            paths = rec["image_paths"] or []
+            prior = rec["fields"].get("prior_image_paths") or []
+            items += [(rec["source"], p) for p in paths]
+            prior_items += [(rec["source"], p) for p in prior]
+            counts.append(len(paths))
+            prior_counts.append(len(prior))
+        imgs = self._tensor(items + prior_items)
+        tensors = {"img": imgs[:len(items)], "prior_img": imgs[len(items):]}
+        rows = {"img": tensors["img"].split(counts),
+                "prior_img": tensors["prior_img"].split(prior_counts)}
+        for j, rec in enumerate(recs):
+            rec.update(img=rows["img"][j], num_images=counts[j],
+                       prior_img=rows["prior_img"][j], prior_num_images=prior_counts[j])
+        return handoff.mark(recs, tensors, rows)
+
+    def _tensor(self, items: list[tuple[str, str]]) -> torch.Tensor:
+        s = self.size
+        if not items:
+            return torch.empty((0, 1, s, s), dtype=self.dtype)
+        q = self.images.quantized(items)
+        return self.images.pipeline.to_tensor(q, self.dtype)
+
+
+def mixture_collate(batch: list[dict]) -> dict:
+    """Collate :class:`MixtureDataset` samples of any mix of tasks: ``img`` and ``prior_img``
+    packed (``(sum n, 1, S, S)``; ``num_images`` / ``prior_num_images`` ``(B,)`` say whose),
+    every text, list and ``fields`` value as a per-record list. A batch read at once is
+    handed over without a copy."""
+    for j, sample in enumerate(batch):
+        if not isinstance(sample, dict) or "num_images" not in sample:
+            found = sorted(sample) if isinstance(sample, dict) else type(sample).__name__
+            raise RadHarmonyError("mixture_collate got a sample that is not a mixture record",
+                                  expected="samples of a MixtureDataset (img + num_images)",
+                                  found=f"sample {j}: {found}",
+                                  fix="use radharmony.collate for other datasets")
+    return collate(batch)
+
+
+__all__ = ["MixtureDataset", "MixtureSampler", "mixture_collate", "read_records"]
