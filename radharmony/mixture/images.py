@@ -48,6 +48,9 @@ def key_frontal(views) -> int | None:
     other frontal view; a single image whose view is unknown (None) is its own key image;
     None when the record has no frontal image."""
     views = list(views or ())
+    for want in ("PA", "AP"):  # canonical views first: one C-speed scan each
+        if want in views:
+            return views.index(want)
     for want in ("PA", "AP"):
         for j, v in enumerate(views):
             if isinstance(v, str) and v.strip().upper() == want:
@@ -151,6 +154,47 @@ class SourceImages:
             for j in where:
                 if items[j][1] not in rows:
                     out[j] = self._by_path(ds, name, items[j][1])
+        return out
+
+    def tensor(self, items: list[tuple[str, str]], meanwhile=None) -> "torch.Tensor":
+        """``(n, 1, S, S)`` in [-1, 1] of ``items``, in one of this process's reused batch
+        buffers (a DataLoader worker's: a shared-memory slot, :mod:`radharmony.data.handoff`).
+        A batch whose images are all rows of one source's table, lying in one pack, is
+        converted straight out of the pack's memory map, on a helper thread while
+        ``meanwhile()`` (the caller's work that needs no pixels) runs, as the image-level
+        batched read does; any other is gathered first. ``meanwhile`` is called once."""
+        import torch
+
+        from ..data import batches, handoff
+
+        ran = []
+
+        def once() -> None:
+            if meanwhile is not None and not ran:
+                ran.append(meanwhile())
+        s = self.pipeline.size
+        shape = (len(items), 1, s, s)
+        out = None if not items else handoff.own_batch(shape, self.dtype) if \
+            torch.utils.data.get_worker_info() is None else handoff.worker_batch(shape,
+                                                                                 self.dtype)
+        names = {name for name, _ in items}
+        if not items:
+            out = torch.empty(shape, dtype=self.dtype)
+        elif len(names) == 1:
+            name = names.pop()
+            ds, rows = self.dataset(name), self._rows[name]
+            if ds.image_cache is not None and all(p in rows for _, p in items):
+                idx = np.array([rows[p] for _, p in items], np.int64)
+                source, records, _, done = batches.cached_rows_ahead(
+                    ds, idx, out, stream=None, boxes=False, meanwhile=once)
+                once()
+                if done is not None:
+                    return done
+                return self.pipeline.to_tensor(source, self.dtype, rows=records, out=out)
+            out = self.pipeline.to_tensor(self.quantized(items), self.dtype, out=out)
+        else:
+            out = self.pipeline.to_tensor(self.quantized(items), self.dtype, out=out)
+        once()
         return out
 
     @staticmethod

@@ -27,6 +27,7 @@ import orjson
 
 from ...errors import check_choice
 from ...export.codec import ExportError, png_bytes
+from ..dataset import table_records
 from ..images import SourceImages, image_size
 from ..records import RECORDS_NAME, fields_of, source_roots
 
@@ -57,6 +58,7 @@ def text_or_none(value) -> str | None:
 def record_batches(out: Path, columns: list[str], split: str | None) -> Iterator[list[dict]]:
     """The records of ``out/records.parquet`` (only ``columns``), one row group at a time, in
     file order; only ``split``'s when given."""
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     path = out / RECORDS_NAME
@@ -70,9 +72,9 @@ def record_batches(out: Path, columns: list[str], split: str | None) -> Iterator
     cols = list(dict.fromkeys([*columns, "split"]))
     for g in range(pf.num_row_groups):
         table = pf.read_row_group(g, columns=cols)
-        values = [table.column(c).to_pylist() for c in cols]
-        recs = [dict(zip(cols, row)) for row in zip(*values)]
-        yield recs if split is None else [r for r in recs if r["split"] == split]
+        if split is not None:
+            table = table.filter(pc.equal(table.column("split"), split))
+        yield table_records(table)
 
 
 class Export:
@@ -93,6 +95,7 @@ class Export:
         self.workers = workers or 0
         self.progress = progress
         self.roots = source_roots(manifest)
+        self._prefix = {k: os.path.join(v, "") for k, v in self.roots.items()}
         self.folder = Path(image_folder) if image_folder is not None else \
             (dest.parent / "images" if self.mode == "cache" else None)
         self.size = image_size(manifest) if self.mode == "cache" else None
@@ -114,20 +117,21 @@ class Export:
                 self.seen.add(key)
                 self.pending.append((source, path))
             return f"{source}/{path}.png"
-        root = self.roots.get(source)
-        if root is None:
+        prefix = self._prefix.get(source)
+        if prefix is None:
             raise ExportError(f"A record names the source {source!r}, which mixture.json "
                               "does not list", expected=f"one of {sorted(self.roots)}",
                               found=repr(source), fix="rebuild the mixture: records.parquet "
                               "and mixture.json come from one build")
-        full = os.path.join(root, path)
+        full = prefix + path  # os.path.join(root, path) for a relative path
         if self.folder is None:
             return full
         rel = os.path.relpath(full, self.folder)
         if rel.startswith(".."):
             raise ExportError(f"The image {full} is not under image_folder {self.folder}",
                               expected="every source root under image_folder",
-                              found=f"the root {root}", fix="pass a common parent folder of "
+                              found=f"the root {self.roots[source]}", fix="pass a common "
+                              "parent folder of "
                               "the roots, or image_folder=None (absolute paths)")
         return rel
 
@@ -241,7 +245,7 @@ class Output:
     (``"[\\n" entry ",\\n" entry ... "\\n]\\n"``) or JSON lines."""
 
     def __init__(self, path: Path, *, lines: bool):
-        self.path, self.lines, self.count = path, lines, 0
+        self.path, self.lines, self.count, self.buffer = path, lines, 0, []
         path.parent.mkdir(parents=True, exist_ok=True)
         self.tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
         self.fh = open(self.tmp, "wb")
@@ -249,14 +253,22 @@ class Output:
             self.fh.write(b"[")
 
     def write(self, entry: dict) -> None:
-        data = dumps(entry)
+        self.buffer.append(dumps(entry))
+        if len(self.buffer) >= 4096:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.buffer:
+            return
         if self.lines:
-            self.fh.write(data + b"\n")
+            self.fh.write(b"\n".join(self.buffer) + b"\n")
         else:
-            self.fh.write((b"\n" if not self.count else b",\n") + data)
-        self.count += 1
+            self.fh.write((b"\n" if not self.count else b",\n") + b",\n".join(self.buffer))
+        self.count += len(self.buffer)
+        self.buffer = []
 
     def close(self) -> None:
+        self.flush()
         if not self.lines:
             self.fh.write(b"\n]\n" if self.count else b"]\n")
         self.fh.close()
