@@ -92,20 +92,19 @@ def export_mixture(out: str | os.PathLike, fmt: str, dest: str | os.PathLike, *,
     from tqdm.auto import tqdm
 
     try:
-        if fmt == "r2gen":
-            entries = _r2gen(out, dest, ex, split, progress)
-        else:
-            entries = _list(out, dest, ex, spec, split, progress, tqdm)
+        batches = tqdm(record_batches(out, spec.columns, split), unit="row group",
+                       desc=f"exporting {out.name} ({fmt})", disable=not progress)
+        entries = (_r2gen if fmt == "r2gen" else _list)(batches, dest, ex, spec)
     finally:
         ex.close()
     return ex.summary(fmt, entries, split)
 
 
-def _list(out: Path, dest: Path, ex: Export, spec, split, progress: bool, tqdm) -> int:
+def _list(batches, dest: Path, ex: Export, spec) -> int:
+    """A JSON list or JSON lines file of the entries, in the records' order."""
     target = Output(dest, lines=spec.lines)
     try:
-        for recs in tqdm(record_batches(out, spec.columns, split), unit="row group",
-                         desc=f"exporting {out.name}", disable=not progress):
+        for recs in batches:
             for rec in recs:
                 entry = spec.entry(rec, ex)
                 if entry is not None:
@@ -118,14 +117,14 @@ def _list(out: Path, dest: Path, ex: Export, spec, split, progress: bool, tqdm) 
     return target.count
 
 
-def _r2gen(out: Path, dest: Path, ex: Export, split, progress: bool) -> int:
+def _r2gen(batches, dest: Path, ex: Export, spec) -> int:
     """R2Gen's one JSON object: each split's entries gathered in a temporary file first."""
     parts = {name: Output(dest.with_name(f".{dest.name}.{name}"), lines=True)
              for name in R2GEN_SPLITS}
     try:
-        for recs in record_batches(out, r2gen.COLUMNS, split):
+        for recs in batches:
             for rec in recs:
-                entry = r2gen.entry(rec, ex)
+                entry = spec.entry(rec, ex)
                 if entry is not None:
                     if entry["split"] not in parts:
                         raise ExportError(f"Record {entry['id']} has the split "
