@@ -79,6 +79,25 @@ def test_collate_packs_images_of_mixed_tasks(ds):
         mixture_collate([{"img": torch.zeros(1)}])
 
 
+def test_a_batch_with_and_without_priors(ds):
+    j = _index(ds, WITH_PRIOR)
+    batch = mixture_collate(ds.__getitems__([0, j, 1]))
+    assert batch["prior_num_images"].tolist() == [0, 2, 0]
+    assert batch["prior_img"].shape == (2, 1, 32, 32) and batch["num_images"].tolist() == [3, 2, 0]
+    assert torch.equal(batch["prior_img"], ds[j]["prior_img"])
+    none = mixture_collate(ds.__getitems__([0, 1]))
+    assert none["prior_img"].shape == (0, 1, 32, 32) and none["prior_num_images"].tolist() == [0, 0]
+
+
+def test_columns_choose_what_a_sample_carries(mix):
+    lean = MixtureDataset(mix.out, columns=("record_id", "prompt"))
+    assert set(lean[0]) == {"record_id", "prompt", "source", "task", "image_paths", "fields",
+                            "img", "num_images", "prior_img", "prior_num_images"}
+    assert "dataset" not in MixtureDataset(mix.out)[0]
+    with pytest.raises(RadHarmonyError, match="columns must be record columns"):
+        MixtureDataset(mix.out, columns=("record_id", "answer"))
+
+
 def test_filters_and_their_errors(mix):
     train = MixtureDataset(mix.out, split="train")
     assert len(train) == 9 and set(train.table.column("split").to_pylist()) == {"train"}
