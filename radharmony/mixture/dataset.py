@@ -117,7 +117,8 @@ class MixtureDataset(torch.utils.data.Dataset):
             image on every read).
         dtype: dtype of ``img`` and ``prior_img``.
         columns: the record columns each sample carries (default :data:`SAMPLE_COLUMNS`;
-            ``source``, ``task``, ``image_paths`` and ``fields`` always): fewer keys, faster batches.
+            ``source``, ``task``, ``image_paths`` and ``fields`` always): fewer keys, faster
+            batches.
     """
 
     def __init__(self, out: str | os.PathLike, *, split: str | None = "train", tasks=None,

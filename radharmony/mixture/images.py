@@ -88,7 +88,8 @@ class SourceImages:
     """The images of a mixture's sources as quantized arrays (see the module doc).
 
     Args:
-        manifest: the mixture's ``mixture.json`` (:func:`~radharmony.mixture.records.read_manifest`).
+        manifest: the mixture's ``mixture.json``
+            (:func:`~radharmony.mixture.records.read_manifest`).
         size: the pipeline's output size (default: the manifest's, else 224).
         cache_dir: the image cache folder each source's dataset uses (None: no cache, every
             image decoded on each read).
