@@ -1,13 +1,14 @@
 """Mixture wing speed: exporting a million records to LLaVA JSON, and reading a mixture's cached
 images for training against the image-level cached loader.
 
-    python -m benchmarks.mixture_export [--records 1000000] [--patients 40] [--work bench-data]
+    python -m benchmarks.mixture_export [--records 1000000] [--patients 150] [--runs 10]
+                                        [--export-runs 2] [--work bench-data]
 
 (a) **Export** (target <= 20 s for 1,000,000 records): ``--records`` synthetic records (two
     images each, PA + lateral, a prompt and a ~200-character report) are written once to
     ``<work>/mixture-<N>/records.parquet`` (row groups of 65,536) with a ``mixture.json``
     whose images are ``original``; then ``export_mixture(out, "llava", dest)`` is timed (the
-    fastest of ``--runs`` runs, each in this process: on a shared machine the slower runs
+    fastest of ``--export-runs`` runs, each in this process: on a shared machine the slower runs
     measure the neighbours); the CPU time of the same run is printed beside it.
 (b) **Reading** (target >= 0.8x the image-level loader, per image): an NIH replica of
     ``--patients`` patients is pre-cached (one pack); a mixture of one record per image
@@ -168,12 +169,13 @@ def bench_read(work: Path, patients: int, runs: int) -> dict:
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--records", type=int, default=1_000_000)
-    p.add_argument("--patients", type=int, default=40)
-    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--patients", type=int, default=150)
+    p.add_argument("--runs", type=int, default=10, help="reading rounds")
+    p.add_argument("--export-runs", type=int, default=2)
     p.add_argument("--work", type=Path, default=ROOT / "bench-data")
     args = p.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
-    export = bench_export(args.work, args.records, args.runs)
+    export = bench_export(args.work, args.records, args.export_runs)
     print(f"(a) export {export['records']:,} records to LLaVA JSON: {export['seconds']:.2f} s "
           f"wall, {export['cpu_seconds']:.2f} s CPU "
           f"({export['records_per_s']:,.0f} records/s, {export['json_mb']:.0f} MB; "

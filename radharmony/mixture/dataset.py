@@ -37,25 +37,44 @@ from .sampler import MixtureSampler
 #: ``source_split`` and ``prompt_variant`` on request: ``columns=RECORD_COLUMNS``)
 SAMPLE_COLUMNS = tuple(c for c in RECORD_COLUMNS
                        if c not in ("dataset", "source_split", "prompt_variant"))
+#: columns of few distinct values, read dictionary-encoded (one Python string per value)
+DICTIONARY_COLUMNS = ("task", "family", "source", "dataset", "source_split", "split",
+                      "prompt", "views")
 #: columns every sample needs to find its images
 _NEEDED = ("source", "task", "image_paths", "fields")
 
 
 def table_records(table) -> list[dict]:
-    """An Arrow table's rows as dicts (list columns through their flat values and offsets:
-    several times faster than ``Table.to_pylist``)."""
-    import pyarrow as pa
-
+    """An Arrow table's rows as dicts, several times faster than ``Table.to_pylist``: list
+    columns through their flat values and offsets, dictionary-encoded ones (a prompt, a view,
+    a source repeated on many rows) through their few distinct values, each one Python object
+    shared by its rows."""
     values = []
     for column in table.columns:
         arr = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
-        if pa.types.is_list(arr.type) and not arr.null_count:
-            offsets, flat = arr.offsets.to_numpy().tolist(), arr.values.to_pylist()
-            values.append([flat[a:b] for a, b in zip(offsets, offsets[1:])])
-        else:
-            values.append(arr.to_pylist())
+        values.append(_pylist(arr))
     names = table.column_names
     return [dict(zip(names, row)) for row in zip(*values)]
+
+
+def _pylist(arr) -> list:
+    import pyarrow as pa
+
+    if arr.null_count:
+        return arr.to_pylist()
+    if pa.types.is_dictionary(arr.type):
+        distinct = arr.dictionary.to_pylist()
+        return [distinct[i] for i in arr.indices.to_numpy().tolist()]
+    if pa.types.is_list(arr.type):
+        offsets, flat = arr.offsets.to_numpy().tolist(), _pylist(arr.values)
+        return [flat[a:b] for a, b in zip(offsets, offsets[1:])]
+    return arr.to_pylist()
+
+
+def dictionary_paths(columns) -> list[str]:
+    """The Parquet paths of ``columns`` to read as dictionaries (:data:`DICTIONARY_COLUMNS`)."""
+    return [f"{c}.list.element" if c == "views" else c for c in columns
+            if c in DICTIONARY_COLUMNS]
 
 
 def _names(value, what: str) -> list[str] | None:
@@ -81,7 +100,7 @@ def read_records(out: str | os.PathLike, *, split: str | None = "train", tasks=N
     path = Path(out) / RECORDS_NAME
     want = list(dict.fromkeys([*columns, "split", "task", "source"]))
     try:
-        table = pq.read_table(path, columns=want)
+        table = pq.read_table(path, columns=want, read_dictionary=dictionary_paths(want))
     except (OSError, ValueError) as exc:
         raise RadHarmonyError(f"Cannot read the mixture's records {path}",
                               expected=f"{RECORDS_NAME} written by radharmony mix build",

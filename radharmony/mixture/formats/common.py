@@ -27,7 +27,7 @@ import orjson
 
 from ...errors import check_choice
 from ...export.codec import ExportError, png_bytes
-from ..dataset import table_records
+from ..dataset import dictionary_paths, table_records
 from ..images import SourceImages, image_size
 from ..records import RECORDS_NAME, fields_of, source_roots
 
@@ -63,7 +63,8 @@ def record_batches(out: Path, columns: list[str], split: str | None) -> Iterator
 
     path = out / RECORDS_NAME
     try:
-        pf = pq.ParquetFile(path)
+        pf = pq.ParquetFile(path, read_dictionary=dictionary_paths(
+            dict.fromkeys([*columns, "split"])))
     except (OSError, ValueError) as exc:
         raise ExportError(f"Cannot read the mixture's records {path}",
                           expected=f"{RECORDS_NAME} written by radharmony mix build",
@@ -81,7 +82,7 @@ class Export:
     """One export's settings, its image references and what it skipped (see the module doc)."""
 
     def __init__(self, out: Path, manifest: dict, dest: Path, *, images: str | None,
-                 image_folder, cache_dir, workers: int | None, engine: str, progress: bool):
+                 image_folder, cache_dir, workers: int | None, engine: str):
         self.out, self.manifest, self.dest = out, manifest, dest
         mode = images if images is not None else (manifest.get("images") or {}).get(
             "mode", "original")
@@ -93,7 +94,6 @@ class Export:
                               expected="e.g. 8 (processes writing PNGs)", found=repr(workers),
                               fix="pass workers=None (this process)")
         self.workers = workers or 0
-        self.progress = progress
         self.roots = source_roots(manifest)
         self._prefix = {k: os.path.join(v, "") for k, v in self.roots.items()}
         self.folder = Path(image_folder) if image_folder is not None else \
@@ -130,9 +130,9 @@ class Export:
         if rel.startswith(".."):
             raise ExportError(f"The image {full} is not under image_folder {self.folder}",
                               expected="every source root under image_folder",
-                              found=f"the root {self.roots[source]}", fix="pass a common "
-                              "parent folder of "
-                              "the roots, or image_folder=None (absolute paths)")
+                              found=f"the root {self.roots[source]}",
+                              fix="pass a common parent folder of the roots, or "
+                                  "image_folder=None (absolute paths)")
         return rel
 
     def skip(self, reason: str) -> None:
