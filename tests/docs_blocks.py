@@ -80,6 +80,21 @@ def _rex(sub: str = "") -> Callable[[Path], Path]:
     return build
 
 
+def _mixture(tmp: Path) -> Path:
+    """A small mixture folder (records.parquet + mixture.json over fake replicas, written by
+    tests/mixture/mixture_fixtures.py) standing in for one ``radharmony mix build`` wrote."""
+    import importlib.util
+    import sys
+
+    module = sys.modules.get("mixture_fixtures")
+    if module is None:
+        spec = importlib.util.spec_from_file_location(
+            "mixture_fixtures", REPO / "tests" / "mixture" / "mixture_fixtures.py")
+        sys.modules["mixture_fixtures"] = module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    return module.write_mixture(tmp / "mixture", images="cache", size=64).out
+
+
 #: a data root as the docs write it -> the replica that stands in for it (longest first)
 ROOTS: dict[str, Callable[[Path], Path]] = {
     "/mnt/data/ReXGradient-160K": _rex(),
@@ -94,6 +109,7 @@ ROOTS: dict[str, Callable[[Path], Path]] = {
     "/data/vindr-cxr/train": _fake("vindr_cxr", "vindr"),
     "/data/PadChest": _writer("padchest", "PadChest", n_patients=12),
     "/data/openi/png": _fake("openi", "openi"),
+    "/data/mixtures/cxr-mix": _mixture,
 }
 
 

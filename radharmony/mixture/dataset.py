@@ -1,0 +1,237 @@
+"""Reading a mixture for training: :class:`MixtureDataset` (a map-style dataset of records with
+their images), :func:`mixture_collate` (batches of mixed tasks) and, from
+:mod:`radharmony.mixture.sampler`, :class:`MixtureSampler` (the resumable, rank-sharded draw).
+
+A sample is one record of ``records.parquet`` (its columns; ``fields`` as a dict) with its
+images read through each source dataset's own pipeline and cache
+(:class:`~radharmony.mixture.images.SourceImages`):
+
+* ``img`` ``(n, 1, S, S)`` in [-1, 1], the record's ``n`` images (``n = 0`` for a text-only
+  record) and ``num_images`` n;
+* ``prior_img`` ``(m, 1, S, S)`` and ``prior_num_images`` m: the prior study's images
+  (``fields["prior_image_paths"]``; none for most records).
+
+Batched (``DataLoader(ds, batch_size=B, collate_fn=mixture_collate)``) the images of a batch
+are read at once and packed one after another, like radharmony's packed study batches:
+``img`` ``(sum n, 1, S, S)`` with ``num_images`` ``(B,)`` (:func:`radharmony.pad_packed`
+gives ``(B, K, 1, S, S)`` and a mask), text and ``fields`` as per-record lists.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import orjson
+import torch
+
+from ..data import handoff
+from ..data.collate import collate
+from ..errors import RadHarmonyError
+from .images import SourceImages
+from .records import RECORD_COLUMNS, RECORDS_NAME, read_manifest
+from .sampler import MixtureSampler
+
+#: the record columns a sample carries by default (``fields`` parsed; ``dataset``,
+#: ``source_split`` and ``prompt_variant`` on request: ``columns=RECORD_COLUMNS``)
+SAMPLE_COLUMNS = tuple(c for c in RECORD_COLUMNS
+                       if c not in ("dataset", "source_split", "prompt_variant"))
+#: columns of few distinct values, read dictionary-encoded (one Python string per value)
+DICTIONARY_COLUMNS = ("task", "family", "source", "dataset", "source_split", "split",
+                      "prompt", "views")
+#: columns every sample needs to find its images
+_NEEDED = ("source", "task", "image_paths", "fields")
+
+
+def table_records(table) -> list[dict]:
+    """An Arrow table's rows as dicts, several times faster than ``Table.to_pylist``: list
+    columns through their flat values and offsets, dictionary-encoded ones (a prompt, a view,
+    a source repeated on many rows) through their few distinct values, each one Python object
+    shared by its rows."""
+    values = []
+    for column in table.columns:
+        arr = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+        values.append(_pylist(arr))
+    names = table.column_names
+    return [dict(zip(names, row)) for row in zip(*values)]
+
+
+def _pylist(arr) -> list:
+    import pyarrow as pa
+
+    if arr.null_count:
+        return arr.to_pylist()
+    if pa.types.is_dictionary(arr.type):
+        distinct = arr.dictionary.to_pylist()
+        return [distinct[i] for i in arr.indices.to_numpy().tolist()]
+    if pa.types.is_list(arr.type):
+        offsets, flat = arr.offsets.to_numpy().tolist(), _pylist(arr.values)
+        return [flat[a:b] for a, b in zip(offsets, offsets[1:])]
+    return arr.to_pylist()
+
+
+def dictionary_paths(columns) -> list[str]:
+    """The Parquet paths of ``columns`` to read as dictionaries (:data:`DICTIONARY_COLUMNS`)."""
+    return [f"{c}.list.element" if c == "views" else c for c in columns
+            if c in DICTIONARY_COLUMNS]
+
+
+def _names(value, what: str) -> list[str] | None:
+    if value is None:
+        return None
+    names = [value] if isinstance(value, str) else list(value)
+    if not names or not all(isinstance(n, str) for n in names):
+        raise RadHarmonyError(f"{what} must be a name or a list of names",
+                              expected=f"e.g. {what}=['findings']", found=repr(value),
+                              fix=f"pass {what}=None for all")
+    return names
+
+
+def read_records(out: str | os.PathLike, *, split: str | None = "train", tasks=None,
+                 sources=None, columns=RECORD_COLUMNS):
+    """The records of ``out/records.parquet`` (an Arrow table of ``columns``) of ``split``
+    (None: every split), ``tasks`` and ``sources`` (names; None: all), in file order. A
+    name the mixture does not hold is refused, naming the ones it does."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    path = Path(out) / RECORDS_NAME
+    want = list(dict.fromkeys([*columns, "split", "task", "source"]))
+    try:
+        table = pq.read_table(path, columns=want, read_dictionary=dictionary_paths(want))
+    except (OSError, ValueError) as exc:
+        raise RadHarmonyError(f"Cannot read the mixture's records {path}",
+                              expected=f"{RECORDS_NAME} written by radharmony mix build",
+                              found=f"{type(exc).__name__}: {exc}",
+                              fix="point at the folder `radharmony mix build` wrote") from None
+    keep = None
+    for col, names in (("split", None if split is None else [split]),
+                       ("task", _names(tasks, "tasks")), ("source", _names(sources, "sources"))):
+        if names is None:
+            continue
+        held = sorted(set(table.column(col).to_pylist()))
+        unknown = [n for n in names if n not in held]
+        if unknown:
+            raise RadHarmonyError(f"The mixture {Path(out)} has no {col} {unknown[0]!r}",
+                                  expected=f"one of {held}", found=repr(unknown),
+                                  fix=f"pass {col}s the mixture holds (radharmony mix info)")
+        mask = pc.is_in(table.column(col), value_set=pa.array(names))
+        keep = mask if keep is None else pc.and_(keep, mask)
+    if keep is not None:
+        table = table.filter(keep)
+    return table.select(list(columns))
+
+
+class MixtureDataset(torch.utils.data.Dataset):
+    """The records of a mixture as samples with their images (see the module doc).
+
+    Args:
+        out: the mixture folder (``records.parquet`` + ``mixture.json``).
+        split: ``"train"`` or ``"valid"`` (None: both).
+        tasks, sources: only these task / source names (None: all).
+        size: the images' size S (default: the manifest's ``images.size``, else 224).
+        cache_dir: the image cache every source dataset reads and fills (None: decode each
+            image on every read).
+        dtype: dtype of ``img`` and ``prior_img``.
+        columns: the record columns each sample carries (default :data:`SAMPLE_COLUMNS`;
+            ``source``, ``task``, ``image_paths`` and ``fields`` always): fewer keys, faster
+            batches.
+    """
+
+    def __init__(self, out: str | os.PathLike, *, split: str | None = "train", tasks=None,
+                 sources=None, size: int | None = None,
+                 cache_dir: str | os.PathLike | None = None, dtype: torch.dtype = torch.float32,
+                 columns=SAMPLE_COLUMNS):
+        if split is not None and split not in ("train", "valid"):
+            raise RadHarmonyError("split must be 'train', 'valid' or None",
+                                  expected="a mixture split", found=repr(split),
+                                  fix="pass split='train'")
+        if not isinstance(dtype, torch.dtype):
+            raise RadHarmonyError("dtype must be a torch.dtype", expected="e.g. torch.float32",
+                                  found=repr(dtype), fix="pass dtype=torch.float32")
+        self.out = Path(out)
+        self.manifest = read_manifest(self.out)
+        self.split = split
+        unknown = [c for c in columns if c not in RECORD_COLUMNS]
+        if unknown or isinstance(columns, str):
+            raise RadHarmonyError("MixtureDataset columns must be record columns",
+                                  expected=f"a list of {list(RECORD_COLUMNS)}",
+                                  found=repr(unknown or columns), fix="pass e.g. "
+                                  "columns=('record_id', 'task', 'prompt', 'target')")
+        self.columns = tuple(dict.fromkeys([*columns, *_NEEDED]))
+        self.table = read_records(self.out, split=split, tasks=tasks, sources=sources,
+                                  columns=self.columns)
+        self.images = SourceImages(self.manifest, size=size, cache_dir=cache_dir, dtype=dtype)
+        self.dtype = dtype
+        for name in sorted(set(self.table.column("source").to_pylist())):
+            self.images.dataset(name)  # built now, so DataLoader workers inherit them
+
+    @property
+    def size(self) -> int:
+        return self.images.pipeline.size
+
+    def __len__(self) -> int:
+        return self.table.num_rows
+
+    def __repr__(self) -> str:
+        return (f"MixtureDataset({self.out.name}: {len(self)} records, split={self.split!r}, "
+                f"size={self.size})")
+
+    def groups(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each record's ``(source, task)``, as two arrays (what the sampler weighs)."""
+        return (np.asarray(self.table.column("source").to_pylist(), object),
+                np.asarray(self.table.column("task").to_pylist(), object))
+
+    def __getitem__(self, index: int) -> dict:
+        return self.__getitems__([index])[0]
+
+    def __getitems__(self, indices) -> list[dict]:
+        """The records of ``indices`` with every image of the batch read and converted at
+        once (``DataLoader(ds, batch_size=B)`` calls this)."""
+        n = len(self)
+        idx = []
+        for i in indices:
+            if not -n <= int(i) < n:
+                raise IndexError(f"index {i} out of range for {n} records")
+            idx.append(int(i) % n)
+        head = self.table.take(np.asarray(idx, np.int64))
+        sources = head.column("source").to_pylist()
+        fields = [orjson.loads(t) if t else {} for t in head.column("fields").to_pylist()]
+        items, counts, prior_items, prior_counts = [], [], [], []
+        for source, paths, f in zip(sources, head.column("image_paths").to_pylist(), fields):
+            prior = f.get("prior_image_paths") or []
+            items += [(source, p) for p in paths or ()]
+            prior_items += [(source, p) for p in prior]
+            counts.append(len(paths or ()))
+            prior_counts.append(len(prior))
+        made: list = []  # the records' dicts, made while the pixels are converted
+        imgs = self.images.tensor(items + prior_items,
+                                  meanwhile=lambda: made.extend(table_records(head)))
+        recs = made
+        tensors = {"img": imgs[:len(items)], "prior_img": imgs[len(items):]}
+        rows = {"img": tensors["img"].split(counts),  # no prior at all (most batches): one
+                "prior_img": tensors["prior_img"].split(prior_counts) if prior_items  # empty
+                else (tensors["prior_img"],) * len(idx)}  # tensor shared, no views to make
+        for j, rec in enumerate(recs):
+            rec.update(fields=fields[j], img=rows["img"][j], num_images=counts[j],
+                       prior_img=rows["prior_img"][j], prior_num_images=prior_counts[j])
+        return handoff.mark(recs, tensors, rows)
+
+def mixture_collate(batch: list[dict]) -> dict:
+    """Collate :class:`MixtureDataset` samples of any mix of tasks: ``img`` and ``prior_img``
+    packed (``(sum n, 1, S, S)``; ``num_images`` / ``prior_num_images`` ``(B,)`` say whose),
+    every text, list and ``fields`` value as a per-record list. A batch read at once is
+    handed over without a copy."""
+    for j, sample in enumerate(batch):
+        if not isinstance(sample, dict) or "num_images" not in sample:
+            found = sorted(sample) if isinstance(sample, dict) else type(sample).__name__
+            raise RadHarmonyError("mixture_collate got a sample that is not a mixture record",
+                                  expected="samples of a MixtureDataset (img + num_images)",
+                                  found=f"sample {j}: {found}",
+                                  fix="use radharmony.collate for other datasets")
+    return collate(batch)
+
+
+__all__ = ["MixtureDataset", "MixtureSampler", "mixture_collate", "read_records"]

@@ -1,0 +1,156 @@
+"""A mixture written in the training format of a vision-language trainer.
+
+:func:`export_mixture` reads ``OUT/records.parquet`` one row group at a time (a mixture of
+millions of records is never held whole) and writes one file, entries in the records' order:
+
+=================== =============================================================== ==========
+``fmt``             what                                                            file
+=================== =============================================================== ==========
+``llava``           LLaVA-1.5: ``image`` one string (the key frontal image)          JSON list
+``llava-onevision`` LLaVA-NeXT / OneVision: ``image`` a list, one ``<image>`` each   JSON list
+``llava-rad``       LLaVA-Rad: the LLaVA-1.5 entry + ``view``, ``reason``, ...      JSON list
+``hf-chat``         Hugging Face chat ``messages`` + ``images`` (TRL, Qwen-VL)       JSON lines
+``r2gen``           R2Gen ``annotation.json``: ``{"train", "val", "test"}``          JSON
+``maira2``          MAIRA-2's seven inputs per study + ``absent``                   JSON lines
+=================== =============================================================== ==========
+
+Each format's module says what an entry holds; :mod:`radharmony.mixture.formats.common`
+says how images are referred to (original files, or the cached images written as PNGs).
+The same records give the same bytes.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+from ...errors import check_choice
+from ...export.codec import ExportError
+from ..records import read_manifest
+from . import hf_chat, llava, llava_rad, maira2, r2gen
+from .common import Export, Output, dumps, record_batches
+
+#: format name -> (columns read, entry function, JSON lines?)
+FORMATS = {
+    "llava": SimpleNamespace(columns=llava.COLUMNS, entry=llava.llava_entry, lines=False),
+    "llava-onevision": SimpleNamespace(columns=llava.COLUMNS, entry=llava.onevision_entry,
+                                       lines=False),
+    "llava-rad": SimpleNamespace(columns=llava_rad.COLUMNS, entry=llava_rad.entry,
+                                 lines=False),
+    "hf-chat": SimpleNamespace(columns=hf_chat.COLUMNS, entry=hf_chat.entry, lines=True),
+    "r2gen": SimpleNamespace(columns=r2gen.COLUMNS, entry=r2gen.entry, lines=False),
+    "maira2": SimpleNamespace(columns=maira2.COLUMNS, entry=maira2.entry, lines=True),
+}
+#: the splits an R2Gen annotation file holds, in order
+R2GEN_SPLITS = ("train", "val", "test")
+
+
+def export_mixture(out: str | os.PathLike, fmt: str, dest: str | os.PathLike, *,
+                   image_folder: str | os.PathLike | None = None, split: str | None = None,
+                   images: str | None = None, workers: int | None = None,
+                   engine: str = "local", progress: bool = True,
+                   cache_dir: str | os.PathLike | None = None) -> dict:
+    """Write the mixture in folder ``out`` (``records.parquet`` + ``mixture.json``) as ``fmt``
+    at ``dest``.
+
+    Args:
+        out: the mixture folder ``radharmony mix build`` wrote.
+        fmt: one of :data:`FORMATS` (``llava``, ``llava-onevision``, ``llava-rad``,
+            ``hf-chat``, ``r2gen``, ``maira2``).
+        dest: the file to write (``train.json``, ``train.jsonl``, ``annotation.json``).
+        image_folder: the folder image references are relative to. Cached images: where the
+            PNGs are written (default ``<dest's folder>/images``). Original images: None
+            writes absolute paths; a folder writes paths relative to it.
+        split: ``"train"`` or ``"valid"`` to write one split of the mixture (None: all;
+            R2Gen files every record under its own split).
+        images: ``"original"`` (the source files) or ``"cache"`` (the letterboxed cached
+            images, written as PNGs); None: the manifest's ``images.mode``.
+        workers: processes encoding PNGs (None or 0: this process); with ``engine="ray"``,
+            CPUs of the local Ray cluster started when none runs (0: every core).
+        engine: ``"local"`` or ``"ray"`` (PNG encoding as Ray tasks; the same bytes).
+        progress: a tqdm bar over the record row groups.
+        cache_dir: the image cache the source datasets read and fill (None: images decoded
+            without a cache; the pixels are the same).
+
+    Returns:
+        a summary: ``format``, ``dest``, ``split``, ``entries`` written, ``skipped`` (reason ->
+        records left out: ``no frontal image``, ``text-only``, ``not report generation``,
+        ``no image``, ``no target``), ``images`` (``mode``, ``size``, ``folder``, ``written``).
+    """
+    spec = FORMATS.get(fmt)
+    if spec is None:
+        check_choice("fmt", fmt, tuple(FORMATS), error=ExportError)
+    if split is not None and split not in ("train", "valid"):
+        raise ExportError("split must be 'train', 'valid' or None", expected="a mixture "
+                          "split (or None for every record)", found=repr(split),
+                          fix="pass split='train'")
+    out, dest = Path(out), Path(dest)
+    manifest = read_manifest(out)
+    ex = Export(out, manifest, dest, images=images, image_folder=image_folder,
+                cache_dir=cache_dir, workers=workers, engine=engine)
+    from tqdm.auto import tqdm
+
+    try:
+        batches = tqdm(record_batches(out, spec.columns, split), unit="row group",
+                       desc=f"exporting {out.name} ({fmt})", disable=not progress)
+        entries = (_r2gen if fmt == "r2gen" else _list)(batches, dest, ex, spec)
+    finally:
+        ex.close()
+    return ex.summary(fmt, entries, split)
+
+
+def _list(batches, dest: Path, ex: Export, spec) -> int:
+    """A JSON list or JSON lines file of the entries, in the records' order."""
+    target = Output(dest, lines=spec.lines)
+    try:
+        for recs in batches:
+            for rec in recs:
+                entry = spec.entry(rec, ex)
+                if entry is not None:
+                    target.write(entry)
+            ex.flush()
+    except BaseException:
+        target.abort()
+        raise
+    target.close()
+    return target.count
+
+
+def _r2gen(batches, dest: Path, ex: Export, spec) -> int:
+    """R2Gen's one JSON object: each split's entries gathered in a temporary file first."""
+    parts = {name: Output(dest.with_name(f".{dest.name}.{name}"), lines=True)
+             for name in R2GEN_SPLITS}
+    try:
+        for recs in batches:
+            for rec in recs:
+                entry = spec.entry(rec, ex)
+                if entry is not None:
+                    if entry["split"] not in parts:
+                        raise ExportError(f"Record {entry['id']} has the split "
+                                          f"{rec['split']!r}", expected="train or valid",
+                                          found=repr(rec["split"]),
+                                          fix="rebuild the mixture")
+                    parts[entry["split"]].write(entry)
+            ex.flush()
+        for part in parts.values():
+            part.close()
+        tmp = dest.with_name(f".{dest.name}.tmp{os.getpid()}")
+        with open(tmp, "wb") as fh:
+            for k, name in enumerate(R2GEN_SPLITS):
+                fh.write((b"{" if k == 0 else b",\n") + dumps(name) + b":[")
+                with open(parts[name].path, "rb") as part:
+                    for j, line in enumerate(part):
+                        fh.write((b"\n" if j == 0 else b",\n") + line.rstrip(b"\n"))
+                fh.write(b"]")
+            fh.write(b"}\n")
+        os.replace(tmp, dest)
+    finally:
+        for part in parts.values():
+            if not part.fh.closed:
+                part.abort()
+            Path(part.path).unlink(missing_ok=True)
+    return sum(p.count for p in parts.values())
+
+
+__all__ = ["FORMATS", "export_mixture"]

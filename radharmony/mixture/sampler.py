@@ -1,0 +1,224 @@
+"""The resumable draw of a mixture's records: :class:`MixtureSampler`.
+
+An epoch is one global stream of record indices that depends only on ``(seed, epoch)`` and
+the records, never on the number of ranks or DataLoader workers (Mosaic Streaming's "elastic
+determinism"): rank ``r`` of ``R`` takes the stream's positions ``r, r + R, r + 2R, ...``.
+``state_dict()`` holds the epoch and the global position reached; ``load_state_dict()`` makes
+the next iteration start there, so a restarted job reads the very samples the interrupted
+one would have read next (on any number of ranks: the rest of the stream is dealt anew).
+
+* ``rates=None``: each epoch is a shuffled order of every record once, so what is read is
+  what the build drew (its per-source x task counts).
+* ``rates={...}``: each record is drawn (with replacement) with probability so that a group
+  gets its share of the stream: keys are source names, ``"source/task"`` strings or
+  ``(source, task)`` pairs, values relative shares; a record takes its most specific key,
+  and records under no key are not drawn.
+
+With a DataLoader that reads ahead (``num_workers > 0``) the sampler has handed out more
+indices than the training loop consumed: pass ``consumed=`` (samples this rank took from
+the loader this epoch) to :meth:`MixtureSampler.state_dict`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from typing import Iterator
+
+import numpy as np
+import torch
+
+from ..data.samplers import _mix
+from ..errors import RadHarmonyError
+
+STATE_FORMAT = "radharmony-mixture-sampler"
+
+
+def _check_int(name: str, value, *, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise RadHarmonyError(f"MixtureSampler: {name} must be an integer >= {low}",
+                              expected=f"{name} >= {low}", found=repr(value),
+                              fix=f"pass a whole number for {name}")
+    return int(value)
+
+
+def record_weights(sources, tasks, rates: dict) -> np.ndarray:
+    """Per-record draw weights giving each key of ``rates`` its share (see the module doc)."""
+    keys = {}
+    for key, rate in rates.items():
+        if isinstance(key, tuple) and len(key) == 2:
+            norm = (str(key[0]), str(key[1]))
+        elif isinstance(key, str):
+            norm = tuple(key.split("/", 1)) if "/" in key else key
+        else:
+            norm = None
+        if norm is None or isinstance(rate, bool) or not isinstance(rate, (int, float)) or \
+                not math.isfinite(rate) or rate < 0:
+            raise RadHarmonyError(f"MixtureSampler: the rate {key!r}: {rate!r} is not usable",
+                                  expected="source, 'source/task' or (source, task) -> a "
+                                  "finite share >= 0", found=f"{key!r}: {rate!r}",
+                                  fix="pass e.g. rates={'mimic_cxr_jpg': 2, "
+                                      "'rexgradient_train/findings': 1}")
+        keys[norm] = float(rate)
+    which = [(s, t) if (s, t) in keys else s if s in keys else None
+             for s, t in zip(sources, tasks)]
+    held = set(which)
+    unknown = [k for k in keys if k not in held]
+    if unknown:
+        groups = sorted({f"{s}/{t}" for s, t in zip(sources, tasks)})
+        raise RadHarmonyError(f"MixtureSampler: rates name {unknown[0]!r}, which no record of "
+                              "the dataset has", expected=f"sources or source/task of {groups}",
+                              found=repr(unknown), fix="rate groups the mixture holds")
+    count: dict = {}
+    for k in which:
+        count[k] = count.get(k, 0) + 1
+    total = sum(keys.values())
+    if not total > 0:
+        raise RadHarmonyError("MixtureSampler: every rate is 0", expected="a positive share",
+                              found=repr(rates), fix="give at least one group a share > 0")
+    return np.array([0.0 if k is None else keys[k] / total / count[k] for k in which])
+
+
+class MixtureSampler(torch.utils.data.Sampler[int]):
+    """Draws a mixture's records by rate, one rank's share, resumable (see the module doc).
+
+    Args:
+        dataset_or_out: a :class:`~radharmony.mixture.dataset.MixtureDataset`, or a mixture
+            folder (then ``split``, ``tasks``, ``sources`` choose the records as the dataset
+            would; the images are not opened).
+        rates: None (every record once per epoch, shuffled) or shares per group.
+        num_samples: draws per epoch over all ranks (default: the number of records).
+        seed: the stream depends only on ``seed``, the epoch and the records.
+        num_replicas, rank: the world size and this rank (default from ``torch.distributed``
+            when initialized, else 1 and 0).
+        drop_last: leave out the stream's tail that does not fill every rank (default: wrap
+            around to the stream's start so each rank gets as many).
+    """
+
+    def __init__(self, dataset_or_out, *, rates: dict | None = None,
+                 num_samples: int | None = None, seed: int = 0,
+                 num_replicas: int | None = None, rank: int | None = None,
+                 drop_last: bool = False, split: str | None = "train", tasks=None,
+                 sources=None):
+        if hasattr(dataset_or_out, "groups"):
+            sources_col, tasks_col = dataset_or_out.groups()
+        else:
+            from .dataset import read_records
+
+            table = read_records(dataset_or_out, split=split, tasks=tasks, sources=sources,
+                                 columns=("source", "task"))
+            sources_col = np.asarray(table.column("source").to_pylist(), object)
+            tasks_col = np.asarray(table.column("task").to_pylist(), object)
+        n = len(sources_col)
+        if not n:
+            raise RadHarmonyError("MixtureSampler has no records to draw",
+                                  expected="a mixture split with records", found="0 records",
+                                  fix="check split=, tasks= and sources=")
+        self.weights = None if rates is None else record_weights(sources_col, tasks_col, rates)
+        if rates is not None and not isinstance(rates, dict):
+            raise RadHarmonyError("MixtureSampler: rates must be a dict or None",
+                                  expected="{group: share}", found=type(rates).__name__,
+                                  fix="pass rates=None for the drawn counts")
+        self.num_records = n
+        self.num_samples = n if num_samples is None else \
+            _check_int("num_samples", num_samples, low=1)
+        self.seed = _check_int("seed", seed, low=0)
+        dist = torch.distributed
+        on = dist.is_available() and dist.is_initialized()
+        self.num_replicas = _check_int("num_replicas", num_replicas if num_replicas is not None
+                                       else dist.get_world_size() if on else 1, low=1)
+        self.rank = _check_int("rank", rank if rank is not None else
+                               dist.get_rank() if on else 0, low=0)
+        if self.rank >= self.num_replicas:
+            raise RadHarmonyError("MixtureSampler: rank is out of range",
+                                  expected=f"0 <= rank < num_replicas ({self.num_replicas})",
+                                  found=repr(rank), fix="leave rank=None inside torch.distributed")
+        self.drop_last = bool(drop_last)
+        self.epoch = 0
+        self.position = 0   # the global stream position the next iteration starts at
+        self._start = 0     # ... and the one the running (or last) iteration started at
+        self._yielded = 0   # this rank's samples handed out by that iteration
+        h = hashlib.sha256(f"{n}:{self.num_samples}".encode())
+        h.update(b"" if self.weights is None else self.weights.tobytes())
+        self.digest = h.hexdigest()[:16]
+
+    # -- the stream ----------------------------------------------------------------------------
+    def stream(self, epoch: int | None = None) -> torch.Tensor:
+        """The whole epoch's global stream of record indices (int64), before it is dealt."""
+        g = torch.Generator().manual_seed(_mix(self.seed, self.epoch if epoch is None
+                                               else int(epoch)))
+        if self.weights is None:
+            reps = -(-self.num_samples // self.num_records)
+            return torch.cat([torch.randperm(self.num_records, generator=g)
+                              for _ in range(reps)])[:self.num_samples]
+        cdf = torch.cumsum(torch.from_numpy(self.weights), 0)
+        u = torch.rand(self.num_samples, generator=g, dtype=torch.float64) * cdf[-1]
+        return torch.searchsorted(cdf, u, right=True).clamp_(max=self.num_records - 1)
+
+    def _rest(self) -> torch.Tensor:
+        """The stream from :attr:`position`, cut or wrapped to a multiple of the ranks."""
+        full = self.stream()
+        rest = full[self.position:]
+        r = self.num_replicas
+        if self.drop_last:
+            return rest[:len(rest) // r * r]
+        pad = -len(rest) % r
+        if pad:
+            rest = torch.cat([rest, full.repeat(-(-pad // len(full)))[:pad]])
+        return rest
+
+    def __iter__(self) -> Iterator[int]:
+        self._start, self._yielded = self.position, 0
+        mine = self._rest()[self.rank::self.num_replicas].tolist()
+        for index in mine:
+            self._yielded += 1
+            yield index
+        self.position = 0  # a whole pass: iterating again starts the epoch over
+
+    def __len__(self) -> int:
+        return len(self._rest()) // self.num_replicas
+
+    def set_epoch(self, epoch: int) -> None:
+        """Use ``epoch``'s stream (call before each epoch, on every rank); the epoch a state
+        was loaded at keeps its position."""
+        epoch = _check_int("epoch", epoch, low=0)
+        if epoch != self.epoch:
+            self.epoch = epoch
+            self.position = self._start = self._yielded = 0
+
+    # -- resuming ------------------------------------------------------------------------------
+    def state_dict(self, consumed: int | None = None) -> dict:
+        """Where this rank is: ``epoch`` and the global ``position`` the next sample comes from.
+        ``consumed``: samples this rank has taken from its loader this epoch (needed when the
+        loader reads ahead, ``num_workers > 0``); default: the samples handed out. A state
+        taken at an epoch's end resumes at its end: call ``set_epoch(epoch + 1)`` next."""
+        taken = self._yielded if consumed is None else _check_int("consumed", consumed, low=0)
+        return {"format": STATE_FORMAT, "epoch": self.epoch, "seed": self.seed,
+                "position": min(self._start + taken * self.num_replicas, self.num_samples),
+                "num_samples": self.num_samples, "digest": self.digest}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue from ``state`` (:meth:`state_dict` of this mixture and rates, any ranks)."""
+        if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+            raise RadHarmonyError("MixtureSampler.load_state_dict got no sampler state",
+                                  expected=f"a dict with format {STATE_FORMAT!r}",
+                                  found=repr(state)[:80], fix="pass sampler.state_dict()")
+        mine = {"seed": self.seed, "num_samples": self.num_samples, "digest": self.digest}
+        other = {k: state.get(k) for k in mine}
+        if other != mine:
+            raise RadHarmonyError("MixtureSampler.load_state_dict: the state belongs to another "
+                                  "draw", expected=f"{mine} (records, rates, seed, num_samples)",
+                                  found=repr(other), fix="build the sampler with the seed, "
+                                  "rates and records of the run being resumed")
+        self.epoch = _check_int("epoch", state.get("epoch"), low=0)
+        position = _check_int("position", state.get("position"), low=0)
+        self.position = self._start = min(position, self.num_samples)
+        self._yielded = 0
+
+    def __repr__(self) -> str:
+        return (f"MixtureSampler({self.num_records} records, {self.num_samples} per epoch, "
+                f"rates={'drawn' if self.weights is None else 'given'}, seed={self.seed}, "
+                f"epoch={self.epoch}, rank {self.rank} of {self.num_replicas})")
+
+
+__all__ = ["MixtureSampler", "record_weights"]

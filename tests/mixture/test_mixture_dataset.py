@@ -1,0 +1,207 @@
+"""MixtureDataset, mixture_collate and MixtureSampler: records with their images through the
+sources' own pipelines, packed batches of mixed tasks, a draw that ranks partition and that
+resumes where it stopped (DataLoader workers too)."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import numpy as np
+import pytest
+import torch
+
+from mixture_fixtures import write_mixture
+from radharmony import pad_packed
+from radharmony.errors import RadHarmonyError
+from radharmony.mixture.dataset import MixtureDataset, MixtureSampler, mixture_collate
+from radharmony.registry import get_dataset_class
+from radharmony.imaging.pipeline import DefaultTransform
+
+MIMIC_LABELS = "34cb60876203bc02"
+STUDY_PA_LAT = "bbd49eab9436b7c4"
+WITH_PRIOR = "7c152cc69fb95085"
+
+
+@pytest.fixture(scope="module")
+def mix(tmp_path_factory):
+    return write_mixture(tmp_path_factory.mktemp("mix"), images="cache", size=32)
+
+
+@pytest.fixture(scope="module")
+def ds(mix, tmp_path_factory):
+    return MixtureDataset(mix.out, split=None, cache_dir=tmp_path_factory.mktemp("cache"))
+
+
+def _index(ds, record_id):
+    return ds.table.column("record_id").to_pylist().index(record_id)
+
+
+def test_a_record_with_its_images_through_the_source_pipeline(mix, ds):
+    assert len(ds) == 18 and ds.size == 32
+    s = ds[_index(ds, STUDY_PA_LAT)]
+    assert s["img"].shape == (3, 1, 32, 32) and s["num_images"] == 3
+    assert s["img"].dtype == torch.float32 and -1 <= s["img"].min() and s["img"].max() <= 1
+    assert s["prior_img"].shape == (0, 1, 32, 32) and s["prior_num_images"] == 0
+    assert s["views"] == ["PA", "LATERAL", None] and s["split"] == "valid"
+    assert s["fields"]["findings"] == s["target"]
+    # the same pixels as the source dataset's own sample of that image
+    m = ds[_index(ds, MIMIC_LABELS)]
+    src = mix.manifest["sources"][1]
+    own = get_dataset_class("mimic_cxr_jpg")(src["root"], **src["kwargs"], cache_dir=None,
+                                            transform=DefaultTransform(size=32),
+                                            dtype=torch.float32)
+    row = own.harmonized_df["image_path"].tolist().index(m["image_paths"][0])
+    assert torch.equal(m["img"][0], own[row]["img"])
+    assert m["fields"]["labels"]["Atelectasis"] == 1 and m["fields"]["silver"] is False
+
+
+def test_priors_and_text_only_records(ds):
+    p = ds[_index(ds, WITH_PRIOR)]
+    assert p["prior_num_images"] == 2 and p["prior_img"].shape == (2, 1, 32, 32)
+    assert p["fields"]["days"] == 7
+    t = ds[_index(ds, "4080f7f86750183f")]
+    assert t["img"].shape == (0, 1, 32, 32) and t["num_images"] == 0
+
+
+def test_collate_packs_images_of_mixed_tasks(ds):
+    loader = torch.utils.data.DataLoader(ds, batch_size=6, collate_fn=mixture_collate)
+    batch = next(iter(loader))
+    counts = [3, 0, 3, 2, 2, 2]  # the fixture's first six records
+    assert batch["num_images"].tolist() == counts
+    assert batch["img"].shape == (sum(counts), 1, 32, 32)
+    assert batch["task"][:3] == ["findings", "summarise", "findings"]
+    assert isinstance(batch["fields"], list) and len(batch["fields"]) == 6
+    padded, mask = pad_packed(batch["img"], batch["num_images"])
+    assert padded.shape == (6, 3, 1, 32, 32) and mask.sum().item() == 12
+    assert torch.equal(padded[2, :3], ds[2]["img"])
+    with pytest.raises(RadHarmonyError, match="not a mixture record"):
+        mixture_collate([{"img": torch.zeros(1)}])
+
+
+def test_a_batch_with_and_without_priors(ds):
+    j = _index(ds, WITH_PRIOR)
+    batch = mixture_collate(ds.__getitems__([0, j, 1]))
+    assert batch["prior_num_images"].tolist() == [0, 2, 0]
+    assert batch["prior_img"].shape == (2, 1, 32, 32) and batch["num_images"].tolist() == [3, 2, 0]
+    assert torch.equal(batch["prior_img"], ds[j]["prior_img"])
+    none = mixture_collate(ds.__getitems__([0, 1]))
+    assert none["prior_img"].shape == (0, 1, 32, 32) and none["prior_num_images"].tolist() == [0, 0]
+
+
+def test_columns_choose_what_a_sample_carries(mix):
+    lean = MixtureDataset(mix.out, columns=("record_id", "prompt"))
+    assert set(lean[0]) == {"record_id", "prompt", "source", "task", "image_paths", "fields",
+                            "img", "num_images", "prior_img", "prior_num_images"}
+    assert "dataset" not in MixtureDataset(mix.out)[0]
+    with pytest.raises(RadHarmonyError, match="columns must be record columns"):
+        MixtureDataset(mix.out, columns=("record_id", "answer"))
+
+
+def test_filters_and_their_errors(mix):
+    train = MixtureDataset(mix.out, split="train")
+    assert len(train) == 9 and set(train.table.column("split").to_pylist()) == {"train"}
+    vqa = MixtureDataset(mix.out, split=None, tasks="vqa_mcq")
+    assert len(vqa) == 3
+    with pytest.raises(RadHarmonyError, match="has no task 'vqa'"):
+        MixtureDataset(mix.out, tasks=["vqa"])
+    with pytest.raises(RadHarmonyError, match="split must be"):
+        MixtureDataset(mix.out, split="test")
+
+
+# -- the sampler ----------------------------------------------------------------------------
+def test_default_draw_is_each_record_once_per_epoch(ds):
+    s = MixtureSampler(ds, seed=3)
+    first = list(s)
+    assert sorted(first) == list(range(18)) and first != list(range(18))
+    assert list(s) == first  # the same epoch again
+    s.set_epoch(1)
+    assert sorted(list(s)) == list(range(18)) and list(s) != first
+
+
+def test_rates_give_each_group_its_share(ds):
+    s = MixtureSampler(ds, rates={"mimic_cxr_jpg": 3, "rexvqa_train/vqa_mcq": 1},
+                       num_samples=4000, seed=0)
+    sources = ds.table.column("source").to_pylist()
+    got = Counter(sources[i] for i in s)
+    assert set(got) == {"mimic_cxr_jpg", "rexvqa_train"}
+    assert abs(got["mimic_cxr_jpg"] / 4000 - 0.75) < 0.03
+    with pytest.raises(RadHarmonyError, match="which no record"):
+        MixtureSampler(ds, rates={"nih": 1})
+
+
+def test_ranks_partition_one_stream_whatever_their_number(ds):
+    stream = MixtureSampler(ds, seed=5).stream().tolist()
+    for r in (1, 2, 3, 4):
+        parts = [list(MixtureSampler(ds, seed=5, num_replicas=r, rank=k)) for k in range(r)]
+        assert all(len(p) == math.ceil(18 / r) for p in parts)
+        dealt = [parts[k][j] for j in range(len(parts[0])) for k in range(r)]
+        assert dealt[:18] == stream  # rank k holds positions k, k + r, ...
+    dropped = [list(MixtureSampler(ds, seed=5, num_replicas=4, rank=k, drop_last=True))
+               for k in range(4)]
+    assert sorted(sum(dropped, [])) == sorted(stream[:16])
+
+
+def _ids(loader, skip_batches=None):
+    out = []
+    for j, batch in enumerate(loader):
+        out += batch["record_id"]
+        if skip_batches is not None and j + 1 == skip_batches:
+            break
+    return out
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_resumed_stream_equals_the_uninterrupted_one(ds, workers):
+    def loader(sampler):
+        return torch.utils.data.DataLoader(ds, batch_size=4, sampler=sampler,
+                                           collate_fn=mixture_collate, num_workers=workers,
+                                           timeout=60 if workers else 0)  # a hang fails
+    rates = {"rexgradient_train": 1, "mimic_cxr_jpg": 1, "rexvqa_train": 1}
+    whole = MixtureSampler(ds, rates=rates, num_samples=24, seed=9)
+    full = _ids(loader(whole))
+    whole.set_epoch(1)
+    full_next = _ids(loader(whole))
+
+    first = MixtureSampler(ds, rates=rates, num_samples=24, seed=9)
+    head = _ids(loader(first), skip_batches=2)  # stop after 2 batches (read ahead: workers)
+    state = first.state_dict(consumed=len(head))
+    assert state["position"] == 8 and state["epoch"] == 0
+
+    resumed = MixtureSampler(ds, rates=rates, num_samples=24, seed=9)
+    resumed.load_state_dict(state)
+    resumed.set_epoch(0)  # a training loop's call at the top of the epoch keeps the place
+    tail = _ids(loader(resumed))
+    assert head + tail == full
+    resumed.set_epoch(1)
+    assert _ids(loader(resumed)) == full_next
+
+
+def test_resume_on_another_number_of_ranks_continues_the_stream(ds):
+    a = MixtureSampler(ds, seed=2, num_replicas=2, rank=0)
+    it = iter(a)
+    [next(it) for _ in range(3)]
+    state = a.state_dict()
+    assert state["position"] == 6
+    stream = a.stream().tolist()
+    rest = [MixtureSampler(ds, seed=2, num_replicas=3, rank=k) for k in range(3)]
+    for s in rest:
+        s.load_state_dict(state)
+    parts = [list(s) for s in rest]
+    assert [parts[k][j] for j in range(4) for k in range(3)] == stream[6:18]
+
+
+def test_a_state_of_another_draw_is_refused(ds):
+    state = MixtureSampler(ds, seed=1).state_dict()
+    with pytest.raises(RadHarmonyError, match="belongs to another draw"):
+        MixtureSampler(ds, seed=2).load_state_dict(state)
+    with pytest.raises(RadHarmonyError, match="no sampler state"):
+        MixtureSampler(ds).load_state_dict({"epoch": 1})
+    with pytest.raises(RadHarmonyError, match="rank is out of range"):
+        MixtureSampler(ds, num_replicas=2, rank=2)
+
+
+def test_a_sampler_from_the_folder_reads_no_images(mix, ds):
+    from_folder = MixtureSampler(mix.out, split=None, seed=4)
+    assert list(from_folder) == list(MixtureSampler(ds, seed=4))
+    assert np.array_equal(from_folder.stream().numpy(), MixtureSampler(ds, seed=4).stream())
