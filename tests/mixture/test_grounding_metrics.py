@@ -34,7 +34,8 @@ RECORDS = pd.DataFrame({
         det(("Nodule", [100, 100, 200, 200], "R1"), ("Nodule", [110, 100, 210, 200], "R2"),
             ("Effusion", [500, 500, 700, 700], "R1")),
         # two readers disagree (IoU 0): two nodule findings
-        det(("Nodule", [0, 0, 100, 100], "R1"), ("Nodule", [800, 800, 900, 900], "R2")),
+        det(("Nodule", [0, 0, 100, 100], "R1"), ("Nodule", [800, 800, 900, 900], "R2"),
+            ("Cardiomegaly", [300, 300, 600, 600], "R1")),  # never predicted
         det(("Effusion", [500, 500, 700, 700], None)),
         phrase([0, 0, 100, 100], [100, 0, 200, 100]),
         phrase([0, 0, 100, 100]),
@@ -52,14 +53,16 @@ OUTPUTS = [
 
 def test_hand_counted_metrics():
     s = grounding_metrics(OUTPUTS, RECORDS, n_bootstrap=0)
-    # nodule: 2 matched of 2 predicted, 3 findings; effusion: 0 of 1 predicted, 2 findings
+    # nodule: 2 matched of 2 predicted, 3 findings; effusion: 0 of 1 predicted, 2 findings;
+    # cardiomegaly: 1 finding, never predicted (AP 0, not undefined)
     per = s.per_class.set_index("class")
     assert per.loc["Nodule", ["findings", "predicted", "matched"]].tolist() == [3, 2, 2]
     assert per.loc["Effusion", ["findings", "predicted", "matched"]].tolist() == [2, 1, 0]
     assert per.loc["Nodule", "ap50"] == pytest.approx(2 / 3)
     assert per.loc["Effusion", "ap50"] == 0.0
-    assert s["map50"] == pytest.approx(1 / 3)
-    assert s["precision"] == pytest.approx(2 / 3) and s["recall"] == pytest.approx(2 / 5)
+    assert per.loc["Cardiomegaly", ["findings", "predicted", "ap50"]].tolist() == [1, 0, 0.0]
+    assert s["map50"] == pytest.approx((2 / 3 + 0 + 0) / 3)
+    assert s["precision"] == pytest.approx(2 / 3) and s["recall"] == pytest.approx(2 / 6)
     assert s["miou"] == pytest.approx(0.25)  # (0.5 + 0) / 2
     assert s["unparsed"] == pytest.approx(2 / 5)
     assert s.per_record["ok"].tolist() == [True, True, False, True, False]
