@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import RadHarmonyError
+from .box_fast import read_strict, strict_mask
 from .boxes import ImageFrame, RADFACT_KEYS, _params, check_dialect, from_units, unit_limits
 
 _NUM = r"(-?\d+(?:\.\d+)?)"
@@ -179,9 +180,10 @@ _READERS = {"maira2": _read_maira2, "chexagent": _read_chexagent, "radfact": _re
 # -- many outputs ---------------------------------------------------------------------------------
 @dataclass
 class ParsedOutputs:
-    """Many outputs parsed at once, as columns: ``item_output``/``item_phrase``/``item_boxed``
-    per sentence, ``box_item`` and ``xyxy`` (source pixels) per box, ``malformed`` and ``ok``
-    per output. :meth:`result` gives one output's :class:`ParseResult`."""
+    """Many outputs parsed at once, as columns: per sentence ``item_output``, ``item_phrase``,
+    ``item_boxed``; per box ``box_item`` and ``xyxy`` (source pixels); per output
+    ``malformed`` and ``ok``. Items are in output order, boxes in item order.
+    :meth:`result` gives one output's :class:`ParseResult`."""
 
     item_output: np.ndarray
     item_phrase: list
@@ -195,56 +197,68 @@ class ParsedOutputs:
         return len(self.ok)
 
     def result(self, i: int) -> ParseResult:
-        items = []
-        for k in np.flatnonzero(self.item_output == i):
-            boxes = self.xyxy[self.box_item == k] if self.item_boxed[k] else None
-            items.append((self.item_phrase[k], boxes))
+        a, b = np.searchsorted(self.item_output, [i, i + 1])
+        lo, hi = np.searchsorted(self.box_item, [a, b])
+        starts = np.searchsorted(self.box_item[lo:hi], np.arange(a, b + 1)) + lo
+        items = [(self.item_phrase[k], self.xyxy[starts[k - a]:starts[k - a + 1]]
+                  if self.item_boxed[k] else None) for k in range(a, b)]
         return ParseResult(items, int(self.malformed[i]), bool(self.ok[i]))
 
 
-def parse_many(texts, frames, dialect: str) -> ParsedOutputs:
+def parse_many(texts, frames, dialect: str, *, _fast: bool = True) -> ParsedOutputs:
     """Parse every output of ``texts`` (``frames[i]``: the image output ``i`` was asked about,
     an :class:`ImageFrame` or its dict; one frame is used for all) in ``dialect``.
 
-    The text is read per output; the values are checked and mapped back to source pixels for
-    all boxes at once.
+    Outputs written exactly as :mod:`.boxes` writes them are read together in a few passes
+    (:mod:`.box_fast`); the others one by one, tolerantly. The values are then checked and
+    mapped back to source pixels for all boxes at once.
     """
     reader = _READERS[check_dialect(dialect)]
     texts = list(texts)
+    n = len(texts)
     if isinstance(frames, (ImageFrame, dict)):
-        frames = [frames] * len(texts)
+        frames = [ImageFrame.coerce(frames)] * n
     frames = [ImageFrame.coerce(f) for f in frames]
-    if len(frames) != len(texts):
+    if len(frames) != n:
         raise RadHarmonyError("parse_many needs one frame per output",
-                              expected=f"{len(texts)} frames", found=str(len(frames)),
+                              expected=f"{n} frames", found=str(len(frames)),
                               fix="pass the image frame of every output (or one for all)")
-    item_output, phrases, boxed, box_item, values, box_output = [], [], [], [], [], []
-    malformed = np.zeros(len(texts), np.int64)
-    ok = np.ones(len(texts), bool)
-    for i, text in enumerate(texts):
-        items, bad, good = reader(text if isinstance(text, str) else "")
-        malformed[i], ok[i] = bad, good
+    malformed, ok = np.zeros(n, np.int64), np.ones(n, bool)
+    strict = strict_mask(texts, dialect) if _fast else np.zeros(n, bool)
+    fast = np.flatnonzero(strict)
+    item_output, phrases, counts, values = read_strict([texts[i] for i in fast], fast, dialect) \
+        if len(fast) else ([], [], [], np.zeros((0, 4)))
+    parts = [values]
+    for i in np.flatnonzero(~strict).tolist():
+        text = texts[i]
+        items, malformed[i], ok[i] = reader(text if isinstance(text, str) else "")
         for phrase, boxes in items:
-            k = len(phrases)
             item_output.append(i)
             phrases.append(phrase)
-            boxed.append(boxes is not None)
-            for b in boxes or ():
-                box_item.append(k)
-                box_output.append(i)
-                values.append(b)
-    u = np.asarray(values, np.float64).reshape(-1, 4)
-    box_item = np.asarray(box_item, np.int64)
-    box_output = np.asarray(box_output, np.int64)
+            counts.append(-1 if boxes is None else len(boxes))
+            if boxes:
+                parts.append(np.asarray(boxes, np.float64).reshape(-1, 4))
+    u = np.concatenate(parts) if len(parts) > 1 else values
+    item_output = np.asarray(item_output, np.int64)
+    counts = np.asarray(counts, np.int64)
+    box_item = np.repeat(np.arange(len(counts)), np.maximum(counts, 0))
+    order = np.argsort(item_output, kind="stable")  # fast outputs first: back to output order
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    box_item = rank[box_item]
+    box_order = np.argsort(box_item, kind="stable")
+    box_item, u = box_item[box_order], u[box_order]
+    item_output, counts = item_output[order], counts[order]
+    phrases = [phrases[k] for k in order.tolist()]
+    box_output = item_output[box_item]
     p = _params(frames)
     good = ((u >= 0).all(1) & (u <= unit_limits(p, box_output, dialect)).all(1)
             & (u[:, 0] <= u[:, 2]) & (u[:, 1] <= u[:, 3]))
-    np.add.at(malformed, box_output[~good], 1)
+    malformed += np.bincount(box_output[~good], minlength=n)
     xyxy = from_units(u[good], p, box_output[good], dialect)
-    item_output = np.asarray(item_output, np.int64)
-    boxed = np.asarray(boxed, bool)
-    usable = (np.bincount(box_output[good], minlength=len(texts))
-              + np.bincount(item_output[~boxed], minlength=len(texts)))
+    boxed = counts >= 0
+    usable = (np.bincount(box_output[good], minlength=n)
+              + np.bincount(item_output[~boxed], minlength=n))
     ok &= ~((malformed > 0) & (usable == 0))  # it tried, and nothing could be read
     return ParsedOutputs(item_output, phrases, boxed, box_item[good], xyxy, malformed, ok)
 

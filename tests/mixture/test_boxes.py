@@ -89,7 +89,7 @@ def test_the_columnar_path_writes_the_same_text():
         items = []
         for k in range(int(rng.integers(0, 4))):
             n = int(rng.integers(0, 3))
-            b = np.sort(rng.uniform(0, 1, (n, 2, 2)), axis=1).reshape(n, 4)[:, [0, 2, 1, 3]]
+            b = np.sort(rng.uniform(0, 1, (n, 2, 2)), axis=1).reshape(n, 4)  # x1 y1 x2 y2
             items.append((f"p{r}.{k}", (b * [w, h, w, h]).tolist() if n else None))
         records.append(items)
         frames.append((w, h))
@@ -111,6 +111,12 @@ def test_the_columnar_path_writes_the_same_text():
             assert got == want, (dialect, mode)
             if dialect in ("radfact", "pixels"):
                 assert all(isinstance(json.loads(t), list) for t in got)
+            frames_ = [ImageFrame(w, h, mode, size) for w, h in frames]
+            fast, slow = (parse_many(got, frames_, dialect, _fast=f) for f in (True, False))
+            for name in ("item_output", "item_boxed", "box_item", "xyxy", "malformed", "ok"):
+                np.testing.assert_array_equal(getattr(fast, name), getattr(slow, name), name)
+            assert fast.item_phrase == slow.item_phrase and fast.malformed.sum() == 0
+            assert len(fast.xyxy) == sum(len(b or []) for r in records for _, b in r)
 
 
 # -- a reader of MAIRA-2's grounded sequence, as its processor does it ------------------------------
@@ -211,6 +217,22 @@ def test_what_is_unparsed():
     assert not parse_boxes("<obj>a<box><x1></box></obj>", WIDE, "maira2").ok
     assert not parse_boxes("[{'text': 'a'}]", WIDE, "radfact").ok  # not JSON
     assert parse_boxes("[]", WIDE, "radfact").ok
+
+
+@pytest.mark.parametrize("dialect", ["maira2", "chexagent"])
+def test_canonical_and_tolerated_outputs_mixed_in_one_batch(dialect):
+    from radharmony.mixture.box_fast import strict_mask
+
+    canonical = [grounded_text([("a", [[0, 0, 200, 150]]), ("b", None)], WIDE, dialect),
+                 grounded_text([("c", [[200, 150, 400, 300], [0, 0, 40, 30]])], WIDE, dialect)]
+    texts = [canonical[0], "Here: " + canonical[1], canonical[1], "nothing"]
+    assert strict_mask(texts, dialect).tolist() == [True, False, True, False]
+    many = parse_many(texts, WIDE, dialect)
+    got = [[(p, None if b is None else b.round().tolist()) for p, b in many.result(i).items]
+           for i in range(4)]
+    assert got[1] == got[2] and got[1][0][0] == "c"
+    np.testing.assert_allclose(got[1][0][1], [[200, 150, 400, 300], [0, 0, 40, 30]], atol=4)
+    assert got[0][1] == ("b", None) and got[3] == []
 
 
 def test_parse_many_matches_one_by_one():
