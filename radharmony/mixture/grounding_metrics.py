@@ -136,12 +136,17 @@ def union_iou(a: np.ndarray, b: np.ndarray) -> float:
     return float((area * (ca & cb)).sum()) / union if union > 0 else 0.0
 
 
+def _name(box: dict) -> str:
+    """A ground-truth box's class: its ``finding`` (or ``phrase``)."""
+    return str(box.get("finding", box.get("phrase", "")))
+
+
 def _detection(gt: list, pred_keys: list, pred_xyxy: np.ndarray, iou: float) -> dict:
     """class key -> (matched, predicted, findings) for one image."""
     out = {}
     by_class: dict[str, list] = {}
     for b in gt:
-        by_class.setdefault(class_key(b.get("finding", b.get("phrase", ""))), []).append(b)
+        by_class.setdefault(class_key(_name(b)), []).append(b)
     for c in set(by_class) | set(pred_keys):
         boxes = by_class.get(c, [])
         xyxy = np.array([b["box"] for b in boxes], np.float64).reshape(-1, 4)
@@ -193,7 +198,7 @@ def grounding_metrics(predictions, records, *, iou: float = 0.5, n_bootstrap: in
             ious[i] = union_iou(res.boxes, gt) if ok[i] else 0.0
             continue
         for b in f["boxes"]:
-            classes.setdefault(class_key(b.get("finding", "")), str(b.get("finding", "")))
+            classes.setdefault(class_key(_name(b)), _name(b))
         keys, boxes = [], []
         for phrase, bx in res.items:
             if bx is not None:
