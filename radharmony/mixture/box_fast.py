@@ -8,6 +8,7 @@ reader; both give the same result on canonical text (``tests/mixture/test_boxes.
 from __future__ import annotations
 
 import re
+from itertools import chain
 
 import numpy as np
 
@@ -72,6 +73,7 @@ def read_strict(texts: list, owners, dialect: str):
                 item_output.append(owners[o])
                 phrases.append(last)
                 counts.append(-1)
-        coords = _CHEX_COORDS.findall(joined)
-    values = np.array(coords, dtype=np.float64).reshape(-1, 4)
+        coords = list(chain.from_iterable(_CHEX_COORDS.findall(joined)))
+    values = np.fromiter(map(int, coords), np.int64, len(coords)).astype(np.float64)
+    values = values.reshape(-1, 4)
     return item_output, phrases, counts, values
