@@ -329,7 +329,7 @@ def grounded_texts(records, frames, dialect: str) -> list[str]:
     return out
 
 
-def grounded_texts_flat(phrases, xyxy, widths, heights, item_start, record_start, *,
+def grounded_texts_flat(phrases, *, xyxy, widths, heights, item_start, record_start,
                         dialect: str, mode: str = "original", size: int | None = None
                         ) -> list[str]:
     """The columnar fast path of :func:`grounded_texts` (one call for a million boxes).

@@ -106,8 +106,9 @@ def test_the_columnar_path_writes_the_same_text():
                     hs.append(h)
                     starts.append(len(xyxy))
                 rstart.append(len(phrases))
-            got = grounded_texts_flat(phrases, np.array(xyxy).reshape(-1, 4), ws, hs, starts,
-                                      rstart, dialect=dialect, mode=mode, size=size)
+            got = grounded_texts_flat(phrases, xyxy=np.array(xyxy).reshape(-1, 4), widths=ws,
+                                      heights=hs, item_start=starts, record_start=rstart,
+                                      dialect=dialect, mode=mode, size=size)
             assert got == want, (dialect, mode)
             if dialect in ("radfact", "pixels"):
                 assert all(isinstance(json.loads(t), list) for t in got)
