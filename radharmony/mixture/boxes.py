@@ -139,28 +139,43 @@ def _fit(h: int, w: int, size: int) -> Letterbox:
     return Letterbox.fit(h, w, size)
 
 
+_NAMES = ("sx", "sy", "ox", "oy", "cw", "ch", "tw", "th", "w", "h")
+
+
+def _row(w: int, h: int, mode: str, size) -> tuple:
+    if mode == "cache":
+        lb = _fit(h, w, size)
+        return (lb.new_w / lb.src_w, lb.new_h / lb.src_h, lb.left, lb.top, lb.new_w, lb.new_h,
+                size, size, w, h)
+    return (1.0, 1.0, 0, 0, w, h, w, h, w, h)
+
+
 def _params(frames) -> dict[str, np.ndarray]:
     """Per frame: scale and offset source -> pointed-at pixels, content and target sizes.
 
     The cached frame's numbers are its :class:`Letterbox`'s (``new_w / src_w``, ``left``, ...),
     computed once per distinct ``(width, height, size)``.
     """
-    rows, seen = [], {}
-    for f in frames:
-        key = (f.width, f.height, f.mode, f.size)
-        row = seen.get(key)
-        if row is None:
-            if f.mode == "cache":
-                lb = _fit(f.height, f.width, f.size)
-                row = (lb.new_w / lb.src_w, lb.new_h / lb.src_h, lb.left, lb.top, lb.new_w,
-                       lb.new_h, f.size, f.size, f.width, f.height)
-            else:
-                row = (1.0, 1.0, 0, 0, f.width, f.height, f.width, f.height, f.width, f.height)
-            seen[key] = row
-        rows.append(row)
-    a = np.array(rows, np.float64).reshape(-1, 10)
-    names = ("sx", "sy", "ox", "oy", "cw", "ch", "tw", "th", "w", "h")
-    return {k: a[:, i] for i, k in enumerate(names)}
+    seen: dict = {}
+    keys = [(f.width, f.height, f.mode, f.size) for f in frames]
+    for k in keys:
+        if k not in seen:
+            seen[k] = len(seen)
+    table = np.array([_row(*k) for k in seen], np.float64).reshape(-1, len(_NAMES))
+    index = np.fromiter(map(seen.__getitem__, keys), np.int64, len(keys))
+    return {k: table[index, i] for i, k in enumerate(_NAMES)}
+
+
+def _params_sizes(widths, heights, mode: str, size) -> tuple[dict, np.ndarray]:
+    """:func:`_params` of the distinct sizes among ``widths``/``heights`` (validated once
+    each) and every element's row in it."""
+    w, h = np.asarray(widths, np.int64), np.asarray(heights, np.int64)
+    pairs, inverse = np.unique(w * (1 << 32) + h, return_inverse=True)
+    # checks mode, size and the smallest width and height (raises the frame's own errors)
+    ImageFrame(int(w.min()) if len(w) else 1, int(h.min()) if len(h) else 1, mode, size)
+    table = np.array([_row(int(k >> 32), int(k & 0xFFFFFFFF), mode, size) for k in pairs],
+                     np.float64).reshape(-1, len(_NAMES))
+    return {k: table[:, i] for i, k in enumerate(_NAMES)}, inverse.reshape(-1)
 
 
 def _take(p: dict, index) -> tuple[np.ndarray, ...]:
@@ -348,10 +363,8 @@ def grounded_texts_flat(phrases, *, xyxy, widths, heights, item_start, record_st
     check_dialect(dialect)
     item_start = np.asarray(item_start, np.int64)
     counts = np.diff(item_start)
-    w, h = np.asarray(widths, np.int64), np.asarray(heights, np.int64)
-    pairs, inverse = np.unique(np.stack([w, h], 1), axis=0, return_inverse=True)
-    p = _params([ImageFrame(int(a), int(b), mode, size) for a, b in pairs])
-    owner = np.repeat(inverse.reshape(-1), counts)
+    p, inverse = _params_sizes(widths, heights, mode, size)
+    owner = np.repeat(inverse, counts)
     xyxy = np.asarray(xyxy, np.float64).reshape(-1, 4)
     texts = _box_strings(units(xyxy, p, owner, dialect), dialect)
     starts = item_start.tolist()
