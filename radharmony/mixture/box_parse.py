@@ -18,10 +18,10 @@ Several boxes in one token (``<box>`` with 8 coordinates, ``<|box|>`` with 4 poi
 as that many boxes. A CheXagent box with no ``<|ref|>`` before it belongs to the phrase ``""``;
 consecutive ``<|ref|>`` s with the same phrase are one sentence with all their boxes.
 
-An output is **unparsed** (``ok`` False) when nothing in it could be read although it tried:
-token dialects -- malformed boxes and not one sentence read; JSON dialects -- no JSON list in
-it. A plain sentence with no token at all reads as no sentence and is ``ok`` (a model saying
-it found nothing).
+An output is **unparsed** (``ok`` False) when it holds malformed boxes and nothing usable (no
+well-formed box, no sentence without a box), or, in the JSON dialects, no JSON list at all. A
+plain sentence with no token reads as no sentence and is ``ok`` in the token dialects (a model
+saying it found nothing).
 """
 
 from __future__ import annotations
