@@ -236,6 +236,16 @@ def test_canonical_and_tolerated_outputs_mixed_in_one_batch(dialect):
     assert got[0][1] == ("b", None) and got[3] == []
 
 
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_batched_outputs_never_run_into_each_other(dialect):
+    texts = [box_to_text("a", [0, 0, 200, 150], WIDE, dialect),
+             box_to_text("a", [200, 150, 400, 300], WIDE, dialect),  # the same phrase again
+             box_to_text("", [0, 0, 400, 300], WIDE, dialect)]  # a box without a phrase
+    many = parse_many(texts, WIDE, dialect)
+    assert [len(many.result(i).items) for i in range(3)] == [1, 1, 1]
+    assert [len(many.result(i).boxes) for i in range(3)] == [1, 1, 1]
+
+
 def test_parse_many_matches_one_by_one():
     texts = [box_to_text("a", [10, 20, 30, 40], WIDE_CACHE, "pixels"), "garbage [",
              box_to_text("b", None, WIDE_CACHE, "pixels")]
