@@ -91,14 +91,14 @@ def box_table(df: pd.DataFrame, spec, *, root=None, sizes=None) -> pd.DataFrame:
     kind = _kind(df, spec)
     cells = df["boxes"].tolist()
     sentences = df["sentences"].tolist() if kind == "sentence" else None
-    rows, items, kinds, texts, labels, readers, coords = [], [], [], [], [], [], []
+    rows, items, texts, labels, readers, coords = [], [], [], [], [], []
     for r, cell in enumerate(cells):
         recs = cell if isinstance(cell, list) else parse_boxes(cell)
         if sentences is not None:
             sents = sentences[r] if isinstance(sentences[r], list) else parse_boxes(sentences[r])
             per: dict[int, list] = {}
             for b in recs:
-                per.setdefault(int(b["sentence"]), []).append(b)
+                per.setdefault(int(b.get("sentence", -1)), []).append(b)
             seq = [(i, str(s.get("sentence_en") or ""), per.get(i, []))
                    for i, s in enumerate(sents)]
             seq += [(i, str(per[i][0].get("sentence_en") or ""), per[i])
