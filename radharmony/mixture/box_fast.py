@@ -7,7 +7,6 @@ reader; both give the same result on canonical text (``tests/mixture/test_boxes.
 
 from __future__ import annotations
 
-import json
 import re
 from itertools import chain
 
@@ -17,20 +16,9 @@ SEP = "\x00"
 _MAIRA_ONE = r"(?:<obj>[^<\x00]*(?:<box><x\d+><y\d+><x\d+><y\d+></box>)*</obj>)*"
 _CHEX_ONE = (r"(?:<\|ref\|>[^<\x00]*<\|/ref\|>"
              r"|<\|box\|>\(\d+,\d+\),\(\d+,\d+\)<\|/box\|>)*")
-_STR = r'"(?:[^"\\\x00]|\\.)*"'
-_NUM = r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
-_BOX_JSON = {"radfact": r'\{"x_min": N, "y_min": N, "x_max": N, "y_max": N\}'.replace("N", _NUM),
-             "pixels": r"\[N, N, N, N\]".replace("N", _NUM)}
-_ITEM_JSON = {d: f'\\{{"text": {_STR}, "boxes": (?:null|\\[(?:{b}(?:, {b})*)?\\])\\}}'
-              for d, b in _BOX_JSON.items()}
-_ONE = {"maira2": _MAIRA_ONE, "chexagent": _CHEX_ONE,
-        **{d: f"\\[(?:{i}(?:, {i})*)?\\]" for d, i in _ITEM_JSON.items()}}
-STRICT = {d: re.compile(p) for d, p in _ONE.items()}
-STRICT_ALL = {d: re.compile(f"{p}(?:\\x00{p})*") for d, p in _ONE.items()}
-_JSON_ITEMS = {d: re.compile(f'(\\x00)|\\{{"text": ({_STR}), "boxes": '
-                             f'(null|\\[(?:{b}(?:, {b})*)?\\])\\}}')
-               for d, b in _BOX_JSON.items()}
-_JSON_NUM = re.compile(_NUM)
+STRICT = {"maira2": re.compile(_MAIRA_ONE), "chexagent": re.compile(_CHEX_ONE)}
+STRICT_ALL = {d: re.compile(f"{p}(?:\\x00{p})*") for d, p in
+              (("maira2", _MAIRA_ONE), ("chexagent", _CHEX_ONE))}
 _MAIRA_ITEMS = re.compile(r"(\x00)|<obj>([^<]*)((?:<box>(?:<[xy]\d+>){4}</box>)*)</obj>")
 _MAIRA_COORDS = re.compile(r"<[xy](\d+)>")
 _CHEX_TOKENS = re.compile(r"(\x00)|<\|ref\|>([^<]*)<\|/ref\|>|(<\|box\|>)")
@@ -38,7 +26,7 @@ _CHEX_COORDS = re.compile(r"<\|box\|>\((\d+),(\d+)\),\((\d+),(\d+)\)<\|/box\|>")
 
 
 def strict_mask(texts: list, dialect: str) -> np.ndarray:
-    """Which outputs are canonical text of ``dialect``."""
+    """Which outputs are canonical text of ``dialect`` (all False for the JSON dialects)."""
     n = len(texts)
     if dialect not in STRICT or not n:
         return np.zeros(n, bool)
@@ -68,23 +56,6 @@ def read_strict(texts: list, owners, dialect: str):
             phrases.append(phrase.strip())
             counts.append(boxes.count("<box>") if boxes else -1)
         coords = _MAIRA_COORDS.findall(joined)
-    elif dialect in _BOX_JSON:
-        boxes_text = []
-        opener = "{" if dialect == "radfact" else "["
-        for sep, text, boxes in _JSON_ITEMS[dialect].findall(joined):
-            if sep:
-                o += 1
-                continue
-            item_output.append(owners[o])
-            phrases.append((json.loads(text) if "\\" in text else text[1:-1]).strip())
-            if boxes == "null":
-                counts.append(-1)
-            else:
-                counts.append(boxes.count(opener) - (opener == "["))
-                boxes_text.append(boxes)
-        coords = _JSON_NUM.findall(" ".join(boxes_text))
-        values = np.fromiter(map(float, coords), np.float64, len(coords)).reshape(-1, 4)
-        return item_output, phrases, counts, values
     else:
         last = None  # the phrase of this output's last item
         for sep, ref, box in _CHEX_TOKENS.findall(joined):
