@@ -26,7 +26,8 @@ _CHEX_COORDS = re.compile(r"<\|box\|>\((\d+),(\d+)\),\((\d+),(\d+)\)<\|/box\|>")
 
 
 def strict_mask(texts: list, dialect: str) -> np.ndarray:
-    """Which outputs are canonical text of ``dialect`` (all False for the JSON dialects)."""
+    """Which outputs are canonical text of ``dialect`` (all False for the JSON dialects: a
+    regex pass over their joined text was measured slower than ``json.loads`` per output)."""
     n = len(texts)
     if dialect not in STRICT or not n:
         return np.zeros(n, bool)
