@@ -2,7 +2,7 @@
 as :mod:`radharmony.mixture.boxes` writes them (a trained model's usual answer): all such
 outputs are joined and read by a few regular-expression passes over one string, instead of
 several calls per output. Anything else (prose, spacing, an odd token) goes to the tolerant
-reader; both give the same result on canonical text (``tests/mixture/test_boxes.py``).
+reader; both give the same result on canonical text (``tests/mixture/test_box_text.py``).
 """
 
 from __future__ import annotations
