@@ -1,4 +1,4 @@
-"""Scoring grounded outputs (radharmony.mixture.grounding_metrics): hand-counted detection
+"""Scoring grounded outputs (radharmony.mixture.grounding_scores.grounding_metrics): hand-counted detection
 precision, recall and AP with readers that agree and disagree, MS-CXR's union IoU, unparsed
 outputs, and the patient bootstrap."""
 
@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from radharmony.errors import RadHarmonyError
-from radharmony.mixture.grounding_metrics import grounding_metrics, union_iou
+from radharmony.mixture.grounding_scores import grounding_metrics, union_iou
 from radharmony.mixture.records import fields_json
 
 FRAME = {"width": 1000, "height": 1000, "mode": "original", "size": None}
