@@ -151,15 +151,34 @@ class BoxSelection:
 def merge_boxes(records: list[dict], *, iou: float) -> list[dict]:
     """Merge same-label boxes of different annotators that overlap with IoU >= ``iou``.
 
-    Greedy and deterministic: pairs are taken highest IoU first; a box joins a group only when
-    its annotator is not in it yet and it overlaps every member with IoU >= ``iou``. A group's
-    box is the mean of its members' coordinates. Output order follows the first member.
+    Greedy and deterministic (:func:`annotator_groups`). A group's box is the mean of its
+    members' coordinates. Output order follows the first member.
     """
     xyxy, labels, annotators = boxes_to_array(records)
-    groups = [[i] for i in range(len(records))]
-    group_of = list(range(len(records)))
+    out = []
+    for g in annotator_groups(xyxy, labels, annotators, iou=iou):
+        if len(g) == 1:
+            out.append(dict(records[g[0]]))
+            continue
+        mean = xyxy[g].astype(np.float64).mean(axis=0)
+        who = "+".join(sorted(str(annotators[k]) for k in g))
+        out.append(box_record(labels[g[0]], who, *mean.tolist()))
+    return out
+
+
+def annotator_groups(xyxy, labels, annotators, *, iou: float) -> list[list[int]]:
+    """Indices of the boxes that are one finding drawn by several annotators, one list per
+    group (sorted by first member; a box alone is a group of one).
+
+    Pairs of same-label boxes of different annotators are taken highest IoU first; a box joins
+    a group only when its annotator is not in it yet and it overlaps every member with IoU >=
+    ``iou``.
+    """
+    n = len(labels)
+    groups = [[i] for i in range(n)]
+    group_of = list(range(n))
     m = iou_matrix(xyxy, xyxy)
-    cand = [(m[i, j], i, j) for i in range(len(records)) for j in range(i + 1, len(records))
+    cand = [(m[i, j], i, j) for i in range(n) for j in range(i + 1, n)
             if labels[i] == labels[j] and annotators[i] != annotators[j] and m[i, j] >= iou]
     for _, i, j in sorted(cand, key=lambda t: (-t[0], t[1], t[2])):
         gi, gj = group_of[i], group_of[j]
@@ -173,12 +192,4 @@ def merge_boxes(records: list[dict], *, iou: float) -> list[dict]:
         groups[gj] = []
         for k in b:
             group_of[k] = gi
-    out = []
-    for g in sorted((g for g in groups if g), key=lambda g: g[0]):
-        if len(g) == 1:
-            out.append(dict(records[g[0]]))
-            continue
-        mean = xyxy[g].astype(np.float64).mean(axis=0)
-        who = "+".join(sorted(str(annotators[k]) for k in g))
-        out.append(box_record(labels[g[0]], who, *mean.tolist()))
-    return out
+    return sorted((g for g in groups if g), key=lambda g: g[0])
