@@ -1,9 +1,8 @@
 """How the mixture viewer shows a record: the export format's rendering of it, its images as
 the trainer sees them (the original, or the cached letterboxed square), and its boxes.
 
-Two parts of the mixture wing are read lazily and replaced by a small built-in fallback while
-they are absent: :mod:`radharmony.mixture.formats` (the trainer renderings) and
-:func:`radharmony.mixture.boxes.parse_boxes` (boxes parsed back from a target's text).
+The renderings are the exports' own (:func:`radharmony.mixture.formats.render_record`); boxes
+are parsed back from a target's text by :func:`radharmony.mixture.box_parse.parse_boxes`.
 """
 
 from __future__ import annotations
@@ -17,8 +16,9 @@ from ..errors import PathSafetyError, RadHarmonyError
 from .app import NotFound, ViewerError
 
 #: the export formats the page offers: name -> title
-FORMATS = {"llava": "LLaVA conversation", "hf_chat": "HF chat messages"}
-IMAGE_TOKEN = "<image>\n"
+FORMATS = {"llava": "LLaVA-1.5 entry", "hf_chat": "HF chat messages",
+           "llava-onevision": "LLaVA-OneVision entry", "llava-rad": "LLaVA-Rad entry",
+           "maira2": "MAIRA-2 inputs", "r2gen": "R2Gen entry"}
 
 
 class OutsideSources(ViewerError):
@@ -28,62 +28,27 @@ class OutsideSources(ViewerError):
 
 
 def render(record: dict, fmt: str) -> object:
-    """``record`` as the export format ``fmt`` renders it (the LLaVA conversation, or the HF
-    chat ``messages``): through :mod:`radharmony.mixture.formats` where it exists, else the
-    built-in rendering below."""
+    """``record`` as the export format ``fmt`` writes it (the LLaVA entry with its
+    conversation, the HF chat messages, ...): :func:`radharmony.mixture.formats.render_record`,
+    the exports' own entry functions."""
     if fmt not in FORMATS:
         raise ViewerError(f"Unknown export format {fmt!r}", expected=f"one of {list(FORMATS)}",
                           found=repr(fmt), fix="pick a format the page lists")
-    try:
-        from ..mixture import formats  # written in parallel; wired by the integrator
-        rendered = formats.render_record(record, fmt)
-    except (ImportError, AttributeError):
-        rendered = _fallback_render(record, fmt)
-    return rendered
+    from ..mixture.formats import render_record
 
-
-def _fallback_render(record: dict, fmt: str) -> object:
-    images = list(record.get("image_paths") or [])
-    prompt, target = record.get("prompt") or "", record.get("target") or ""
-    if fmt == "llava":
-        return [{"from": "human", "value": IMAGE_TOKEN * len(images) + prompt},
-                {"from": "gpt", "value": target}]
-    return [{"role": "user", "content": [{"type": "image"} for _ in images] +
-             [{"type": "text", "text": prompt}]},
-            {"role": "assistant", "content": [{"type": "text", "text": target}]}]
+    return render_record(record, fmt)
 
 
 def _boxes_from_target(record: dict, shown: "Shown", dialect: str | None) -> list[dict]:
     """Boxes ``{"phrase", "box": [x1, y1, x2, y2]}`` parsed back from the record's target
-    text, in the original image's pixels.
+    text, in the original image's pixels, by :func:`radharmony.mixture.box_parse.parse_boxes`
+    in the mixture's dialect (``pixels`` when the manifest names none) for the image the
+    record points at (:meth:`Shown.image_frame`). A target that holds no box gives none."""
+    from ..mixture.box_parse import parse_boxes
 
-    Through :func:`radharmony.mixture.boxes.parse_boxes` ``(text, frame, dialect)`` where it
-    exists (``frame``: :meth:`Shown.frame`, the image the record points at); else the
-    ``pixels`` dialect: the target is a JSON list of ``{"phrase", "box"}`` in the pixels of
-    the image the record points at (the original, or the cached square), mapped back here.
-    """
-    text = record.get("target") or ""
-    try:
-        from ..mixture.boxes import parse_boxes  # written in parallel; wired by the integrator
-    except ImportError:
-        parse_boxes = None
-    if parse_boxes is not None and dialect and dialect != "pixels":
-        return [{"phrase": str(b.get("phrase", "")), "box": [float(v) for v in b["box"]]}
-                for b in parse_boxes(text, shown.frame(), dialect)]
-    try:
-        found = json.loads(text)
-    except ValueError:
-        return []
-    out = []
-    for b in found if isinstance(found, list) else []:
-        try:
-            xyxy = [float(v) for v in b["box"]]
-        except (AttributeError, KeyError, TypeError, ValueError):
-            continue
-        if len(xyxy) == 4:
-            out.append({"phrase": str(b.get("phrase", "")),
-                        "box": shown.to_source(np.array([xyxy]))[0].tolist()})
-    return out
+    parsed = parse_boxes(record.get("target") or "", shown.image_frame(), dialect or "pixels")
+    return [{"phrase": str(phrase or ""), "box": [float(v) for v in box]}
+            for phrase, boxes in parsed.items if boxes is not None for box in boxes]
 
 
 def boxes_of(record: dict, fields: dict, shown: "Shown", *, dialect: str | None) -> list[dict]:
@@ -123,22 +88,15 @@ class Shown:
         xyxy[:, [1, 3]] = xyxy[:, [1, 3]] * sy + dy
         return xyxy
 
-    def to_source(self, xyxy: np.ndarray) -> np.ndarray:
-        """Pixels of the image the record points at (the original; in cache mode the cached
-        square) -> source pixels."""
-        xyxy = np.asarray(xyxy, np.float64).reshape(-1, 4).copy()
-        if self.crop:  # the record points at the original
-            return xyxy
-        sx, sy = self.lb.src_w / self.lb.new_w, self.lb.src_h / self.lb.new_h
-        xyxy[:, [0, 2]] = (xyxy[:, [0, 2]] - self.lb.left) * sx
-        xyxy[:, [1, 3]] = (xyxy[:, [1, 3]] - self.lb.top) * sy
-        return xyxy
+    def image_frame(self):
+        """The image the record points at, as the box dialects see it
+        (:class:`radharmony.mixture.boxes.ImageFrame`): the original file, or its cached
+        letterboxed square."""
+        from ..mixture.boxes import ImageFrame
 
-    def frame(self) -> dict:
-        """The image the record points at: its size and, when cached, its letterbox."""
         if self.crop:
-            return {"width": self.lb.src_w, "height": self.lb.src_h, "letterbox": None}
-        return {"width": self.lb.size, "height": self.lb.size, "letterbox": self.lb.as_dict()}
+            return ImageFrame(self.lb.src_w, self.lb.src_h)
+        return ImageFrame(self.lb.src_w, self.lb.src_h, mode="cache", size=self.lb.size)
 
 
 def image_path(roots: dict, record: dict, rel: str):

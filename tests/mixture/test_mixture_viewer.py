@@ -110,12 +110,18 @@ def test_record_json_boxes_and_renderings(mixture):
     assert g["boxes"] == [
         {"kind": "fields", "label": "nodule", "box": pytest.approx([140, 28, 196, 84])},
         {"kind": "target", "label": "nodule", "box": pytest.approx([140, 28, 196, 84])}]
-    assert g["rendered"][0] == {"from": "human", "value": "<image>\nWhere is the nodule?"}
-    assert g["rendered"][1] == {"from": "gpt", "value": g["target"]}
+    assert g["rendered"] == {"id": GROUNDED, "image": "nih/wide/grounded.png", "conversations": [
+        {"from": "human", "value": "<image>\nWhere is the nodule?"},
+        {"from": "gpt", "value": g["target"]}]}
     chat = app.record(record_id=GROUNDED, fmt="hf_chat")["rendered"]
-    assert chat == [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text":
-                     "Where is the nodule?"}]},
-                    {"role": "assistant", "content": [{"type": "text", "text": g["target"]}]}]
+    assert chat["messages"] == [
+        {"role": "user", "content": [{"type": "image"}, {"type": "text", "text":
+                                     "Where is the nodule?"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": g["target"]}]}]
+    assert chat["images"] == ["nih/wide/grounded.png"]
+    # a format that leaves the record out says why
+    assert app.record(record_id=GROUNDED, fmt="r2gen")["rendered"] == {
+        "skipped": "not report generation"}
     assert g["source_row"]["dataset"] == "nih_cxr14" and g["source_row"]["sample_id"] == \
         "nih_cxr14:g0"
     t = app.record(record_id=TEMPORAL)
@@ -141,6 +147,21 @@ def test_cached_mixture_shows_the_letterboxed_square(sources, tmp_path):
     assert img.shape == (224, 224) and img[:40].max() == 0 and img[42:182].max() > 0
 
 
+@pytest.mark.parametrize("dialect", ["maira2", "chexagent", "radfact"])
+@pytest.mark.parametrize("mode", ["original", "cache"])
+def test_boxes_are_parsed_from_the_target_in_the_mixture_dialect(sources, tmp_path, dialect,
+                                                                    mode):
+    """The drawn box comes from the target text in the manifest's dialect, for the image the
+    record points at: within one bin of the source box (MAIRA-2: 3.2 source px on 320 x 200)."""
+    recs = vf.make_records(sources, mode=mode, size=224, dialect=dialect)
+    out = vf.write_mixture(tmp_path / "out", sources, recs, boxes=dialect,
+                           images={"mode": mode, "size": 224} if mode == "cache" else None)
+    g = MixtureApp(out).record(record_id=GROUNDED)
+    fields, target = [b["box"] for b in g["boxes"] if b["kind"] == "fields"], \
+        [b["box"] for b in g["boxes"] if b["kind"] == "target"]
+    assert len(target) == 1 and target[0] == pytest.approx(fields[0], abs=0.7 * 3.2 + 1e-6)
+
+
 # -- HTTP -----------------------------------------------------------------------------------------
 def test_http_routes(server):
     status, ctype, body = _get(server.url)
@@ -152,7 +173,7 @@ def test_http_routes(server):
     status, ctype, body = _get(server.url + f"record.png?id={TEMPORAL}&j=1&prior=1")
     assert status == 200 and ctype == "image/png" and body.startswith(b"\x89PNG")
     rec = json.loads(_get(server.url + f"api/record?id={GROUNDED}&format=hf_chat")[2])
-    assert rec["rendered"][1]["role"] == "assistant"
+    assert rec["rendered"]["messages"][1]["role"] == "assistant"
     assert rec["source_row"]["viewer_link"] == "http://127.0.0.1:9/tok/?id=nih_cxr14%3Ag0"
     assert _get(server.url + "api/records?offset=x")[0] == 400
     assert _get(server.url + f"api/record?id={GROUNDED}&format=jsonl")[0] == 400

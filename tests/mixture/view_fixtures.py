@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from radharmony.fake import make_fake, synthetic_cxr, write_png
+from radharmony.mixture.boxes import ImageFrame, box_to_text
 from radharmony.mixture.records import (MANIFEST_FORMAT, RECORD_SCHEMA, fields_json,
                                         record_id)
 
@@ -56,20 +57,16 @@ def _record(source, dataset, task, family, item, *, split, images, prompt, targe
             "prompt_variant": 0, "fields": fields_json(fields or {})}
 
 
-def grounded_target(mode: str, size: int) -> str:
-    """The grounded record's target: ``BOX`` in the pixels of the image the record points at
-    (the original, or the cached letterboxed ``size`` square)."""
-    box = list(BOX)
-    if mode == "cache":
-        h, w = WIDE
-        scale = size / max(h, w)
-        top, left = (size - round(h * scale)) // 2, (size - round(w * scale)) // 2
-        box = [box[0] * scale + left, box[1] * scale + top, box[2] * scale + left,
-               box[3] * scale + top]
-    return json.dumps([{"phrase": "nodule", "box": box}])
+def grounded_target(mode: str, size: int, dialect: str = "pixels") -> str:
+    """The grounded record's target: ``BOX`` as ``dialect`` text for the image the record
+    points at (the original, or the cached letterboxed ``size`` square)."""
+    h, w = WIDE
+    frame = ImageFrame(w, h, mode=mode, size=size if mode == "cache" else None)
+    return box_to_text("nodule", [BOX], frame, dialect)
 
 
-def make_records(sources: dict, *, mode: str = "original", size: int = 224) -> list[dict]:
+def make_records(sources: dict, *, mode: str = "original", size: int = 224,
+                 dialect: str = "pixels") -> list[dict]:
     """The records: 4 report, 3 classification, 3 VQA, 1 grounded, 2 temporal, in an order
     that mixes tasks across row groups."""
     nih, rex = sources["nih"], sources["rexgradient"]
@@ -92,7 +89,7 @@ def make_records(sources: dict, *, mode: str = "original", size: int = 224) -> l
                                 fields={"answer": "yes" if i % 2 else "no"}))
     recs.insert(5, _record("nih", nih["dataset"], "phrase_grounding", "grounding", "g0",
                            split="train", images=["wide/grounded.png"],
-                           prompt="Where is the nodule?", target=grounded_target(mode, size),
+                           prompt="Where is the nodule?", target=grounded_target(mode, size, dialect),
                            fields={"boxes": [{"phrase": "nodule", "box": BOX}]}))
     for i in range(2):
         recs.append(_record(

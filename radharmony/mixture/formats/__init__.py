@@ -100,6 +100,39 @@ def export_mixture(out: str | os.PathLike, fmt: str, dest: str | os.PathLike, *,
     return ex.summary(fmt, entries, split)
 
 
+class _Preview:
+    """What an entry function needs of an :class:`Export`, for one record shown alone: image
+    references as ``<source>/<image_path>`` and the reason a record would be skipped."""
+
+    def __init__(self):
+        self.skipped: list[str] = []
+
+    def ref(self, source: str, path: str) -> str:
+        return f"{source}/{path}"
+
+    def skip(self, reason: str) -> None:
+        self.skipped.append(reason)
+
+
+def render_record(record: dict, fmt: str) -> dict:
+    """One record (a row of ``records.parquet`` as a dict) as ``fmt``'s entry, exactly as
+    :func:`export_mixture` writes it, images named ``<source>/<image_path>``; a record the
+    format leaves out gives ``{"skipped": reason}``.
+
+    >>> rec = {"record_id": "r1", "source": "nih", "image_paths": ["a.png"], "views": ["PA"],
+    ...        "prompt": "Which view?", "target": "PA", "fields": "{}"}
+    >>> render_record(rec, "llava")["image"], render_record(rec, "hf-chat")["images"]
+    ('nih/a.png', ['nih/a.png'])
+    """
+    spec = FORMATS.get(fmt.replace("_", "-"))
+    if spec is None:
+        check_choice("fmt", fmt, tuple(FORMATS), error=ExportError)
+    ex = _Preview()
+    entry = spec.entry({k: v for k, v in record.items() if k != "_fields"}, ex)
+    return entry if entry is not None else {"skipped": ex.skipped[0] if ex.skipped else
+                                            "not written by this format"}
+
+
 def _list(batches, dest: Path, ex: Export, spec) -> int:
     """A JSON list or JSON lines file of the entries, in the records' order."""
     target = Output(dest, lines=spec.lines)
