@@ -162,3 +162,15 @@ def test_clean_replica_never_warns(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error", SharedImageWarning)
         _ordinary_use(ds, "epoch")
+
+
+def test_a_replaced_table_reads_its_own_files(tmp_path):
+    """``set_harmonized_df`` after reads: the file table (and its watch) learned the old
+    rows, so the new table starts a new one (row 0 was the old row 0's file before)."""
+    root = write_rexgradient(tmp_path / "rex", studies={"valid": 4}, image_size=(96, 80))
+    ds = ReXGradientValidDataset(root, cache_dir=tmp_path / "c")
+    ds[0]
+    reversed_rows = ds.get_harmonized_df().iloc[::-1]
+    ds.set_harmonized_df(reversed_rows)
+    assert ds.image_file(0) == ds.image_root(0) / reversed_rows["image_path"].iat[0]
+    assert torch.equal(ds[0]["img"], ReXGradientValidDataset(root, cache_dir=None)[-1]["img"])
