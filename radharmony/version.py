@@ -27,7 +27,7 @@ from pathlib import Path
 __version__ = "0.2.0"
 
 #: the modules (relative to the package) whose code decides an image's cached array
-PIPELINE_SOURCES = ("imaging/read.py", "imaging/dicom.py", "imaging/png.py",
+PIPELINE_SOURCES = ("imaging/read.py", "imaging/dicom.py", "imaging/gray.py", "imaging/png.py",
                     "imaging/_png_jit.py", "imaging/geometry.py", "imaging/pipeline.py")
 #: version -> :func:`pipeline_source_digest` of that version's code (append, never edit)
 PIPELINE_HISTORY = {
@@ -36,6 +36,7 @@ PIPELINE_HISTORY = {
     3: "9ecca9d70495",  # to_tensor moved to imaging/convert.py, which no longer keys the cache
     4: "9de521d37769",  # grayscale PNGs decoded by imaging/png.py (OpenCV's arrays, bit for bit)
     5: "0bc3a1a05772",  # DICOM reading moved to imaging/dicom.py: deflated data sets on a budget
+    6: "4bdb6706806f",  # colour to gray moved to imaging/gray.py (read.py and dicom.py share it)
 }
 PIPELINE_VERSION = max(PIPELINE_HISTORY)
 

@@ -4,9 +4,10 @@
   of a dataset for path safety, existence, non-emptiness and decodability, with a progress bar
   and optional worker processes, and returns a :class:`ValidationReport`;
   :func:`drop_missing` implements ``on_missing="drop"``.
-* :func:`shared_files` finds one image file reachable from rows of several patients (a hard
-  link or a symlink inside the dataset), keyed by the file's identity (device and inode), not
-  its path: such an image could land on both sides of a patient split.
+* :func:`~radharmony.data.shared.shared_files` (:mod:`radharmony.data.shared`) finds one image
+  file reachable from rows of several patients (a hard link or a symlink inside the dataset),
+  keyed by the file's identity (device and inode), not its path: such an image could land on
+  both sides of a patient split.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .shared import describe_shared, file_id, shared_files
 from ..errors import (SHOW, ImageReadError, PathSafetyError, RadHarmonyError, RowsDroppedWarning,
                       shorten)
 
@@ -49,23 +51,6 @@ def drop_missing(df: pd.DataFrame, base_image_dir: str | os.PathLike, *, owner: 
 PROBLEMS = ("unsafe_path", "missing", "not_a_file", "empty", "undecodable", "shared_image")
 
 
-def shared_files(identities, groups) -> list[list[int]]:
-    """The rows of each file reached from rows of more than one group: ``identities`` holds
-    one hashable file identity per row (``(st_dev, st_ino)``; None: not checked), ``groups``
-    each row's patient. Rows of one file listed in row order, files in order of first row."""
-    by_file: dict = {}
-    for i, ident in enumerate(identities):
-        if ident is not None:
-            by_file.setdefault(ident, []).append(i)
-    return [rows for rows in by_file.values()
-            if len(rows) > 1 and len({groups[r] for r in rows}) > 1]
-
-
-def describe_shared(rows: list[int], ids, groups, col: str) -> str:
-    """``'<sample_id> (<col> '<group>'), ...'`` for the rows of one shared file."""
-    return ", ".join(f"{ids[r]} ({col} {groups[r]!r})" for r in rows)
-
-
 def check_image(base_image_dir: str | os.PathLike, rel: str, *, decode: bool = True,
                 min_side: int | None = None) -> tuple[str, str] | None:
     """``(problem, message)`` for one image, or None when it passes.
@@ -93,7 +78,7 @@ def _check_image(base_image_dir, rel, *, decode, min_side):
         return ("missing", f"{full}: {exc}"), None
     if not os.path.isfile(full):
         return ("not_a_file", f"{full} is not a regular file"), None
-    ident = (st.st_dev, st.st_ino)
+    ident = file_id(st)
     if st.st_size == 0:
         return ("empty", f"{full} is empty (0 bytes)"), ident
     try:

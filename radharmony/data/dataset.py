@@ -276,6 +276,8 @@ class BaseRadiologicalDataset(SampleReads, Subsets, torch.utils.data.Dataset,
             self.rows = TableRows.of(df, self.spec, self.image_roots)
             self._table = FrozenFrame(df)
             return
+        for learned in ("_files", "_file_rows", "_autopack"):  # what reads learned of the old
+            self.__dict__.pop(learned, None)                 # rows (their files, their watch)
         # a table saved from a dataset carries the derived columns: recompute them (a table
         # whose spec has id_col="sample_id", e.g. a merged one, keeps its sources' sample ids)
         keep = {"sample_id"} if self.spec.id_col == "sample_id" else set()

@@ -11,9 +11,13 @@ and shared by every split, fold and filter of that build:
   :func:`~radharmony.imaging.read.safe_path` each time, so a link pointing outside the root is
   refused. Paths with ``.`` or ``..`` components take the same slow, exact route.
 * **Keys once per build.** The cache key of a row is derived once and kept with the file's
-  ``(size, mtime, ctime, inode)``. Every read costs one ``lstat`` of the resolved file; when
-  any of the four changed, the key is derived again, so a rewritten image never reads a stale
-  cache entry.
+  ``(size, mtime, ctime, device, inode)``. Every read costs one ``lstat`` of the resolved
+  file; when any of them changed, the key is derived again, so a rewritten image never reads
+  a stale cache entry.
+* **One file under two patients.** Each row's file identity (device and inode), as it is
+  first read or changes, goes to the build's
+  :class:`~radharmony.data.shared.SharedImageWatch`, which warns once when rows of two
+  patients reach one file (a hard link or an in-root symlink); no extra ``stat``.
 * **Pack locations** of every row (which pack, which record), found with one lookup per batch
   and kept until the packs folder changes.
 
@@ -30,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .shared import SharedImageWatch, file_id
 from ..errors import PathSafetyError
 from ..imaging.read import safe_path
 
@@ -42,20 +47,28 @@ LOOSE = -1
 #: deeper paths are resolved by :func:`safe_path` directly (no per-directory memo)
 MAX_DEPTH = 64
 
+def _sig(st) -> tuple[int, int, int, int, int]:
+    """What a row's key is kept with: size, mtime, ctime and the file's identity (device,
+    inode: :func:`~radharmony.data.shared.file_id`)."""
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, *file_id(st))
+
+
 class FileTable:
     """Per-row file facts of one dataset build (see the module docstring).
 
     Args:
         roots: the image root of every row (strings).
         rels: every row's ``image_path`` relative to its root.
+        watch: told each row's file identity as it is first read or changes (None: nobody).
     """
 
-    def __init__(self, roots: np.ndarray, rels: np.ndarray):
+    def __init__(self, roots: np.ndarray, rels: np.ndarray,
+                 watch: SharedImageWatch | None = None):
         n = len(rels)
         self.roots, self.rels = roots, rels
         self.real = np.full(n, None, object)  # resolved file path (str), None until first read
         self.linked = np.zeros(n, bool)  # the file itself is a symlink: resolved on every read
-        self.sig = np.zeros((n, 4), np.int64)  # size, mtime_ns, ctime_ns, inode of the key
+        self.sig = np.zeros((n, 5), np.int64)  # size, mtime_ns, ctime_ns, device, inode
         self.key = np.full(n, None, object)  # cache key (hex), None until first derived
         self.pack = np.full(n, UNKNOWN, np.int64)  # index into pack_names, LOOSE or UNKNOWN
         self.row = np.zeros(n, np.int64)  # record within that pack
@@ -64,6 +77,7 @@ class FileTable:
         self.packs_mtime: int | None = None
         self._dirs: dict[tuple[str, str], str | None] = {}  # (root, reldir) -> real dir
         self._bases: dict[str, str] = {}
+        self.watch = watch
         self.lock = threading.Lock()
 
     def __getstate__(self):
@@ -139,9 +153,13 @@ class FileTable:
             st = os.stat(target)
         else:
             target = real
-        sig = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+        sig = _sig(st)
         key = self.key[i]
         if key is None or self.linked[i] or tuple(self.sig[i]) != sig:
+            if self.watch is not None and (key is None or tuple(self.sig[i, 3:]) != sig[3:]):
+                if key is not None:
+                    self.watch.forget(i, tuple(map(int, self.sig[i, 3:])))
+                self.watch.note(i, sig[3:], target)
             new = key_of(target, st)
             if new != key:
                 self.key[i], self.pack[i], self.confirmed[i] = new, UNKNOWN, False
@@ -157,8 +175,7 @@ class FileTable:
         learn which row, call that per row)."""
         reals = [self.resolve(i) for i in rows.tolist()]
         sts = [os.lstat(p) for p in reals]
-        sig = np.array([(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) for st in sts],
-                       np.int64).reshape(-1, 4)
+        sig = np.array([_sig(st) for st in sts], np.int64).reshape(-1, 5)
         redo = (self.sig[rows] != sig).any(1) | self.linked[rows] | \
             np.equal(self.key[rows], None)
         for j in np.flatnonzero(redo).tolist():

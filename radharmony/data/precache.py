@@ -16,10 +16,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-import warnings
-
-from ..errors import (SHOW, ImageReadError, PathSafetyError, RadHarmonyError, SharedImageWarning,
-                      check_choice)
+from .shared import SharedImageWatch, file_id
+from ..errors import ImageReadError, PathSafetyError, RadHarmonyError, check_choice
 from ..imaging.read import check_regular
 
 #: how many failures a report lists
@@ -62,18 +60,23 @@ def require_cache(ds):
 def cache_keys(ds, *, failures: list | None = None) -> list[str | None]:
     """The cache key of every sample's image (one ``stat`` each). A missing or unsafe file
     raises the standard error naming the sample, or, when a ``failures`` list is given, gives
-    None and appends ``(index, message)`` to it."""
+    None and appends ``(index, message)`` to it. One image file reached from rows of two
+    patients warns once (:mod:`radharmony.data.shared`: a dataset build's file table tells its
+    watch as it derives the keys; for any other dataset the identities read here do)."""
     cache = require_cache(ds)
-    key_of = getattr(ds, "cache_key", None) or (lambda i: cache.key(ds.image_file(i),
-                                                                      resolved=True))
+    own = getattr(ds, "cache_key", None)  # a dataset build's: keys kept in its file table
+    watch = None if own is not None else SharedImageWatch.of(ds)
     keys: list[str | None] = []
-    identities: list[tuple[int, int] | None] = [None] * len(ds)
     for i in range(len(ds)):
         try:
+            if own is not None:
+                keys.append(own(i))
+                continue
             path = ds.image_file(i)
             st = check_regular(path)
-            identities[i] = (st.st_dev, st.st_ino)  # the file, whatever path reaches it
-            keys.append(key_of(i))
+            if watch is not None:
+                watch.note(i, file_id(st), path)
+            keys.append(cache.key(path, resolved=True, st=st))
         except (OSError, ImageReadError, PathSafetyError) as exc:
             try:
                 ds[i]  # raises the standard error naming the sample and file
@@ -83,28 +86,7 @@ def cache_keys(ds, *, failures: list | None = None) -> list[str | None]:
                 raise exc from None
             keys.append(None)
             failures.append((i, str(exc)))
-    warn_shared_images(ds, identities)
     return keys
-
-
-def warn_shared_images(ds, identities: list) -> None:
-    """Warn once when image files are reachable from rows of different patients
-    (:func:`radharmony.data.checks.shared_files`: by device and inode, not by path)."""
-    from .checks import describe_shared, shared_files
-
-    col = ds.spec.group_col
-    if col not in ds.harmonized_df:
-        return
-    groups = ds.harmonized_df[col].to_numpy(dtype=object)
-    shared = shared_files(identities, groups)
-    if not shared:
-        return
-    ids = ds.sample_ids
-    listed = "; ".join(describe_shared(rows, ids, groups, col) for rows in shared[:SHOW])
-    warnings.warn(f"{type(ds).__name__}: {len(shared)} image file(s) are reachable from rows of "
-                  f"several {col}s (a hard link or a symlink inside the dataset): {listed}. Such "
-                  "an image can land on both sides of a split; remove the link or the duplicate "
-                  "row.", SharedImageWarning, stacklevel=3)
 
 
 class _Encoder(torch.utils.data.Dataset):

@@ -11,6 +11,7 @@ import torch
 
 from . import batches, precache, sampling
 from .filetable import FileTable
+from .shared import SharedImageWatch
 from ..errors import ImageReadError, PathSafetyError
 from ..imaging.geometry import Letterbox
 
@@ -150,12 +151,13 @@ class SampleReads:
         raise NotImplementedError(f"{type(self).__name__} declares no source_mask")
 
     def _file_table(self) -> FileTable:
-        """The build's :class:`~radharmony.data.filetable.FileTable` (made on first use)."""
+        """The build's :class:`~radharmony.data.filetable.FileTable` (made on first use), with
+        the watch that warns once when one image file serves two patients."""
         files = self.__dict__.get("_files")
         if files is None:
             roots = self.rows.roots if self.rows.roots is not None else \
                 np.full(len(self), str(self.base_image_dir), object)
             files = self._files = FileTable(np.array([str(r) for r in roots], object),
-                                            self.rows.paths)
+                                            self.rows.paths, SharedImageWatch.of(self))
             self._file_rows = np.arange(len(self))
         return files

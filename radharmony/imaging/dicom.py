@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ImageReadError
+from .gray import to_gray
 
 #: the most bytes a deflated DICOM's data set may inflate to before its pixel data
 MAX_DICOM_METADATA = 64 << 20
@@ -179,8 +180,6 @@ def read_dicom(path: Path, min_side: int | None):
     (float32), and its ``(height, width)``."""
     from pydicom.pixels import apply_modality_lut, apply_voi_lut
 
-    from .read import _to_gray
-
     ds = dcmread(path)
     if "TransferSyntaxUID" not in getattr(ds, "file_meta", {}):
         _assume_transfer_syntax(ds, path)
@@ -190,7 +189,7 @@ def read_dicom(path: Path, min_side: int | None):
     arr = apply_voi_lut(apply_modality_lut(arr, ds), ds).astype(np.float32)
     if str(getattr(ds, "PhotometricInterpretation", "")).upper() == "MONOCHROME1":
         arr = arr.max() + arr.min() - arr
-    return _to_gray(arr, path=path, order="rgb"), arr.shape[:2]
+    return to_gray(arr, path=path, order="rgb"), arr.shape[:2]
 
 
 def _assume_transfer_syntax(ds, path: Path) -> None:

@@ -23,21 +23,22 @@ Guards, applied from the file's header before any pixel is decoded:
 Colour (RGB, RGBA, gray + alpha) is converted to grayscale with ITU-R BT.601 luma weights and the
 alpha channel is ignored; a colour JPEG is decoded to its luma (Y) channel. When a PNG's or
 DICOM's colour channels actually differ, or a JPEG has colour components, a
-:class:`~radharmony.errors.ColourImageWarning` is issued once per process.
+:class:`~radharmony.errors.ColourImageWarning` is issued once per process
+(:mod:`radharmony.imaging.gray`, which the DICOM reader shares).
 """
 
 from __future__ import annotations
 
 import os
 import stat
-import warnings
 from pathlib import Path
 
 import cv2
 import numpy as np
 
-from ..errors import ColourImageWarning, ImageReadError, PathSafetyError, shorten
+from ..errors import ImageReadError, PathSafetyError, shorten
 from . import dicom, png
+from .gray import to_gray, warn_colour
 
 cv2.setNumThreads(1)  # decoding runs inside DataLoader workers: one thread each
 
@@ -59,7 +60,6 @@ OTHER_FORMATS = ((b"GIF8", "a GIF image"), (b"BM", "a BMP image"), (b"II*\x00", 
                  "download?)"), (b"<html", "an HTML page (a failed download?)"))
 _JPEG_SOF = frozenset({0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE,
                        0xCF})
-_colour_warned = False
 
 
 def sniff(head: bytes) -> str | None:
@@ -204,7 +204,7 @@ def header_size(path: Path, kind: str, head: bytes) -> tuple[int, int, int, int]
             fh.seek(2)
             h, w, components = _jpeg_frame_size(fh)
         if components >= 3:  # colour JPEG: decoded to its luma (Y) channel
-            _warn_colour(path)
+            warn_colour(path)
         return h, w, 1, max(1, components)
     return dicom.header(path)  # a deflated data set inflated within a budget
 
@@ -268,27 +268,6 @@ def check_header(path: Path, kind: str, head: bytes) -> tuple[int, int, int]:
     return h, w, frames
 
 
-def _warn_colour(path) -> None:
-    global _colour_warned
-    if not _colour_warned:
-        _colour_warned = True
-        warnings.warn(f"Colour image {path} (and any further ones) converted to grayscale with "
-                      "BT.601 luma weights; alpha is ignored.", ColourImageWarning, stacklevel=3)
-
-
-def _to_gray(arr: np.ndarray, *, path: Path | None = None, order: str = "bgr") -> np.ndarray:
-    """Colour -> BT.601 luma (alpha ignored); warns once per process when channels differ."""
-    if arr.ndim == 3 and arr.shape[2] == 1:
-        return arr[:, :, 0]
-    if arr.ndim == 3 and arr.shape[2] in (3, 4):
-        rgb = np.ascontiguousarray(arr[:, :, :3])
-        if not _colour_warned and not (np.array_equal(rgb[:, :, 0], rgb[:, :, 1]) and
-                                       np.array_equal(rgb[:, :, 1], rgb[:, :, 2])):
-            _warn_colour(path)
-        return cv2.cvtColor(rgb, cv2.COLOR_BGR2GRAY if order == "bgr" else cv2.COLOR_RGB2GRAY)
-    return arr
-
-
 def _read_png(path: Path, min_side: int | None):
     data = path.read_bytes()
     arr = png.decode(data)  # grayscale 8/16 bits, with the fast extra: radharmony's decoder
@@ -296,7 +275,7 @@ def _read_png(path: Path, min_side: int | None):
         arr = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED)
     if arr is None:
         raise ValueError("OpenCV could not decode the PNG stream")
-    arr = _to_gray(arr, path=path)
+    arr = to_gray(arr, path=path)
     return arr, arr.shape[:2]
 
 

@@ -281,24 +281,34 @@ def test_truncated_pack_is_removed_and_rebuilt(replica, tmp_path):
 
 
 # -- concurrency and interruption ------------------------------------------------------------------
-def _hammer(root, cache_dir, workers):
-    ds = _ds(root, cache_dir)
+def _hammer(root, cache_dir, workers, start):
+    mp.set_start_method("fork", force=True)  # as a user's script on Linux: workers forked
+    ds = _ds(root, cache_dir)                # (else they would start as this process did)
     dl = torch.utils.data.DataLoader(ds, batch_size=3, num_workers=workers,
                                      collate_fn=radharmony.collate)
+    start.wait(WRITERS_START_S)  # every writer begins at once, however loaded the machine is
     for _ in range(2):
         for _ in dl:
             pass
     ds.pre_cache(num_workers=workers, progress=False)
 
 
+#: how long a writer waits for its siblings, and the test for the writers: hang guards only
+#: (the writers start together at a barrier; nothing is timed)
+WRITERS_START_S, WRITERS_DONE_S = 600, 1200
+
+
 def test_concurrent_writers_leave_no_corrupt_entry(replica, tmp_path):
-    ctx = mp.get_context("spawn")  # fork after torch threads start can deadlock
-    procs = [ctx.Process(target=_hammer, args=(replica, tmp_path, w)) for w in (2, 2, 0)]
+    _ds(replica, tmp_path)  # the table cache, so that the writers reach the barrier soon
+    ctx = mp.get_context("forkserver")  # forked from a process that runs no torch threads;
+    ctx.set_forkserver_preload([__name__])  # torch and radharmony imported there, once
+    start = ctx.Barrier(3)
+    procs = [ctx.Process(target=_hammer, args=(replica, tmp_path, w, start)) for w in (2, 2, 0)]
     for p in procs:
         p.start()
     for p in procs:
-        p.join(120)
-        assert p.exitcode == 0
+        p.join(WRITERS_DONE_S)
+        assert p.exitcode == 0, f"writer {p.pid} ended with {p.exitcode} (None: still running)"
     plain = _ds(replica, None)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # any failed check would warn

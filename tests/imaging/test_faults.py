@@ -110,7 +110,8 @@ def test_content_keys_are_shared_by_copies_and_checked(replica, tmp_path):
 # -- pipeline version ------------------------------------------------------------------------------
 #: the recorded (version, digest) pairs: append when the pipeline changes, never edit
 RECORDED = {1: "4caa047c0d40", 2: "41fceb83c364", 3: "9ecca9d70495", 4: "9de521d37769",
-            5: "0bc3a1a05772"}
+            5: "0bc3a1a05772",
+            6: "4bdb6706806f"}
 
 
 def test_pipeline_change_requires_a_version_bump():

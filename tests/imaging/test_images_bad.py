@@ -11,6 +11,7 @@ import cv2
 import numpy as np
 import pytest
 
+from radharmony.imaging import gray
 from radharmony.imaging import read as imaging
 from radharmony.dataset import ReXGradientValidDataset
 from radharmony.errors import (ColourImageWarning, ImageReadError, RadHarmonyError,
@@ -158,7 +159,7 @@ def test_jpeg_behind_png_extension_is_read_by_content(tmp_path):
 
 @pytest.mark.parametrize("channels", [3, 4])
 def test_colour_png_converted_to_gray_with_one_warning(tmp_path, monkeypatch, channels):
-    monkeypatch.setattr(imaging, "_colour_warned", False)
+    monkeypatch.setattr(gray, "_colour_warned", False)
     g = _gray8()
     colour = np.dstack([g, g // 2, 255 - g] + ([np.full_like(g, 128)] if channels == 4 else []))
     p = tmp_path / "colour.png"
@@ -174,7 +175,7 @@ def test_colour_png_converted_to_gray_with_one_warning(tmp_path, monkeypatch, ch
 
 
 def test_gray_stored_as_rgb_converts_silently(tmp_path, monkeypatch):
-    monkeypatch.setattr(imaging, "_colour_warned", False)
+    monkeypatch.setattr(gray, "_colour_warned", False)
     g = _gray8()
     p = tmp_path / "gray_rgb.png"
     p.write_bytes(_png_bytes(np.dstack([g, g, g])))
@@ -185,7 +186,7 @@ def test_gray_stored_as_rgb_converts_silently(tmp_path, monkeypatch):
 
 
 def test_colour_jpeg_warns(tmp_path, monkeypatch):
-    monkeypatch.setattr(imaging, "_colour_warned", False)
+    monkeypatch.setattr(gray, "_colour_warned", False)
     g = _gray8()
     p = tmp_path / "colour.jpg"
     p.write_bytes(_jpeg_bytes(np.dstack([g, g // 2, 255 - g])))
