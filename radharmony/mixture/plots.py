@@ -2,10 +2,12 @@
 task with the split shown, the excluded records by reason beside them, and the length of the
 targets per task with the 99th percentile marked.
 
-Counts come from ``mixture.json``; target lengths from ``records.parquet``'s ``task`` and
-``target`` columns, streamed row group by row group (in threads), never loaded whole. A target's
-length is its number of whitespace-separated tokens (``len(target.split())`` where the
-whitespace is ASCII; a missing target counts 0).
+Counts come from ``mixture.json``, and so do the target lengths of a mixture the build tallied
+(``target_lengths``: a histogram per task, :mod:`radharmony.mixture.lengths`); for an older
+manifest without them, from ``records.parquet``'s ``task`` and ``target`` columns, streamed row
+group by row group (in threads), never loaded whole. A target's length is its number of
+whitespace-separated tokens (``len(target.split())`` where the whitespace is ASCII; a missing
+target counts 0).
 """
 
 from __future__ import annotations
@@ -19,39 +21,10 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import RadHarmonyError
+from .lengths import lengths_histogram, percentiles, token_counts
 from .records import MIXTURE_SPLITS, RECORDS_NAME, read_manifest
 
 SPLIT_COLOURS = {"train": "#4c72b0", "valid": "#dd8452"}
-
-
-def token_counts(strings) -> np.ndarray:
-    """Whitespace tokens of each string of a pyarrow string array, vectorized over its bytes:
-    a token starts at a byte above the space (32) that begins its string or follows a byte
-    at or below it (``len(text.split())`` for text whose whitespace is ASCII; a null: 0)."""
-    import pyarrow as pa
-
-    if pa.types.is_large_string(strings.type):
-        width = np.int64
-    else:
-        strings, width = strings.cast(pa.string()), np.int32
-    n = len(strings)
-    bufs = strings.buffers()
-    off = np.frombuffer(bufs[1], width)[strings.offset:strings.offset + n + 1].astype(np.int64)
-    counts = np.zeros(n, np.int64)
-    if n == 0 or bufs[2] is None or off[-1] == off[0]:
-        return counts
-    data = np.frombuffer(bufs[2], np.uint8)[off[0]:off[-1]]
-    off = off - off[0]
-    space = data <= 32
-    start = np.zeros(len(data), np.uint8)
-    np.greater(space[:-1], space[1:], out=start[1:].view(bool))  # space, then not
-    filled = off[:-1] < off[1:]
-    heads = off[:-1][filled]
-    start[heads] = ~space[heads]  # a string's first byte follows no byte of its own
-    counts[filled] = np.add.reduceat(start, heads, dtype=np.int64)
-    if strings.null_count:
-        counts[~np.asarray(strings.is_valid())] = 0
-    return counts
 
 
 def target_lengths(out, *, workers: int | None = None) -> dict[str, np.ndarray]:
@@ -108,7 +81,8 @@ def plot_composition(out, path=None, *, lengths: dict | None = None):
     cell), the records per task and per source split by ``split`` (train / valid), the
     excluded records per source by reason, and a box plot of target lengths per task
     (whitespace tokens; box: quartiles, whiskers: 1st-99th percentile, red tick and number:
-    the 99th percentile). ``lengths``: precomputed :func:`target_lengths`."""
+    the 99th percentile). ``lengths``: precomputed :func:`target_lengths` (task -> lengths);
+    None: the manifest's ``target_lengths`` histograms, else :func:`target_lengths`."""
     try:
         import matplotlib
 
@@ -123,11 +97,16 @@ def plot_composition(out, path=None, *, lengths: dict | None = None):
             from None
     manifest = read_manifest(out)
     counts, excluded = manifest.get("counts") or [], manifest.get("excluded") or []
-    lengths = target_lengths(out) if lengths is None else lengths
+    if lengths is not None:
+        hists = {t: lengths_histogram(v) for t, v in lengths.items()}
+    elif manifest.get("target_lengths") is not None:
+        hists = manifest["target_lengths"]
+    else:
+        hists = {t: lengths_histogram(v) for t, v in target_lengths(out).items()}
     totals = {}
     for r in counts:
         totals[r["task"]] = totals.get(r["task"], 0) + int(r["records"])
-    tasks = sorted(set(totals) | set(lengths), key=lambda t: (-totals.get(t, 0), t))
+    tasks = sorted(set(totals) | set(hists), key=lambda t: (-totals.get(t, 0), t))
     sources = sorted({r["source"] for r in counts} | {r["source"] for r in excluded})
     splits = list(MIXTURE_SPLITS) + sorted({r["split"] for r in counts} - set(MIXTURE_SPLITS))
     reasons = sorted({r["reason"] for r in excluded})
@@ -207,7 +186,7 @@ def plot_composition(out, path=None, *, lengths: dict | None = None):
                        title="excluded, by reason", title_fontsize=8, ncols=2)
     ax_exc.grid(axis="x", alpha=0.3)
 
-    _length_boxes(ax_len, tasks, lengths)
+    _length_boxes(ax_len, tasks, hists)
     ax_len.set_xticks(x, tasks, rotation=60, ha="right", fontsize=8)
     ax_len.set_xlim(-0.5, len(tasks) - 0.5)
 
@@ -223,15 +202,15 @@ def plot_composition(out, path=None, *, lengths: dict | None = None):
     return fig
 
 
-def _length_boxes(ax, tasks: list[str], lengths: dict) -> None:
-    """Target lengths per task from precomputed percentiles (a box plot of millions of
+def _length_boxes(ax, tasks: list[str], hists: dict) -> None:
+    """Target lengths per task from their histograms' percentiles (a box plot of millions of
     values without handing them to matplotlib); the 99th percentile in red."""
     stats, where = [], []
     for i, t in enumerate(tasks):
-        v = lengths.get(t)
-        if v is None or not len(v):
+        h = hists.get(t)
+        if not h:
             continue
-        p1, q1, med, q3, p99 = np.percentile(v, [1, 25, 50, 75, 99])
+        p1, q1, med, q3, p99 = percentiles(h, [1, 25, 50, 75, 99])
         stats.append({"whislo": p1, "q1": q1, "med": med, "q3": q3, "whishi": p99,
                       "fliers": [], "label": t})
         where.append(i)

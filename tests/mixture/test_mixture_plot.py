@@ -35,7 +35,7 @@ def test_target_lengths_per_task(mixture):
     assert lengths["report_generation"].tolist() == [6, 16, 26, 36]
     assert lengths["finding_labels"].tolist() == [2, 2, 2]
     assert lengths["vqa_open"].tolist() == [1, 1, 1]
-    assert lengths["phrase_grounding"].tolist() == [7]  # the box as plain pixel JSON
+    assert lengths["phrase_grounding"].tolist() == [7]  # the box in the pixels dialect's JSON
     assert lengths["progression"].tolist() == [1, 1]
 
 
@@ -68,6 +68,25 @@ def test_composition_figure(mixture, tmp_path):
     note = _panel(fig, "note").texts[0].get_text()
     assert "13 records (train 12, valid 1) from 2 sources, 5 tasks" in note
     assert "excluded: empty target 1, held out patient 2, no box 3" in note
+
+
+def test_the_manifest_s_length_histograms_serve_without_reading_records(mixture, tmp_path):
+    """A build tallies target lengths into mixture.json: the plot then reads no record (the
+    same 99th percentile as from the records themselves)."""
+    import json
+    import shutil
+
+    from radharmony.mixture.lengths import lengths_histogram
+
+    out = tmp_path / "out"
+    shutil.copytree(mixture, out)
+    manifest = json.loads((out / "mixture.json").read_text())
+    manifest["target_lengths"] = {t: lengths_histogram(v)
+                                  for t, v in target_lengths(mixture).items()}
+    (out / "mixture.json").write_text(json.dumps(manifest))
+    (out / "records.parquet").unlink()
+    p99 = _panel(plot_composition(out), "lengths").texts
+    assert p99[0].get_text() == "36" and p99[0].xy == pytest.approx((0, 35.7))
 
 
 def test_a_folder_without_a_mixture_is_refused(tmp_path):
