@@ -29,7 +29,6 @@ table is read.
 
 from __future__ import annotations
 
-import difflib
 import inspect
 import json
 import os
@@ -37,8 +36,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .. import catalog
-from ..errors import RadHarmonyError, shorten
 from .rules import RULE_HELP, Rule, RuleError, parse_rule
+from .specfile import MixtureSpecError, guess, Where, read_spec_file
 from .tasks import TASKS, capabilities, prompt_slots
 
 BOX_DIALECTS = ("pixels", "maira2", "chexagent", "radfact")
@@ -54,10 +53,6 @@ RESERVED_KWARGS = ("base_image_dir", "harmonized_df", "harmonizer", "transform",
 PATH_KWARGS = ("csv_path", "cache_dir", "harmonizer_path", "exclude")
 #: a split that means every row of the table
 ALL_ROWS = "all"
-
-
-class MixtureSpecError(RadHarmonyError, ValueError):
-    """A mixture spec that cannot be built as written."""
 
 
 @dataclass
@@ -113,79 +108,6 @@ class MixtureSpec:
         return json.loads(json.dumps(out, default=str))
 
 
-class _Where:
-    """Key paths -> ``file:line`` for the messages."""
-
-    def __init__(self, origin: str, lines: dict):
-        self.origin, self.lines = origin, lines
-
-    def __call__(self, *path) -> str:
-        text = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".")
-        for k in range(len(path), -1, -1):
-            if path[:k] in self.lines:
-                return f"{self.origin}:{self.lines[path[:k]]}: {text or 'the spec'}"
-        return f"{self.origin}: {text or 'the spec'}"
-
-    def error(self, path: tuple, what: str, *, expected: str, found, fix: str):
-        return MixtureSpecError(f"{self(*path)}: {what}", expected=expected,
-                                found=shorten(found, 200), fix=fix)
-
-
-def _guess(value, choices) -> str:
-    close = difflib.get_close_matches(str(value), list(choices), n=3)
-    return f"did you mean {' or '.join(map(repr, close))}" if close else \
-        f"use one of {', '.join(map(str, choices))}"
-
-
-def read_spec_file(path: str | os.PathLike) -> tuple[dict, dict]:
-    """``(data, lines)`` of a YAML or JSON spec file: ``lines`` maps each key path (a tuple of
-    keys and list positions) to its 1-based line."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise MixtureSpecError(f"Cannot read the mixture spec {path}", expected="a YAML file",
-                               found=f"{type(exc).__name__}: {exc}",
-                               fix="check the path") from None
-    try:
-        import yaml
-    except ModuleNotFoundError:
-        if path.suffix.lower() != ".json":
-            raise MixtureSpecError(f"Reading {path} needs PyYAML", expected="pyyaml installed",
-                                   found="no module yaml",
-                                   fix="pip install 'radharmony[config]', or write the spec "
-                                       "as JSON") from None
-        return json.loads(text), {}
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        raise MixtureSpecError(f"{path}{line}: the spec is not valid YAML",
-                               expected="a YAML mapping", found=shorten(str(exc), 200),
-                               fix="fix the YAML at that line") from None
-    lines: dict = {}
-    if node is not None:
-        _lines(node, (), lines)
-    return data, lines
-
-
-def _lines(node, path: tuple, out: dict) -> None:
-    import yaml
-
-    out.setdefault(path, node.start_mark.line + 1)
-    if isinstance(node, yaml.MappingNode):
-        for k, v in node.value:
-            key = (path + (k.value,))
-            out[key] = k.start_mark.line + 1
-            _lines(v, key, out)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, v in enumerate(node.value):
-            out[path + (i,)] = v.start_mark.line + 1
-            _lines(v, path + (i,), out)
-
-
 def load_spec(spec) -> MixtureSpec:
     """A checked :class:`MixtureSpec` from a YAML / JSON file path, a dict, or one already
     checked. Nothing is read but the spec file; the dataset classes are looked up."""
@@ -200,17 +122,17 @@ def load_spec(spec) -> MixtureSpec:
         raise MixtureSpecError("A mixture spec must be a file path or a dict",
                                expected="a .yaml path or a dict", found=type(spec).__name__,
                                fix="pass build('mix.yaml', out) or build({...}, out)")
-    return _check(data, _Where(origin, lines), base)
+    return _check(data, Where(origin, lines), base)
 
 
-def _mapping(w: _Where, path: tuple, value, allowed) -> dict:
+def _mapping(w: Where, path: tuple, value, allowed) -> dict:
     if not isinstance(value, dict):
         raise w.error(path, "is not a mapping", expected="key: value pairs",
                       found=repr(value), fix="write it as a mapping")
     for k in value:
         if k not in allowed:
             raise w.error(path + (k,), f"unknown key {k!r}", expected=f"keys among "
-                          f"{', '.join(allowed)}", found=repr(k), fix=_guess(k, allowed))
+                          f"{', '.join(allowed)}", found=repr(k), fix=guess(k, allowed))
     return value
 
 
@@ -225,7 +147,7 @@ def _required(w, path, d: dict, key: str, kind, what: str):
     return v
 
 
-def _check(data, w: _Where, base: Path) -> MixtureSpec:
+def _check(data, w: Where, base: Path) -> MixtureSpec:
     data = _mapping(w, (), data, TOP_KEYS + ())
     name = _required(w, (), data, "name", str, "a name (text)")
     seed = data.get("seed", 0)
@@ -240,7 +162,7 @@ def _check(data, w: _Where, base: Path) -> MixtureSpec:
     boxes = data.get("boxes", "pixels")
     if boxes not in BOX_DIALECTS:
         raise w.error(("boxes",), "unknown box dialect", expected=f"one of {BOX_DIALECTS}",
-                      found=repr(boxes), fix=_guess(boxes, BOX_DIALECTS))
+                      found=repr(boxes), fix=guess(boxes, BOX_DIALECTS))
     cache_dir = data.get("cache_dir")
     if cache_dir is not None:
         cache_dir = str((base / str(cache_dir)).resolve())
@@ -268,7 +190,7 @@ def _check(data, w: _Where, base: Path) -> MixtureSpec:
                        cache_dir=cache_dir, origin=w.origin)
 
 
-def _images(w: _Where, data: dict) -> dict:
+def _images(w: Where, data: dict) -> dict:
     images = data.get("images", "original")
     if isinstance(images, dict):
         _mapping(w, ("images",), images, ("mode", "size"))
@@ -277,7 +199,7 @@ def _images(w: _Where, data: dict) -> dict:
         mode, size = images, data.get("size")
     if mode not in IMAGE_MODES:
         raise w.error(("images",), "unknown images mode", expected=f"one of {IMAGE_MODES}",
-                      found=repr(mode), fix=_guess(mode, IMAGE_MODES))
+                      found=repr(mode), fix=guess(mode, IMAGE_MODES))
     if mode == "original":
         if size is not None:
             raise w.error(("size",), "size is given with images: original",
@@ -291,7 +213,7 @@ def _images(w: _Where, data: dict) -> dict:
     return {"mode": "cache", "size": size}
 
 
-def _prompts(w: _Where, prompts) -> dict:
+def _prompts(w: Where, prompts) -> dict:
     _mapping(w, ("prompts",), prompts, tuple(TASKS))
     out = {}
     for task, texts in prompts.items():
@@ -317,17 +239,17 @@ def _prompts(w: _Where, prompts) -> dict:
     return out
 
 
-def _dataset(w: _Where, path: tuple, entry: dict) -> str:
+def _dataset(w: Where, path: tuple, entry: dict) -> str:
     key = _required(w, path, entry, "dataset", str, "a dataset key")
     keys = catalog.list_datasets()
     if key not in keys:
         raise w.error(path + ("dataset",), f"unknown dataset {key!r}",
                       expected="a key of `radharmony list`", found=repr(key),
-                      fix=_guess(key, keys))
+                      fix=guess(key, keys))
     return key
 
 
-def _kwargs(w: _Where, path: tuple, entry: dict, known: tuple, key: str, base: Path,
+def _kwargs(w: Where, path: tuple, entry: dict, known: tuple, key: str, base: Path,
             cache_dir) -> dict:
     from ..registry import get_dataset_class
 
@@ -342,7 +264,7 @@ def _kwargs(w: _Where, path: tuple, entry: dict, known: tuple, key: str, base: P
             continue
         if k not in takes or k in RESERVED_KWARGS:
             raise w.error(path + (k,), f"unknown key {k!r} for {key}", expected=f"keys among "
-                          f"{', '.join(allowed)}", found=repr(k), fix=_guess(k, allowed))
+                          f"{', '.join(allowed)}", found=repr(k), fix=guess(k, allowed))
         out[k] = str((base / str(v)).resolve()) if k in PATH_KWARGS and \
             isinstance(v, (str, os.PathLike)) else v
     if cache_dir is not None and "cache_dir" in takes:
@@ -356,7 +278,7 @@ def _root(w, path, entry, base: Path) -> str:
     return str((base / os.path.expanduser(root)).resolve())
 
 
-def _split(w: _Where, path: tuple, entry: dict, key: str, default: str) -> str:
+def _split(w: Where, path: tuple, entry: dict, key: str, default: str) -> str:
     spec = catalog.spec(key)
     split = entry.get("split", default if "split" in spec.columns else ALL_ROWS)
     choices = ("train", "valid", "test", ALL_ROWS) if "split" in spec.columns else (ALL_ROWS,)
@@ -365,11 +287,11 @@ def _split(w: _Where, path: tuple, entry: dict, key: str, default: str) -> str:
             f"{key} is one split already (its table has no split column)"
         raise w.error(path + ("split",), f"split {split!r} cannot be drawn from {key}",
                       expected=f"one of {choices}: {why}", found=repr(split),
-                      fix=_guess(split, choices))
+                      fix=guess(split, choices))
     return split
 
 
-def _source(w: _Where, i: int, entry, base: Path, cache_dir) -> SourceSpec:
+def _source(w: Where, i: int, entry, base: Path, cache_dir) -> SourceSpec:
     path = ("sources", i)
     if not isinstance(entry, dict):
         raise w.error(path, "is not a mapping", expected="dataset, root, tasks, ...",
@@ -388,7 +310,7 @@ def _source(w: _Where, i: int, entry, base: Path, cache_dir) -> SourceSpec:
         if task not in TASKS:
             raise w.error(path + ("tasks", task), f"unknown task {task!r}",
                           expected="a task of `radharmony tasks`", found=repr(task),
-                          fix=_guess(task, TASKS))
+                          fix=guess(task, TASKS))
         missing = [n for n in TASKS[task].needs if n not in caps]
         if missing:
             fit = [t for t, tk in TASKS.items() if set(tk.needs) <= caps]
@@ -413,7 +335,7 @@ def _source(w: _Where, i: int, entry, base: Path, cache_dir) -> SourceSpec:
     return SourceSpec(name, key, root, split, rules, cap, kwargs)
 
 
-def _hold(w: _Where, i: int, entry, base: Path, cache_dir) -> HoldOutSpec:
+def _hold(w: Where, i: int, entry, base: Path, cache_dir) -> HoldOutSpec:
     path = ("hold_out", i)
     if not isinstance(entry, dict):
         raise w.error(path, "is not a mapping", expected="dataset, root, split",
