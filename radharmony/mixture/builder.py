@@ -23,7 +23,7 @@ from ..errors import RadHarmonyError
 from ..files import atomic_write
 from ..version import __version__
 from .context import HELD_REASONS, SourceContext
-from .holdout import (HoldOut, image_files, input_identity, open_dataset, read_hold_out,
+from .holdout import (HoldOut, dataset_key, image_files, input_identity, open_dataset, read_hold_out,
                       split_rows)
 from .records import MANIFEST_FORMAT, MANIFEST_NAME, RECORDS_NAME
 from .rules import derive_seed
@@ -56,14 +56,17 @@ def build(spec, out: str | os.PathLike, *, workers: int | None = None,
         raise RadHarmonyError(f"Cannot create the mixture folder {out}",
                               expected="a writable folder", found=f"{type(exc).__name__}: "
                               f"{exc}", fix="choose another OUT") from None
-    hold, hold_inputs = read_hold_out(spec.hold_out, workers=workers, progress=progress)
+    pool: dict = {}  # datasets read for the hold-out that a source reads too
+    hold, hold_inputs = read_hold_out(spec.hold_out, workers=workers, progress=progress,
+                                      keep={dataset_key(s) for s in spec.sources}, pool=pool)
     writer = RecordWriter(out / RECORDS_NAME, row_group=ROW_GROUP)
     counts: Counter = Counter()
     excluded: Counter = Counter()
     sources = []
     try:
         for s in spec.sources:
-            sources.append(_source(spec, s, hold, writer, counts, excluded, workers, progress))
+            sources.append(_source(spec, s, hold, writer, counts, excluded, workers, progress,
+                                   pool.pop(dataset_key(s), None)))
         writer.close()
     except BaseException:
         writer.abort()
@@ -86,10 +89,13 @@ def build(spec, out: str | os.PathLike, *, workers: int | None = None,
 
 
 def _source(spec, s, hold: HoldOut, writer: RecordWriter, counts: Counter, excluded: Counter,
-            workers, progress: bool) -> dict:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        ds = open_dataset(s.dataset, s.root, s.kwargs)
+            workers, progress: bool, opened=None) -> dict:
+    if opened is None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ds = open_dataset(s.dataset, s.root, s.kwargs)
+        opened = (ds, input_identity(ds))
+    ds, identity = opened
     table = split_rows(ds.harmonized_df, s.split)
     bad, images = hold.duplicates(s.root, image_files(table), workers=workers,
                                   progress=progress)
@@ -97,9 +103,9 @@ def _source(spec, s, hold: HoldOut, writer: RecordWriter, counts: Counter, exclu
                         kwargs=s.kwargs, seed=spec.seed, valid_share=spec.valid,
                         held_patients=hold.patients, bad_paths=bad)
     info = {"name": s.name, "dataset": s.dataset, "root": s.root, "split": s.split,
-            "kwargs": s.kwargs, "rows": int(len(table)), "inputs": input_identity(ds),
+            "kwargs": s.kwargs, "rows": int(len(table)), "inputs": identity,
             "silver_labels": ctx.silver, "hold_out_images": images}
-    del ds
+    del ds, opened
     drafts = {t: TASKS[t].build(ctx) for t in s.rules}
     picks = {t: s.rules[t].pick(len(d), seed=derive_seed(spec.seed, s.name, t))
              for t, d in drafts.items()}

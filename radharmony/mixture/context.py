@@ -138,8 +138,7 @@ class SourceContext:
         views = [[vmap.get(v) if isinstance(v, str) else None for v in vs]
                  for vs in t["view_positions"]]
         return Units("question", t["sample_id"].to_numpy(object), t["study_id"].astype(str)
-                     .to_numpy(object), self.patients, [list(map(str, p)) for p in
-                                                        t["image_paths"]],
+                     .to_numpy(object), self.patients, t["image_paths"].tolist(),
                      views, np.arange(len(t), dtype=np.int64))
 
     def _studies(self) -> Units:

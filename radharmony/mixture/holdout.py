@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import warnings
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ import pandas as pd
 
 from ..audit.hashing import MAX_DISTANCE, near_pairs
 from ..audit.sanity import SanityLimits
+from ..files import file_identity
 from ..audit.scan import scan_files
 from .context import patient_keys
 from .spec import ALL_ROWS
@@ -44,11 +46,20 @@ def split_rows(table: pd.DataFrame, split: str) -> pd.DataFrame:
 
 
 def input_identity(ds) -> list:
-    """The identity of every input file the dataset's table was read from."""
+    """The identity of every input file the dataset's table was read from
+    (:func:`~radharmony.files.file_identity`: path, size, mtime, ctime, inode; None for a side
+    file looked for and absent), and each folder it lists by path and suffixes (not walked
+    again: the table cache keyed the table on its listing)."""
     h = getattr(ds, "harmonizer", None)
     if h is None or h.csv_path is None:
         return []
-    return h.inputs(h.csv_path).identity()
+    inputs = h.inputs(h.csv_path)
+    out: list = [["metadata", file_identity(inputs.metadata)]]
+    out += [[role, None if p is None else file_identity(p)]
+            for role, p in sorted(inputs.files.items())]
+    out += [[role, None if root is None else os.path.realpath(root), list(suffixes)]
+            for role, (root, suffixes) in sorted(inputs.folders.items())]
+    return out
 
 
 def image_files(table: pd.DataFrame) -> list[str]:
@@ -127,15 +138,28 @@ class HoldOut:
                  "status": status})
 
 
-def read_hold_out(entries, *, workers, progress: bool) -> tuple[HoldOut, list]:
-    """The :class:`HoldOut` of a spec's ``hold_out`` entries, and each set's input identity."""
+def dataset_key(entry) -> str:
+    """What makes two spec entries the same dataset (key, root, arguments)."""
+    return json.dumps([entry.dataset, entry.root, entry.kwargs], sort_keys=True, default=str)
+
+
+def read_hold_out(entries, *, workers, progress: bool, keep=frozenset(), pool=None
+                  ) -> tuple[HoldOut, list]:
+    """The :class:`HoldOut` of a spec's ``hold_out`` entries, and each set's input identity.
+    A dataset whose :func:`dataset_key` is in ``keep`` (a source's too) is left in ``pool``
+    (key -> ``(dataset, input identity)``), so the source does not read it again."""
     patients: set = set()
     digests: set = set()
     hashes, sets, inputs = [], [], []
+    pool = {} if pool is None else pool
     for h in entries:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            ds = open_dataset(h.dataset, h.root, h.kwargs)
+        ident = dataset_key(h)
+        if ident not in pool:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                d = open_dataset(h.dataset, h.root, h.kwargs)
+            pool[ident] = (d, input_identity(d))
+        ds, identity = pool[ident] if ident in keep else pool.pop(ident)
         table = split_rows(ds.harmonized_df, h.split)
         keys = patient_keys(table, h.dataset, ds.spec)
         patients.update(keys.tolist())
@@ -146,11 +170,11 @@ def read_hold_out(entries, *, workers, progress: bool) -> tuple[HoldOut, list]:
                      "rows": int(len(table)), "patients": int(len(set(keys.tolist()))),
                      "images": {"checked": fp.scanned, "missing": fp.missing,
                                 "unreadable": fp.unreadable}})
-        inputs.append(input_identity(ds))
+        inputs.append(identity)
         del ds, table
     return HoldOut(frozenset(patients), frozenset(digests),
                    np.vstack(hashes) if hashes else np.zeros((0, 32), np.uint8), sets), inputs
 
 
-__all__ = ["Fingerprints", "HoldOut", "fingerprint", "image_files", "input_identity",
+__all__ = ["Fingerprints", "HoldOut", "dataset_key", "fingerprint", "image_files", "input_identity",
            "open_dataset", "read_hold_out", "split_rows"]

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import xxhash
 
 from ..files import TMP_PREFIX
-from .records import RECORD_SCHEMA, record_id
+from .records import RECORD_SCHEMA
 
 #: rows per Parquet row group
 ROW_GROUP = 65_536
@@ -38,13 +38,18 @@ def repeat_index(picks: np.ndarray) -> np.ndarray:
     return out
 
 
-def prompt_variants(seed: int, source: str, task: str, items: list, n: int) -> np.ndarray:
+def prompt_variants(seed: int, source: str, task: str, items: list, n: int) -> list:
     """The paraphrase of each item: a seeded hash of (source, task, item) modulo ``n``."""
     if n == 1:
-        return np.zeros(len(items), np.int64)
-    prefix = f"{int(seed)}\x1f{source}\x1f{task}\x1f"
-    return np.fromiter((xxhash.xxh3_64_intdigest((prefix + i).encode()) % n for i in items),
-                       np.int64, len(items))
+        return [0] * len(items)
+    prefix, h = f"{int(seed)}\x1f{source}\x1f{task}\x1f", xxhash.xxh3_64_intdigest
+    return [h((prefix + i).encode()) % n for i in items]
+
+
+def record_ids(source: str, task: str, items: list, variants: list) -> list:
+    """:func:`~radharmony.mixture.records.record_id` of each (item, variant), in one loop."""
+    prefix, h = f"{source}\x1f{task}\x1f", xxhash.xxh3_64_hexdigest
+    return [h(f"{prefix}{i}\x1f{v}".encode()) for i, v in zip(items, variants)]
 
 
 def assemble(ctx, task, draft, units, j: np.ndarray, rep: np.ndarray, prompts: tuple,
@@ -53,32 +58,31 @@ def assemble(ctx, task, draft, units, j: np.ndarray, rep: np.ndarray, prompts: t
     :data:`~radharmony.mixture.records.RECORD_SCHEMA`."""
     out = draft.render(j)
     pos = draft.pos[j]
-    base = draft.item[j] if draft.item is not None else units.ids[pos]
-    items = [str(i) if k == 0 else f"{i}#{k}" for i, k in zip(base, rep)]
+    base = (draft.item[j] if draft.item is not None else units.ids[pos]).tolist()
+    items = [str(i) for i in base] if not rep.any() else \
+        [str(i) if k == 0 else f"{i}#{k}" for i, k in zip(base, rep.tolist())]
     variants = prompt_variants(ctx.seed, ctx.name, task.name, items, len(prompts))
-    slot_names = list(out.slots)
-    slot_values = [out.slots[s] for s in slot_names]
-    prompt_text = []
-    for r, v in enumerate(variants):
-        template = prompts[v]
-        prompt_text.append(template.format(**{s: vals[r] for s, vals in
-                                              zip(slot_names, slot_values)})
-                           if slot_names else template)
+    if out.slots:
+        names, columns = list(out.slots), list(zip(*out.slots.values()))
+        prompt_text = [prompts[v].format(**dict(zip(names, values)))
+                       for v, values in zip(variants, columns)]
+    else:
+        prompt_text = [prompts[v] for v in variants]
     n = len(j)
     if draft.text_only:
         paths = views = [[] for _ in range(n)]
     else:
-        paths = [units.paths[p] for p in pos]
-        views = [units.views[p] for p in pos]
+        up, uv = units.paths, units.views
+        paths, views = [up[p] for p in pos.tolist()], [uv[p] for p in pos.tolist()]
     cols = {
-        "record_id": [record_id(ctx.name, task.name, i, v) for i, v in zip(items, variants)],
+        "record_id": record_ids(ctx.name, task.name, items, variants),
         "task": [task.name] * n, "family": [task.family] * n,
         "source": [ctx.name] * n, "dataset": [ctx.key] * n, "source_split": [source_split] * n,
         "split": np.where(units.valid[pos], "valid", "train").tolist(),
         "patient_id": units.patients[pos].tolist(), "study_id": units.study_ids[pos].tolist(),
-        "sample_id": [str(s) for s in units.ids[pos]],
+        "sample_id": [str(s) for s in units.ids[pos].tolist()],
         "image_paths": paths, "views": views, "prompt": prompt_text,
-        "target": out.targets, "prompt_variant": variants.astype(np.int16),
+        "target": out.targets, "prompt_variant": np.asarray(variants, np.int16),
         "fields": out.fields,
     }
     return pa.table(cols, schema=RECORD_SCHEMA)
@@ -123,4 +127,5 @@ class RecordWriter:
             self.tmp.unlink(missing_ok=True)
 
 
-__all__ = ["ROW_GROUP", "RecordWriter", "assemble", "prompt_variants", "repeat_index"]
+__all__ = ["ROW_GROUP", "RecordWriter", "assemble", "prompt_variants", "record_ids",
+           "repeat_index"]

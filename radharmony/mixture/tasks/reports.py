@@ -30,6 +30,12 @@ SUMMARY_PROMPTS = ("Summarise these chest X-ray findings in an impression.\nFind
                    "{findings}")
 
 
+#: ``fields`` of a findings + impression record, by which of the two it has
+_SECTIONS = {(a, b): fields_json({"sections": [n for n, has in (("findings", a),
+                                                               ("impression", b)) if has]})
+             for a in (True, False) for b in (True, False)}
+
+
 def _section(sections: list, name: str) -> np.ndarray:
     return np.array([s[name] for s in sections], dtype=object)
 
@@ -72,10 +78,7 @@ def _report_task(name: str, want: tuple, prompts: tuple, *, indication: bool):
             f, i, ind = sec["findings"][p], sec["impression"][p], sec["indication"][p]
             if want == ("findings", "impression"):
                 targets = [both_target(a, b) for a, b in zip(f, i)]
-                fields = [fields_json({"sections": [n for n, v in (("findings", a),
-                                                                   ("impression", b))
-                                                    if v is not None]})
-                          for a, b in zip(f, i)]
+                fields = [_SECTIONS[(a is not None, b is not None)] for a, b in zip(f, i)]
             else:
                 targets = list(sec[want[0]][p])
                 fields = [fields_json({"sections": list(want)})] * len(p)
