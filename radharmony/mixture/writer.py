@@ -58,7 +58,10 @@ def assemble(ctx, task, draft, units, j: np.ndarray, rep: np.ndarray, prompts: t
     :data:`~radharmony.mixture.records.RECORD_SCHEMA`."""
     out = draft.render(j)
     pos = draft.pos[j]
-    base = (draft.item[j] if draft.item is not None else units.ids[pos]).tolist()
+    if callable(draft.item):
+        base = draft.item(j)
+    else:
+        base = (draft.item[j] if draft.item is not None else units.ids[pos]).tolist()
     items = [str(i) for i in base] if not rep.any() else \
         [str(i) if k == 0 else f"{i}#{k}" for i, k in zip(base, rep.tolist())]
     variants = prompt_variants(ctx.seed, ctx.name, task.name, items, len(prompts))

@@ -145,6 +145,20 @@ def test_record_ids_are_the_hash_of_what_identifies_them(built):
     one = records[(records["task"] == "classify_findings") & (records["source"] == "chexpert")]
     for rid, sample, v in zip(one["record_id"], one["sample_id"], one["prompt_variant"]):
         assert rid == record_id("chexpert", "classify_findings", sample, v)
+    asked = records[records["task"] == "finding_question"]  # one record per image x finding
+    assert len(asked)
+    for rid, sample, v, f in zip(asked["record_id"], asked["sample_id"],
+                                 asked["prompt_variant"], asked["fields"]):
+        item = f"{sample}|{fields_of(f)['finding']}"
+        assert rid == record_id("vindr_cxr", "finding_question", item, v)
+    twice = records[(records["task"] == "classify_view") &
+                    (records["source"] == "rexgradient_train")]
+    first = twice.drop_duplicates("sample_id")  # x2: the repeat's item is "<sample>#1"
+    again = twice[twice.duplicated("sample_id")]
+    assert set(again["record_id"]) == {
+        record_id("rexgradient_train", "classify_view", f"{s}#1", v)
+        for s, v in zip(again["sample_id"], again["prompt_variant"])}
+    assert not set(first["record_id"]) & set(again["record_id"])
 
 
 def test_labels_speak_only_for_what_the_source_labels(built, replicas):

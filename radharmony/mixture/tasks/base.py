@@ -114,7 +114,9 @@ class Draft:
         unit: the units the items stand on: ``"image"``, ``"study"`` or ``"question"``
             (:meth:`SourceContext.units`).
         pos: per item, its unit's position (int64).
-        item: per item, its id within the source (object; None: the unit's id).
+        item: per item, its id within the source: an object array, a function of the item
+            positions ``j`` giving their ids (for millions of items: made per chunk), or
+            None (the unit's id).
         render: ``render(j) -> Rendered`` for the item positions ``j`` (int64 array).
         skipped: reason -> count of units left out (no findings, no labels, ...).
         text_only: the records have no image.
@@ -123,7 +125,7 @@ class Draft:
     unit: str
     pos: np.ndarray
     render: Callable[[np.ndarray], Rendered]
-    item: np.ndarray | None = None
+    item: np.ndarray | Callable | None = None
     skipped: dict = field(default_factory=dict)
     text_only: bool = False
 

@@ -104,8 +104,10 @@ def _question(ctx) -> Draft:
     names = _names()
     row, col = np.nonzero(~np.isnan(values))  # row-major: an image's findings together
     no_label = len(values) - len(np.unique(row))
-    items = np.array([f"{s}|{ids[c]}" for s, c in zip(ctx.units("image").ids[row], col)],
-                     dtype=object)
+    image_ids = ctx.units("image").ids
+
+    def items(j: np.ndarray) -> list:  # made per chunk: millions of pairs stay two int arrays
+        return [f"{s}|{ids[c]}" for s, c in zip(image_ids[row[j]], col[j].tolist())]
     lower = [names[f][0].lower() + names[f][1:] for f in ids]
     answers = values[row, col]
     cache = {(c, v): fields_json({"finding": ids[c], "answer": ANSWERS[v],
