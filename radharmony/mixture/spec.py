@@ -291,15 +291,26 @@ def _split(w: Where, path: tuple, entry: dict, key: str, default: str) -> str:
     return split
 
 
+def _entry(w: Where, path: tuple, entry, base: Path, cache_dir, *, known: tuple,
+           split: str) -> tuple:
+    """``(name, key, root, split, kwargs)`` of a source or hold-out entry."""
+    if not isinstance(entry, dict):
+        raise w.error(path, "is not a mapping", expected=", ".join(known[:3]) + ", ...",
+                      found=repr(entry), fix="write the entry as a mapping")
+    key = _dataset(w, path, entry)
+    kwargs = _kwargs(w, path, entry, known, key, base, cache_dir)
+    name = entry.get("name", key)
+    if not isinstance(name, str) or not name:
+        raise w.error(path + ("name",), "name is not text", expected="a name",
+                      found=repr(name), fix="write name: my_source")
+    return (name, key, _root(w, path, entry, base), _split(w, path, entry, key, split),
+            kwargs)
+
+
 def _source(w: Where, i: int, entry, base: Path, cache_dir) -> SourceSpec:
     path = ("sources", i)
-    if not isinstance(entry, dict):
-        raise w.error(path, "is not a mapping", expected="dataset, root, tasks, ...",
-                      found=repr(entry), fix="write the source as a mapping")
-    key = _dataset(w, path, entry)
-    kwargs = _kwargs(w, path, entry, SOURCE_KEYS, key, base, cache_dir)
-    root = _root(w, path, entry, base)
-    split = _split(w, path, entry, key, "train")
+    name, key, root, split, kwargs = _entry(w, path, entry, base, cache_dir,
+                                            known=SOURCE_KEYS, split="train")
     tasks = _required(w, path, entry, "tasks", dict, "a mapping task -> rule")
     if not tasks:
         raise w.error(path + ("tasks",), "names no task", expected="at least one task",
@@ -328,22 +339,12 @@ def _source(w: Where, i: int, entry, base: Path, cache_dir) -> SourceSpec:
         raise w.error(path + ("max_records",), "max_records is not a positive count",
                       expected="an integer >= 1", found=repr(cap), fix="write max_records: "
                       "100000, or remove it")
-    name = entry.get("name", key)
-    if not isinstance(name, str) or not name:
-        raise w.error(path + ("name",), "name is not text", expected="a source name",
-                      found=repr(name), fix="write name: my_source")
     return SourceSpec(name, key, root, split, rules, cap, kwargs)
 
 
 def _hold(w: Where, i: int, entry, base: Path, cache_dir) -> HoldOutSpec:
-    path = ("hold_out", i)
-    if not isinstance(entry, dict):
-        raise w.error(path, "is not a mapping", expected="dataset, root, split",
-                      found=repr(entry), fix="write the hold-out set as a mapping")
-    key = _dataset(w, path, entry)
-    kwargs = _kwargs(w, path, entry, HOLD_KEYS, key, base, cache_dir)
-    return HoldOutSpec(entry.get("name", key), key, _root(w, path, entry, base),
-                       _split(w, path, entry, key, "test"), kwargs)
+    return HoldOutSpec(*_entry(w, ("hold_out", i), entry, base, cache_dir, known=HOLD_KEYS,
+                               split="test"))
 
 
 __all__ = ["ALL_ROWS", "BOX_DIALECTS", "HoldOutSpec", "IMAGE_MODES", "MixtureSpec",
