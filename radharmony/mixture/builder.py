@@ -97,6 +97,13 @@ def _source(spec, s, hold: HoldOut, writer: RecordWriter, counts: Counter, exclu
         opened = (ds, input_identity(ds))
     ds, identity = opened
     table = split_rows(ds.harmonized_df, s.split)
+    if not len(table):
+        splits = sorted(set(ds.harmonized_df["split"].dropna())) \
+            if "split" in ds.harmonized_df.columns else []
+        raise RadHarmonyError(f"Mixture source {s.name!r}: {s.dataset} has no rows in split "
+                              f"{s.split!r}", expected="a split with rows",
+                              found=f"{len(ds.harmonized_df)} rows, splits {splits}",
+                              fix="set the source's split: to one of those (or all)")
     bad, images = hold.duplicates(s.root, image_files(table), workers=workers,
                                   progress=progress)
     ctx = SourceContext(name=s.name, key=s.dataset, spec=ds.spec, table=table,

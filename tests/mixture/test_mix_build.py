@@ -209,6 +209,17 @@ def test_max_records_caps_a_source_and_counts_the_cut(replicas, tmp_path):
     assert m["records"] == 10 and cut == 21 + 21 - 10  # 21 images, each labelled and viewed
 
 
+def test_an_empty_source_split_is_refused_naming_the_splits(replicas, tmp_path):
+    from radharmony.errors import RadHarmonyError
+
+    spec = {"name": "empty", "sources": [{"dataset": "chexpert", "root": replicas["chexpert"],
+                                          "split": "test", "tasks": {"classify_view": "all"}}]}
+    with pytest.raises(RadHarmonyError, match=r"'chexpert': chexpert has no rows in split "
+                                              r"'test'.*Found: 21 rows, splits \['train'\]"):
+        build(spec, tmp_path / "out", progress=False)
+    assert not (tmp_path / "out" / RECORDS_NAME).exists()
+
+
 def test_missing_image_files_hold_out_by_patient_only_and_say_so(replicas, tmp_path):
     import shutil
 
