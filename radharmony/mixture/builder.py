@@ -23,7 +23,7 @@ from ..errors import RadHarmonyError
 from ..files import atomic_write
 from ..version import __version__
 from .context import HELD_REASONS, SourceContext
-from .holdout import (HoldOut, dataset_key, image_files, input_identity, open_dataset, read_hold_out,
+from .holdout import (HoldOut, dataset_key, input_identity, open_dataset, read_hold_out,
                       split_rows)
 from .records import MANIFEST_FORMAT, MANIFEST_NAME, RECORDS_NAME
 from .rules import derive_seed
@@ -104,8 +104,7 @@ def _source(spec, s, hold: HoldOut, writer: RecordWriter, counts: Counter, exclu
                               f"{s.split!r}", expected="a split with rows",
                               found=f"{len(ds.harmonized_df)} rows, splits {splits}",
                               fix="set the source's split: to one of those (or all)")
-    bad, images = hold.duplicates(s.root, image_files(table), workers=workers,
-                                  progress=progress)
+    bad, images = hold.duplicates(s.root, table, workers=workers, progress=progress)
     ctx = SourceContext(name=s.name, key=s.dataset, spec=ds.spec, table=table,
                         kwargs=s.kwargs, seed=spec.seed, valid_share=spec.valid,
                         held_patients=hold.patients, bad_paths=bad)

@@ -112,14 +112,14 @@ class HoldOut:
     hashes: np.ndarray = field(default_factory=lambda: np.zeros((0, 32), np.uint8))
     sets: list = field(default_factory=list)
 
-    def duplicates(self, root: str, paths: list[str], *, workers, progress: bool
+    def duplicates(self, root: str, table, *, workers, progress: bool
                    ) -> tuple[frozenset, dict]:
-        """``(paths of duplicates, summary)``: the source images under ``root`` whose bytes
-        or perceptual hash match a hold-out image."""
+        """``(paths of duplicates, summary)``: the images of ``table`` (under ``root``) whose
+        bytes or perceptual hash match a hold-out image."""
         if not len(self.hashes) and not self.digests:
             return frozenset(), {"checked": 0, "missing": 0, "exact": 0, "near": 0,
                                  "status": "no hold-out image files: held out by patient only"}
-        fp = fingerprint(root, paths, workers=workers, progress=progress)
+        fp = fingerprint(root, image_files(table), workers=workers, progress=progress)
         exact = pd.Index(fp.digests, dtype=object).isin(self.digests) if fp.scanned else \
             np.zeros(0, bool)
         near = np.zeros(fp.scanned, bool)
