@@ -142,16 +142,25 @@ class SourceContext:
                      views, np.arange(len(t), dtype=np.int64))
 
     def _studies(self) -> Units:
+        """A study is the rows of one (patient, study_id): a study id reused by another
+        patient is another study. Its id is the study id, or ``"<patient>/<study>"`` for
+        every study when some study id is reused."""
         t = self.table
+        keep = ["study_id", "patient_id", "view", "report",
+                *(c for c in t.columns if c.startswith("section_"))]
+        slim = t[keep].assign(_patient=self.patients)  # the study key starts with it
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", StudyWarning)
-            index = build_index(t, max_images=None, view_order=VIEW_ORDER,
-                                owner=self.name)
+            index = build_index(slim, max_images=None, view_order=VIEW_ORDER,
+                                root_col="_patient", owner=self.name)
         paths = t["image_path"].astype(str).to_numpy(object)
         views = t["view"].to_numpy(object)
         firsts = np.array([r[0] for r in index.rows], np.int64)
-        return Units("study", index.study_ids.astype(str).astype(object),
-                     index.study_ids.astype(str).astype(object), self.patients[firsts],
+        studies = index.study_ids.astype(str).astype(object)
+        patients = self.patients[firsts]
+        ids = studies if pd.Index(studies).is_unique else \
+            np.array([f"{p}/{s}" for p, s in zip(patients, studies)], dtype=object)
+        return Units("study", ids, studies, patients,
                      [paths[r].tolist() for r in index.rows],
                      [views[r].tolist() for r in index.rows], index.rows,
                      sections=index.sections)

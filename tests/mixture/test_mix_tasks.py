@@ -85,3 +85,22 @@ def test_negatives_come_from_another_patient_of_the_same_split():
     groups = np.array([False, False, False, False, True])  # d alone in its split
     got = negatives(patients, allowed, groups, np.zeros(5, np.uint64))
     assert got.tolist() == [2, 2, 0, 0, -1]
+
+
+def test_a_study_id_reused_by_another_patient_is_another_study():
+    import pandas as pd
+
+    from radharmony.mixture.context import SourceContext
+
+    table = pd.DataFrame({"sample_id": ["x:1", "x:2", "x:3"], "patient_id": ["a", "b", "a"],
+                          "study_id": ["s1", "s1", "s1"], "image_path": ["1.png", "2.png",
+                                                                          "3.png"],
+                          "view": ["PA", "AP", "LATERAL"], "view_position": None,
+                          "report": ["FINDINGS:\nClear.", None, None]})
+    ctx = SourceContext(name="x", key="rexgradient_train", spec=catalog.spec("rexgradient_train"),
+                        table=table, kwargs={}, seed=0, valid_share=0.0,
+                        held_patients=frozenset({"rexgradient:b"}))
+    u = ctx.units("study")
+    assert u.ids.tolist() == ["rexgradient:a/s1", "rexgradient:b/s1"]
+    assert u.paths == [["1.png", "3.png"], ["2.png"]] and u.held.tolist() == [0, 1]
+    assert [s["findings"] for s in u.sections] == ["Clear.", None]
