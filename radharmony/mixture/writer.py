@@ -12,6 +12,7 @@ never on how they were chunked, and memory holds at most one row group.
 from __future__ import annotations
 
 import os
+import string
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +25,8 @@ from .records import RECORD_SCHEMA
 
 #: rows per Parquet row group
 ROW_GROUP = 65_536
+#: the columns written with dictionary pages (``record_id`` is unique: no dictionary)
+DICTIONARY = [c for c in RECORD_SCHEMA.names if c != "record_id"]
 
 
 def repeat_index(picks: np.ndarray) -> np.ndarray:
@@ -52,6 +55,18 @@ def record_ids(source: str, task: str, items: list, variants: list) -> list:
     return [h(f"{prefix}{i}\x1f{v}".encode()) for i, v in zip(items, variants)]
 
 
+def positional(template: str, names: list[str]) -> str:
+    """``template`` with each ``{name}`` replaced by ``{k}``, ``k`` the name's position in
+    ``names`` (so a record is ``template.format(*values)``, no dict per record)."""
+    out = []
+    for text, name, spec, conv in string.Formatter().parse(template):
+        out.append(text.replace("{", "{{").replace("}", "}}"))
+        if name is not None:
+            out.append("{" + str(names.index(name)) + (f"!{conv}" if conv else "")
+                       + (f":{spec}" if spec else "") + "}")
+    return "".join(out)
+
+
 def assemble(ctx, task, draft, units, j: np.ndarray, rep: np.ndarray, prompts: tuple,
              *, source_split: str) -> pa.Table:
     """The records of draft items ``j`` (their repeat indexes ``rep``) as an Arrow table of
@@ -66,9 +81,10 @@ def assemble(ctx, task, draft, units, j: np.ndarray, rep: np.ndarray, prompts: t
         [str(i) if k == 0 else f"{i}#{k}" for i, k in zip(base, rep.tolist())]
     variants = prompt_variants(ctx.seed, ctx.name, task.name, items, len(prompts))
     if out.slots:
-        names, columns = list(out.slots), list(zip(*out.slots.values()))
-        prompt_text = [prompts[v].format(**dict(zip(names, values)))
-                       for v, values in zip(variants, columns)]
+        names = list(out.slots)
+        templates = [positional(t, names) for t in prompts]
+        prompt_text = [templates[v].format(*values)
+                       for v, values in zip(variants, zip(*out.slots.values()))]
     else:
         prompt_text = [prompts[v] for v in variants]
     n = len(j)
@@ -99,7 +115,7 @@ class RecordWriter:
         self.path, self.row_group = Path(path), row_group
         self.tmp = self.path.with_name(f"{TMP_PREFIX}{os.getpid()}-{self.path.name}")
         self._writer = pq.ParquetWriter(self.tmp, RECORD_SCHEMA, compression="zstd",
-                                        use_dictionary=True, write_statistics=True)
+                                        use_dictionary=DICTIONARY, write_statistics=True)
         self._buffer: list[pa.Table] = []
         self._buffered = 0
         self.rows = 0
@@ -130,5 +146,5 @@ class RecordWriter:
             self.tmp.unlink(missing_ok=True)
 
 
-__all__ = ["ROW_GROUP", "RecordWriter", "assemble", "prompt_variants", "record_ids",
-           "repeat_index"]
+__all__ = ["ROW_GROUP", "RecordWriter", "assemble", "positional", "prompt_variants",
+           "record_ids", "repeat_index"]
