@@ -57,6 +57,27 @@ def labels_text(values: np.ndarray, names: list[str]) -> str:
     return "\n".join(lines)
 
 
+def distinct_rows(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(distinct rows, each row's index among them)`` of a matrix of 1 / 0 / -1 / 9 cells:
+    each row read as base-4 digits (one int64 for up to 31 columns, so one 1-D sort), as
+    ``np.unique(values, axis=0, return_inverse=True)`` gives them, only faster.
+
+    >>> p, k = distinct_rows(np.array([[1.0, 9.0], [0.0, -1.0], [1.0, 9.0]]))
+    >>> p.tolist(), k.tolist()
+    ([[0.0, -1.0], [1.0, 9.0]], [1, 0, 1])
+    """
+    if not len(values) or values.shape[1] > 31:
+        if not len(values):
+            return np.zeros((0, values.shape[1])), np.zeros(0, np.int64)
+        p, k = np.unique(values, axis=0, return_inverse=True)
+        return p, k.reshape(-1)
+    digit = np.select([values == -1.0, values == 0.0, values == 1.0], [0, 1, 2], 3)
+    codes = digit.astype(np.int64) @ (4 ** np.arange(values.shape[1] - 1, -1, -1,
+                                                     dtype=np.int64))
+    _, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+    return values[first], inverse.reshape(-1)
+
+
 def _label_fields(ids, values: np.ndarray, silver: bool) -> str:
     return fields_json({"labels": {f: int(v) for f, v in zip(ids, values) if v == v},
                         "silver": silver, "label_space": "canonical"})
@@ -81,9 +102,7 @@ def _classify(ctx) -> Draft:
     pos = np.flatnonzero(keep)
     # label patterns repeat: each distinct row is written once
     filled = np.where(known, values, 9.0)[pos]
-    patterns, inverse = (np.unique(filled, axis=0, return_inverse=True) if len(pos)
-                         else (np.zeros((0, len(ids))), np.zeros(0, np.int64)))
-    inverse = inverse.reshape(-1)
+    patterns, inverse = distinct_rows(filled)
     rows = np.where(patterns == 9.0, np.nan, patterns)
     texts = [labels_text(r, shown) for r in rows]
     fields = [_label_fields(ids, r, ctx.silver) for r in rows]
@@ -132,4 +151,4 @@ register_task(Task(name="finding_question", family="labels", needs=("images", "l
                    description="one finding, yes / no / uncertain, per image and labelled "
                                "finding"))
 
-__all__ = ["ANSWERS", "labels_text"]
+__all__ = ["ANSWERS", "distinct_rows", "labels_text"]
