@@ -61,6 +61,7 @@ bench: install
 	$(BIN)/python -m benchmarks.vqa
 	$(BIN)/python -m benchmarks.qba
 	$(BIN)/python -m benchmarks.audit
+	$(BIN)/python -m benchmarks.mixture_build
 	$(BIN)/python -m benchmarks.cli_startup
 	$(BIN)/python -m benchmarks.mixture_view
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from . import audit, evaluate, export, label_reports, new
 from . import merge as merge_cmd
+from . import mix as mix_cmd
 from . import studies as study_cli
 from .listing import cmd_list
 from .output import workers as _workers
@@ -138,6 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_parser(sub)
     new.add_parser(sub, parents=[common])
     audit.add_parser(sub, parents=[common])
+    mix_cmd.add_parser(sub, parents=[common])
     return parser
 
 

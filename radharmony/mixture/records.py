@@ -78,8 +78,7 @@ def record_id(source: str, task: str, item: str, variant: int = 0) -> str:
 
 def fields_json(fields: dict) -> str:
     """``fields`` as canonical JSON text (sorted keys, no spaces: the same bytes every time)."""
-    return json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False, default=_plain)
+    return _ENCODER.encode(fields)
 
 
 def fields_of(text: str | None) -> dict:
@@ -92,6 +91,11 @@ def _plain(value):
     if hasattr(value, "tolist"):
         return value.tolist()
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+#: one encoder for every record (json.dumps with options builds a new one per call)
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                            allow_nan=False, default=_plain)
 
 
 def read_manifest(out: str | os.PathLike) -> dict:

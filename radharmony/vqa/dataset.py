@@ -65,8 +65,10 @@ class VQADataset(BaseRadiologicalDataset):
         cols = [c for c in (*SAMPLE_FIELDS, *OPTIONAL_FIELDS) if c in t.columns]
         self._fields = {c: t[c].to_numpy(dtype=object) for c in cols}
         self._images = t["image_paths"].to_numpy(dtype=object)
-        self._views = [list(canonical_views(v, self.spec.view_map)) if v else []
-                       for v in t["view_positions"].tolist()]
+        raw = [v if v else [] for v in t["view_positions"].tolist()]
+        flat = iter(canonical_views([x for v in raw for x in v], self.spec.view_map).tolist()
+                    if any(raw) else ())  # every question's views mapped in one call
+        self._views = [[next(flat) for _ in v] for v in raw]
         self._key = [p.index(k) for p, k in zip(self._images, t["image_path"])]
         self._refs = t[REFERENCE[1]].to_numpy(dtype=object) if REFERENCE[1] in t.columns \
             else None

@@ -1,0 +1,169 @@
+"""``radharmony.mixture.build(spec, out)``: a spec -> ``OUT/records.parquet`` + ``OUT/mixture.json``.
+
+The data flows one way: the hold-out sets are read (patients, image fingerprints); then, one
+source at a time (so memory holds one source's table, never the whole mixture): the dataset
+is built with the spec's arguments (its table harmonized, or read from the table cache), its
+rows of the drawn split kept, every task's eligible items drafted, each task's rule drawn with
+a seed of (spec seed, source, task), ``max_records`` applied, units of hold-out patients and
+images dropped (counted), and the records written in fixed row groups. The file is the same
+bytes for the same spec on the same files, whatever ``workers``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import RadHarmonyError
+from ..files import atomic_write
+from ..version import __version__
+from .context import HELD_REASONS, SourceContext
+from .holdout import (HoldOut, dataset_key, input_identity, open_dataset, read_hold_out,
+                      split_rows)
+from .records import MANIFEST_FORMAT, MANIFEST_NAME, RECORDS_NAME
+from .rules import derive_seed
+from .spec import load_spec
+from .tasks import TASKS
+from .writer import ROW_GROUP, RecordWriter, assemble, repeat_index
+
+#: draft items rendered at a time
+CHUNK = 65_536
+
+
+def build(spec, out: str | os.PathLike, *, workers: int | None = None,
+          progress: bool = True) -> dict:
+    """Build the mixture ``spec`` (a YAML / JSON path, a dict, or a
+    :class:`~radharmony.mixture.spec.MixtureSpec`) into the folder ``out``.
+
+    Writes ``out/records.parquet`` (one row per record,
+    :data:`~radharmony.mixture.records.RECORD_SCHEMA`) and ``out/mixture.json`` (the resolved
+    spec, radharmony's version, each input file's identity, the counts per source x task x
+    split, every exclusion by reason, the hold-out summary) and returns the manifest.
+
+    ``workers``: threads reading image files for the hold-out check (default: every core);
+    the records do not depend on it. ``progress``: show progress bars.
+    """
+    spec = load_spec(spec)
+    out = Path(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RadHarmonyError(f"Cannot create the mixture folder {out}",
+                              expected="a writable folder", found=f"{type(exc).__name__}: "
+                              f"{exc}", fix="choose another OUT") from None
+    pool: dict = {}  # datasets read for the hold-out that a source reads too
+    hold, hold_inputs = read_hold_out(spec.hold_out, workers=workers, progress=progress,
+                                      keep={dataset_key(s) for s in spec.sources}, pool=pool)
+    writer = RecordWriter(out / RECORDS_NAME, row_group=ROW_GROUP)
+    counts: Counter = Counter()
+    excluded: Counter = Counter()
+    sources = []
+    try:
+        for s in spec.sources:
+            sources.append(_source(spec, s, hold, writer, counts, excluded, workers, progress,
+                                   pool.pop(dataset_key(s), None)))
+        writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+    manifest = {
+        "format": MANIFEST_FORMAT, "radharmony_version": __version__, "name": spec.name,
+        "seed": spec.seed, "spec": spec.to_dict(), "images": spec.images, "boxes": spec.boxes,
+        "sources": sources,
+        "hold_out": [{**h, "inputs": i} for h, i in zip(hold.sets, hold_inputs)],
+        "counts": [{"source": s, "task": t, "split": sp, "records": n}
+                   for (s, t, sp), n in counts.items()],
+        "excluded": [{"source": s, "task": t, "reason": r, "records": n}
+                     for (s, t, r), n in excluded.items() if n],
+        "records": writer.rows,
+        "row_group": ROW_GROUP,
+    }
+    text = json.dumps(manifest, indent=1, ensure_ascii=False, default=str) + "\n"
+    atomic_write(out / MANIFEST_NAME, lambda fh: fh.write(text.encode("utf-8")))
+    return manifest
+
+
+def _source(spec, s, hold: HoldOut, writer: RecordWriter, counts: Counter, excluded: Counter,
+            workers, progress: bool, opened=None) -> dict:
+    if opened is None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ds = open_dataset(s.dataset, s.root, s.kwargs)
+        opened = (ds, input_identity(ds))
+    ds, identity = opened
+    table = split_rows(ds.harmonized_df, s.split)
+    if not len(table):
+        splits = sorted(set(ds.harmonized_df["split"].dropna())) \
+            if "split" in ds.harmonized_df.columns else []
+        raise RadHarmonyError(f"Mixture source {s.name!r}: {s.dataset} has no rows in split "
+                              f"{s.split!r}", expected="a split with rows",
+                              found=f"{len(ds.harmonized_df)} rows, splits {splits}",
+                              fix="set the source's split: to one of those (or all)")
+    bad, images = hold.duplicates(s.root, table, workers=workers, progress=progress)
+    ctx = SourceContext(name=s.name, key=s.dataset, spec=ds.spec, table=table,
+                        kwargs=s.kwargs, seed=spec.seed, valid_share=spec.valid,
+                        held_patients=hold.patients, bad_paths=bad)
+    info = {"name": s.name, "dataset": s.dataset, "root": s.root, "split": s.split,
+            "kwargs": s.kwargs, "rows": int(len(table)), "inputs": identity,
+            "silver_labels": ctx.silver, "hold_out_images": images}
+    del ds, opened
+    drafts = {t: TASKS[t].build(ctx) for t in s.rules}
+    picks = {t: s.rules[t].pick(len(d), seed=derive_seed(spec.seed, s.name, t))
+             for t, d in drafts.items()}
+    for t, d in drafts.items():
+        for reason, n in d.skipped.items():
+            excluded[(s.name, t, reason)] += n
+    if s.max_records is not None:
+        picks = _cap(picks, s.max_records, derive_seed(spec.seed, s.name, "max_records"),
+                     lambda t, n: excluded.__setitem__((s.name, t, "max_records"), n))
+    from tqdm.auto import tqdm
+
+    total = sum(len(p) for p in picks.values())
+    with tqdm(total=total, desc=f"mixture: {s.name}", unit="rec", disable=not progress) as bar:
+        for t, draft in drafts.items():
+            task = TASKS[t]
+            prompts = tuple(spec.prompts.get(t, task.prompts))
+            units = ctx.units(draft.unit)
+            p = picks[t]
+            held = units.held[draft.pos[p]] if len(p) else np.zeros(0, np.int8)
+            for code, reason in HELD_REASONS.items():
+                excluded[(s.name, t, reason)] += int((held == code).sum())
+            rep = repeat_index(p)
+            keep = held == 0
+            p, rep = p[keep], rep[keep]
+            for start in range(0, len(p), CHUNK):
+                chunk = assemble(ctx, task, draft, units, p[start:start + CHUNK],
+                                 rep[start:start + CHUNK], prompts, source_split=s.split)
+                writer.write(chunk)
+                for split, n in zip(*np.unique(chunk.column("split").to_numpy(
+                        zero_copy_only=False), return_counts=True)):
+                    counts[(s.name, t, str(split))] += int(n)
+                bar.update(len(chunk))
+            bar.update(int((~keep).sum()))
+    return info
+
+
+def _cap(picks: dict, cap: int, seed: int, note) -> dict:
+    """At most ``cap`` records over a source's tasks: a seeded random subset of all its
+    draws, each task keeping its drawn order; the cut is counted per task."""
+    sizes = [len(p) for p in picks.values()]
+    total = sum(sizes)
+    if total <= cap:
+        return picks
+    keep = np.zeros(total, bool)
+    keep[np.random.default_rng(seed).choice(total, size=cap, replace=False)] = True
+    out, start = {}, 0
+    for (t, p), n in zip(picks.items(), sizes):
+        k = keep[start:start + n]
+        out[t] = p[k]
+        note(t, int(n - k.sum()))
+        start += n
+    return out
+
+
+__all__ = ["build"]
