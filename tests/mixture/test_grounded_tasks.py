@@ -55,7 +55,7 @@ def roots(tmp_path_factory) -> dict:
     out = {"object_cxr_train": _object_cxr(base / "object_cxr")}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for key in ("vindr_cxr", "ms_cxr", "chest_imagenome", "padchest_gr"):
+        for key in ("vindr_cxr", "ms_cxr", "chest_imagenome", "padchest_gr", "nih_cxr14"):
             out[key] = str(make_fake(key, base / key)["base_image_dir"])
     with open(base / "vindr_cxr" / "train.csv", "a") as fh:  # a second reader, overlapping
         fh.write(f"{FUSED_IMAGE},Atelectasis,1,R9,95.0,51.0,214.0,139.0\n")
@@ -156,6 +156,20 @@ def test_normal_images_come_at_their_own_rule(tmp_path, roots):
     assert normal["target"] == "No finding." and normal["f"]["boxes"] == []
     assert normal["sample_id"] not in set(recs.loc[recs["task"] == "detect_findings",
                                                    "sample_id"])
+
+
+def test_unboxed_images_with_findings_are_not_normal(tmp_path, roots):
+    """NIH boxed only some images: the others with findings are not "no finding" images."""
+    _, recs = _build(tmp_path, roots, {"nih_cxr14": {"detect_no_finding": "all",
+                                                     "detect_findings": "all"}})
+    raw = Path(roots["nih_cxr14"]).parent
+    entries = pd.read_csv(raw / "Data_Entry_2017_v2020.csv")
+    boxed = set(pd.read_csv(raw / "BBox_List_2017.csv")["Image Index"])
+    normal = set(entries.loc[entries["Finding Labels"] == "No Finding", "Image Index"])
+    assert len(normal - boxed) < len(set(entries["Image Index"]) - boxed)
+    got = recs[recs["task"] == "detect_no_finding"]["image_paths"].map(lambda p: p[0])
+    assert set(got) == normal - boxed
+    assert len(recs[recs["task"] == "detect_findings"]) == len(boxed)
 
 
 ALL = {"vindr_cxr": {"detect_findings": "all", "grounded_diagnosis": "all"},
