@@ -19,6 +19,7 @@ from radharmony.mixture.box_parse import parse_boxes
 from radharmony.mixture.boxes import DIALECTS, ImageFrame
 from radharmony.mixture.builder import build
 from radharmony.mixture.grounding_scores import grounding_metrics
+from radharmony.mixture.records import fields_json, fields_of
 from radharmony.mixture.specfile import MixtureSpecError
 
 #: the Object-CXR replica: name -> (height, width, rectangles x1 y1 x2 y2 in source pixels);
@@ -187,6 +188,8 @@ def test_perfect_predictions_score_one(tmp_path, roots, dialect):
     _, recs = _build(tmp_path, roots, ALL, images="cache", size=224, boxes=dialect,
                      readers="first")
     assert set(recs["task"]) == {t for ts in ALL.values() for t in ts}
+    # the fields' text is the canonical JSON, byte for byte
+    assert all(fields_json(fields_of(f)) == f for f in recs["fields"])
     scored = recs[recs["task"] != "grounded_captioning"]
     s = grounding_metrics(scored["target"].tolist(), scored, n_bootstrap=0)
     assert s["precision"] == 1.0 and s["recall"] == 1.0 and s["map50"] == 1.0
