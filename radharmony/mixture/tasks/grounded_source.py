@@ -173,9 +173,9 @@ def fields(it: Items, first: np.ndarray, last: np.ndarray, *, task_kind: str,
     dump = _Dump()
     owner = np.repeat(sel, it.counts[sel])
     xy = np.round(it.xyxy[box], 2).tolist()
-    names = [dump(text)] * len(box) if text is not None else [dump(t) for t in it.text[owner]]
-    parts = [f'{{"box":[{a!r},{b!r},{c!r},{d!r}],"{name}":{n},"reader":{dump(r)}}}'
-             for (a, b, c, d), n, r in zip(xy, names, it.reader[box].tolist())]
+    names = [dump(text)] * len(box) if text is not None else dump.many(it.text[owner])
+    parts = [f'{{"box":[{a!r},{b!r},{c!r},{d!r}],"{name}":{n},"reader":{r}}}'
+             for (a, b, c, d), n, r in zip(xy, names, dump.many(it.reader[box]))]
     at = np.minimum(np.r_[0, np.cumsum(last - first)[:-1]], max(len(sel) - 1, 0))
     per = np.add.reduceat(it.counts[sel], at) if len(first) and len(sel) \
         else np.zeros(len(first), np.int64)
@@ -207,6 +207,12 @@ class _Dump(dict):
             self[key] = json.dumps(None if value is None or value != value else value,
                                    ensure_ascii=False)
         return self[key]
+
+    def many(self, values: np.ndarray) -> list[str]:
+        """:meth:`__call__` of each value (object array), each distinct value dumped once."""
+        codes, uniques = pd.factorize(pd.Series(values, dtype=object), use_na_sentinel=False)
+        texts = [self(None if u is None or u != u else u) for u in uniques.tolist()]
+        return [texts[c] for c in codes.tolist()]
 
 
 def nothing_text(dialect: str, words: str) -> str:
