@@ -38,7 +38,6 @@ from pathlib import Path
 
 from .. import catalog
 from ..errors import RadHarmonyError
-from .grounding import check_reader_mode
 from .rules import RULE_HELP, Rule, RuleError, parse_rule
 from .specfile import MixtureSpecError, guess, Where, read_spec_file
 from .tasks import TASKS, capabilities, prompt_slots
@@ -169,6 +168,8 @@ def _check(data, w: Where, base: Path) -> MixtureSpec:
     if boxes not in BOX_DIALECTS:
         raise w.error(("boxes",), "unknown box dialect", expected=f"one of {BOX_DIALECTS}",
                       found=repr(boxes), fix=guess(boxes, BOX_DIALECTS))
+    from .grounding import check_reader_mode
+
     readers = data.get("readers", "all")
     try:
         check_reader_mode(readers)

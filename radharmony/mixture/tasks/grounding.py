@@ -25,10 +25,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..grounding import image_size
 from ..records import fields_json
 from .base import Draft, Rendered, Task, register_capability, register_task
-from .grounded_source import fields, items, nothing_text, options, texts
 
 #: datasets whose boxes ground phrases / anatomical regions / foreign objects (spec keys)
 PHRASE_SETS, REGION_PREFIX, OBJECT_PREFIX = ("ms_cxr",), "chest_imagenome", "object_cxr"
@@ -89,6 +87,8 @@ def _per_image(it):
 
 
 def _detect(ctx) -> Draft:
+    from .grounded_source import fields, items, texts  # pandas: only when a task runs
+
     it = items(ctx, by="label", boxed=True)
     pos, first, last = _per_image(it)
 
@@ -106,6 +106,9 @@ def _none_skipped(ctx, pos) -> dict:
 
 def _frames(ctx, rows: np.ndarray) -> list[dict]:
     """The frame of table rows without boxes (the table's width/height, else the header)."""
+    from ..grounding import image_size
+    from .grounded_source import options
+
     t, opt = ctx.table, options(ctx)
     img = opt["images"]
     out = []
@@ -121,6 +124,8 @@ def _frames(ctx, rows: np.ndarray) -> list[dict]:
 
 def _empty(ctx, pos: np.ndarray, words: str, finding: str) -> Rendered:
     """Records of images with nothing to box."""
+    from .grounded_source import nothing_text, options
+
     dialect = options(ctx)["boxes"]
     f = [fields_json({"task_kind": "detection", "dialect": dialect, "frame": fr, "boxes": [],
                       "finding": finding}) for fr in _frames(ctx, pos)]
@@ -129,6 +134,8 @@ def _empty(ctx, pos: np.ndarray, words: str, finding: str) -> Rendered:
 
 def _normal_rows(ctx) -> np.ndarray:
     """Table rows without a box whose labels say normal."""
+    from .grounded_source import items
+
     ids, values = ctx.findings()
     known = ~np.isnan(values)
     normal = (known.any(axis=1) & (np.where(known, values, 0) == 0).all(axis=1)) \
@@ -151,6 +158,8 @@ def _one_item(by: str, kind: str, name: str, slot: str):
     """A task with one record per item: its text in the prompt, its boxes the target."""
 
     def build(ctx) -> Draft:
+        from .grounded_source import fields, items, texts
+
         it = items(ctx, by=by, boxed=True)
         ids = ctx.units("image").ids
 
@@ -165,6 +174,8 @@ def _one_item(by: str, kind: str, name: str, slot: str):
 
 
 def _caption(ctx) -> Draft:
+    from .grounded_source import fields, items, texts
+
     it = items(ctx, by="text", boxed=True)
     ids = ctx.units("image").ids
 
@@ -177,6 +188,8 @@ def _caption(ctx) -> Draft:
 
 
 def _objects(ctx) -> Draft:
+    from .grounded_source import fields, items, texts
+
     it = items(ctx, by="label", boxed=True)
     pos, first, last = _per_image(it)
     normal = _normal_rows(ctx)
@@ -200,6 +213,8 @@ def _objects(ctx) -> Draft:
 
 
 def _report(ctx) -> Draft:
+    from .grounded_source import fields, items, texts
+
     it = items(ctx, by="text")
     pos, first, last = _per_image(it)
 

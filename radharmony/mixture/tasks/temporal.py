@@ -25,7 +25,6 @@ import warnings
 import numpy as np
 
 from ...errors import StudyWarning
-from ...studies.priors import find_priors
 from ..records import fields_json
 from .base import Draft, Rendered, Task, register_capability, register_task
 from .reports import FINDINGS_PROMPTS
@@ -68,6 +67,8 @@ def _frontal(paths: list, views: list) -> int | None:
 
 
 def _with_prior(ctx) -> Draft:
+    from ...studies.priors import find_priors  # pandas: only when a task runs
+
     u = ctx.units("study")
     firsts = np.array([r[0] for r in u.rows], np.int64)
     with warnings.catch_warnings():
