@@ -202,19 +202,25 @@ def test_perfect_predictions_score_one(tmp_path, roots, dialect):
     assert caption["target"] == caption["f"]["boxes"][0]["phrase"]
 
 
-def test_model_outputs_two_boxes_in_a_token_prose_and_out_of_range(tmp_path, roots):
+TWO_IN_ONE = {"maira2": ("</box><box>", ""), "chexagent": ("<|/box|><|ref|>Foreign object"
+                                                              "<|/ref|><|box|>", ",")}
+OVER = {"maira2": "<obj>Foreign object<box><x0><y0><x120><y99></box></obj>",  # a bin over 99
+        "chexagent": "<|ref|>Foreign object<|/ref|><|box|>(0,0),(101,50)<|/box|>"}
+
+
+@pytest.mark.parametrize("dialect", ["maira2", "chexagent"])
+def test_model_outputs_two_boxes_in_a_token_prose_and_out_of_range(tmp_path, roots, dialect):
     _, recs = _build(tmp_path, roots, {"object_cxr_train": {"locate_foreign_objects": "all"}},
-                     boxes="maira2")
+                     boxes=dialect)
     recs = recs[recs["image_paths"].map(lambda p: p[0].endswith("00001.jpg"))]
     target = recs["target"].iloc[0]
-    two = target.replace("</box><box>", "")  # both boxes' 8 coordinates in one <box>
-    assert two.count("<box>") == 1
+    two = target.replace(*TWO_IN_ONE[dialect])  # both boxes' coordinates in one box token
+    assert two.count("box|>(" if dialect == "chexagent" else "<box>") == 1, two
     prose = "Sure! Here is what I see: " + target + " That is all."
     s = grounding_metrics([two], recs, n_bootstrap=0)
-    assert s["recall"] == 1.0 and s["malformed_boxes"] == 0
+    assert s["recall"] == 1.0 and s["precision"] == 1.0 and s["malformed_boxes"] == 0
     assert grounding_metrics([prose], recs, n_bootstrap=0)["recall"] == 1.0
-    over = "<obj>Foreign object<box><x0><y0><x120><y99></box></obj>"  # a bin over 99
-    s = grounding_metrics([over], recs, n_bootstrap=0)
+    s = grounding_metrics([OVER[dialect]], recs, n_bootstrap=0)
     assert s["malformed_boxes"] == 1 and s["recall"] == 0.0
 
 
