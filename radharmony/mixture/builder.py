@@ -23,6 +23,7 @@ from ..errors import RadHarmonyError
 from ..files import atomic_write
 from ..version import __version__
 from .context import HELD_REASONS, SourceContext
+from .grounding import choose_readers
 from .holdout import (HoldOut, dataset_key, input_identity, open_dataset, read_hold_out,
                       split_rows)
 from .records import MANIFEST_FORMAT, MANIFEST_NAME, RECORDS_NAME
@@ -62,11 +63,12 @@ def build(spec, out: str | os.PathLike, *, workers: int | None = None,
     writer = RecordWriter(out / RECORDS_NAME, row_group=ROW_GROUP)
     counts: Counter = Counter()
     excluded: Counter = Counter()
+    counted: Counter = Counter()  # what a task counts without excluding (without_prior)
     sources = []
     try:
         for s in spec.sources:
             sources.append(_source(spec, s, hold, writer, counts, excluded, workers, progress,
-                                   pool.pop(dataset_key(s), None)))
+                                   pool.pop(dataset_key(s), None), counted))
         writer.close()
     except BaseException:
         writer.abort()
@@ -74,12 +76,14 @@ def build(spec, out: str | os.PathLike, *, workers: int | None = None,
     manifest = {
         "format": MANIFEST_FORMAT, "radharmony_version": __version__, "name": spec.name,
         "seed": spec.seed, "spec": spec.to_dict(), "images": spec.images, "boxes": spec.boxes,
-        "sources": sources,
+        "readers": choose_readers([], spec.readers)[1], "sources": sources,
         "hold_out": [{**h, "inputs": i} for h, i in zip(hold.sets, hold_inputs)],
         "counts": [{"source": s, "task": t, "split": sp, "records": n}
                    for (s, t, sp), n in counts.items()],
         "excluded": [{"source": s, "task": t, "reason": r, "records": n}
                      for (s, t, r), n in excluded.items() if n],
+        "counted": [{"source": s, "task": t, "what": w, "records": n}
+                    for (s, t, w), n in counted.items()],
         "records": writer.rows,
         "row_group": ROW_GROUP,
     }
@@ -89,7 +93,7 @@ def build(spec, out: str | os.PathLike, *, workers: int | None = None,
 
 
 def _source(spec, s, hold: HoldOut, writer: RecordWriter, counts: Counter, excluded: Counter,
-            workers, progress: bool, opened=None) -> dict:
+            workers, progress: bool, opened=None, counted: Counter = None) -> dict:
     if opened is None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -108,6 +112,8 @@ def _source(spec, s, hold: HoldOut, writer: RecordWriter, counts: Counter, exclu
     ctx = SourceContext(name=s.name, key=s.dataset, spec=ds.spec, table=table,
                         kwargs=s.kwargs, seed=spec.seed, valid_share=spec.valid,
                         held_patients=hold.patients, bad_paths=bad)
+    ctx.mixture = {"boxes": spec.boxes, "images": spec.images, "readers": spec.readers,
+                   "root": ds.base_image_dir}  # what grounded tasks read (grounded_source)
     info = {"name": s.name, "dataset": s.dataset, "root": s.root, "split": s.split,
             "kwargs": s.kwargs, "rows": int(len(table)), "inputs": identity,
             "silver_labels": ctx.silver, "hold_out_images": images}
@@ -118,6 +124,8 @@ def _source(spec, s, hold: HoldOut, writer: RecordWriter, counts: Counter, exclu
     for t, d in drafts.items():
         for reason, n in d.skipped.items():
             excluded[(s.name, t, reason)] += n
+        for what, n in getattr(d, "counted", {}).items():  # records kept, counted
+            counted[(s.name, t, what)] += n
     if s.max_records is not None:
         picks = _cap(picks, s.max_records, derive_seed(spec.seed, s.name, "max_records"),
                      lambda t, n: excluded.__setitem__((s.name, t, "max_records"), n))

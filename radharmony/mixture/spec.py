@@ -8,6 +8,7 @@ line.
     valid: 0.05                # the mixture's own validation share, drawn by patient
     images: original           # or: cache (with size: 224)
     boxes: pixels              # maira2, chexagent, radfact or pixels
+    readers: all               # multi-reader boxes: all, first, fused or reader:<id>
     cache_dir: /scratch/cache  # optional: every source's table cache
     prompts:                   # optional: replace a task's paraphrases
       report_findings: ["Describe the findings."]
@@ -36,14 +37,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .. import catalog
+from ..errors import RadHarmonyError
 from .rules import RULE_HELP, Rule, RuleError, parse_rule
 from .specfile import MixtureSpecError, guess, Where, read_spec_file
 from .tasks import TASKS, capabilities, prompt_slots
 
 BOX_DIALECTS = ("pixels", "maira2", "chexagent", "radfact")
 IMAGE_MODES = ("original", "cache")
-TOP_KEYS = ("name", "seed", "valid", "images", "size", "boxes", "cache_dir", "prompts",
-            "sources", "hold_out")
+READER_HELP = "all, first, fused or reader:<id> (e.g. reader:R8)"
+TOP_KEYS = ("name", "seed", "valid", "images", "size", "boxes", "readers", "cache_dir",
+            "prompts", "sources", "hold_out")
 SOURCE_KEYS = ("dataset", "root", "split", "tasks", "max_records", "name")
 HOLD_KEYS = ("dataset", "root", "split", "name")
 #: constructor arguments the mixture decides itself
@@ -94,9 +97,11 @@ class MixtureSpec:
     prompts: dict = field(default_factory=dict)
     cache_dir: str | None = None
     origin: str = "spec"
+    readers: str = "all"
 
     def to_dict(self) -> dict:
-        out = {k: getattr(self, k) for k in ("name", "seed", "valid", "images", "boxes")}
+        out = {k: getattr(self, k) for k in ("name", "seed", "valid", "images", "boxes",
+                                             "readers")}
         out["sources"] = []
         for s in self.sources:
             d = {k: getattr(s, k) for k in ("name", "dataset", "root", "split")}
@@ -163,6 +168,14 @@ def _check(data, w: Where, base: Path) -> MixtureSpec:
     if boxes not in BOX_DIALECTS:
         raise w.error(("boxes",), "unknown box dialect", expected=f"one of {BOX_DIALECTS}",
                       found=repr(boxes), fix=guess(boxes, BOX_DIALECTS))
+    from .grounding import check_reader_mode
+
+    readers = data.get("readers", "all")
+    try:
+        check_reader_mode(readers)
+    except RadHarmonyError as exc:
+        raise w.error(("readers",), "unknown readers choice", expected=READER_HELP,
+                      found=repr(readers), fix="write readers: all") from exc
     cache_dir = data.get("cache_dir")
     if cache_dir is not None:
         cache_dir = str((base / str(cache_dir)).resolve())
@@ -187,7 +200,7 @@ def _check(data, w: Where, base: Path) -> MixtureSpec:
     out_hold = [_hold(w, i, h, base, cache_dir) for i, h in enumerate(hold)]
     return MixtureSpec(name=name, seed=seed, valid=float(valid), images=images, boxes=boxes,
                        sources=out_sources, hold_out=out_hold, prompts=prompts,
-                       cache_dir=cache_dir, origin=w.origin)
+                       cache_dir=cache_dir, origin=w.origin, readers=readers)
 
 
 def _images(w: Where, data: dict) -> dict:

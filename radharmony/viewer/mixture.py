@@ -116,7 +116,7 @@ class MixtureApp:
             out["boxes"] = boxes_of(rec, fields, shown, dialect=self.dialect)
         if fields.get("prior_study_id") or fields.get("prior_image_paths"):
             out["prior"] = {"study_id": fields.get("prior_study_id"),
-                            "days": fields.get("days_since_prior"),
+                            "days": fields.get("days"),
                             "report": fields.get("prior_report"),
                             "images": self._images_json(rec, fields, True)}
         return out

@@ -99,7 +99,7 @@ def make_records(sources: dict, *, mode: str = "original", size: int = 224,
             target="worsening", fields={
                 "prior_study_id": f"study-before-{i}",
                 "prior_image_paths": [rex["images"][20 + i], rex["images"][30 + i]],
-                "prior_report": "FINDINGS: small left effusion.", "days_since_prior": 30 + i}))
+                "prior_report": "FINDINGS: small left effusion.", "days": 30 + i}))
     return recs
 
 
