@@ -1,10 +1,12 @@
-"""``radharmony tasks`` and ``radharmony mix build | info | export``: training mixtures.
+"""``radharmony tasks`` and ``radharmony mix build | info | export | view``: training mixtures.
 
 To wire into :mod:`radharmony.cli`: call :func:`add_parser` with the subparsers object and the
 ``common`` parent parser (``--json``/``--quiet``); it adds both commands. ``tasks`` reads the
 catalog only (no torch); ``mix build`` builds a mixture from a spec
 (:func:`radharmony.mixture.build`), ``mix info`` prints a built mixture's counts, and ``mix
-export`` writes it in a trainer's format (:func:`radharmony.mixture.formats.export_mixture`).
+export`` writes it in a trainer's format (:func:`radharmony.mixture.formats.export_mixture`),
+``mix view`` serves the read-only viewer over its records
+(:func:`radharmony.viewer.mixture_cli.run_view`).
 """
 
 from __future__ import annotations
@@ -12,8 +14,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..viewer.mixture_cli import add_view_arguments, run_view
 from .output import EXIT_OK, emit, text_table
 from .output import workers as _workers
+
+#: the trainers' formats (``radharmony.mixture.formats.FORMATS``, named here so building the
+#: parser imports no format module)
+EXPORT_FORMATS = ("llava", "llava-onevision", "llava-rad", "hf-chat", "r2gen", "maira2")
 
 
 def add_parser(subparsers, *, parents=()) -> None:
@@ -53,13 +60,30 @@ def add_parser(subparsers, *, parents=()) -> None:
     e = sub.add_parser("export", parents=list(parents), help="write a trainer's format",
                        description="Write the mixture in the JSON (or JSONL) a trainer reads.")
     e.add_argument("out", type=Path, metavar="OUT", help="the mixture folder")
-    e.add_argument("--format", required=True, metavar="F", dest="fmt",
-                   help="the trainer's format (llava, llava_rad, hf_chat, r2gen, maira2, ...)")
+    e.add_argument("--format", required=True, metavar="F", dest="fmt", choices=EXPORT_FORMATS,
+                   help=f"the trainer's format: {', '.join(EXPORT_FORMATS)}")
     e.add_argument("--to", required=True, type=Path, metavar="DEST", dest="dest",
-                   help="the file or folder to write")
+                   help="the file to write (train.json, train.jsonl, annotation.json)")
     e.add_argument("--images-dir", type=Path, metavar="DIR", default=None,
-                   help="where the exported image paths point (default: the sources' roots)")
+                   help="the folder image paths are written relative to (cached images: where "
+                   "the PNGs go, default DEST's folder/images; original images: default "
+                   "absolute paths)")
+    e.add_argument("--images", choices=("original", "cache"), default=None,
+                   help="point at the source files or write the cached letterboxed images as "
+                   "PNGs (default: the mixture's own images mode)")
+    e.add_argument("--split", choices=("train", "valid"), default=None,
+                   help="write one split of the mixture (default: every record)")
+    e.add_argument("--engine", choices=("local", "ray"), default="local",
+                   help="where cached images are encoded (the same bytes either way)")
+    e.add_argument("--workers", type=_workers, default=0, metavar="N",
+                   help="processes (or Ray CPUs) encoding cached images (default 0: this one)")
+    e.add_argument("--cache-dir", type=Path, default=None, metavar="DIR",
+                   help="the image cache the sources read and fill")
     e.set_defaults(func=run_export)
+
+    v = sub.add_parser("view", parents=list(parents), help="browse a mixture's records")
+    add_view_arguments(v)
+    v.set_defaults(func=run_view)
 
 
 def tasks_listing() -> list[dict]:
@@ -138,8 +162,10 @@ def run_info(args: argparse.Namespace) -> int:
 def run_export(args: argparse.Namespace) -> int:
     from ..mixture.formats import export_mixture
 
-    options = {} if args.images_dir is None else {"images_dir": args.images_dir}
-    result = export_mixture(args.out, args.fmt, args.dest, **options)
+    result = export_mixture(args.out, args.fmt, args.dest, image_folder=args.images_dir,
+                            split=args.split, images=args.images, workers=args.workers or None,
+                            engine=args.engine, cache_dir=args.cache_dir,
+                            progress=not getattr(args, "quiet", False))
     emit(args, {"out": str(args.out), "format": args.fmt, "to": str(args.dest),
                 "result": result if isinstance(result, (dict, list, str, int, type(None)))
                 else str(result)}, lambda r: f"wrote {r['format']} to {r['to']}")

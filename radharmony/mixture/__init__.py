@@ -7,6 +7,13 @@ never touching a hold-out set's patients or images (``docs/mixtures.md``).
 * :func:`load_spec`: the spec, checked before anything is read (:class:`MixtureSpecError`
   names the line);
 * :data:`TASKS` (``radharmony tasks``): the task registry, :func:`register_task` to add one;
+* :func:`export_mixture` (``radharmony mix export``): the trainers' formats;
+  :class:`MixtureDataset`, :func:`mixture_collate` and :class:`MixtureSampler`: reading a
+  mixture for training, resumable;
+* boxes as text (:class:`ImageFrame`, :func:`box_to_text`, :func:`parse_boxes`) and
+  :func:`grounding_metrics`: grounded records and their scores;
+* :func:`plot_composition` (``radharmony mix info --plot``) and ``radharmony mix view``: looking
+  at a mixture;
 * the record every part shares: :mod:`radharmony.mixture.records`.
 """
 
@@ -16,16 +23,33 @@ from .spec import MixtureSpec, MixtureSpecError, load_spec
 from .tasks import TASKS, Task, capabilities, register_task
 
 
-def __getattr__(name: str):
-    """``build`` is imported when first used: listing tasks or checking a spec imports
-    neither torch nor the image stack."""
-    if name == "build":
-        from .builder import build
+#: names imported on first use (they need torch, the image stack or matplotlib): name -> module
+_LAZY = {
+    "build": "builder",
+    "MixtureDataset": "dataset", "mixture_collate": "dataset", "read_records": "dataset",
+    "MixtureSampler": "sampler",
+    "FORMATS": "formats", "export_mixture": "formats", "render_record": "formats",
+    "plot_composition": "plots", "target_lengths": "plots",
+    "ImageFrame": "boxes", "DIALECTS": "boxes", "box_to_text": "boxes",
+    "grounded_text": "boxes", "grounded_texts": "boxes", "grounded_texts_flat": "boxes",
+    "parse_boxes": "box_parse", "parse_many": "box_parse", "ParseResult": "box_parse",
+    "box_table": "grounding", "box_items": "grounding", "BoxItem": "grounding",
+    "RowBoxes": "grounding", "choose_readers": "grounding", "READER_MODES": "grounding",
+    "grounding_metrics": "grounding_scores", "GroundingScores": "grounding_scores",
+}
 
-        return build
+
+def __getattr__(name: str):
+    """The names of :data:`_LAZY`, imported when first used: listing tasks or checking a spec
+    imports neither torch nor the image stack."""
+    if name in _LAZY:
+        from importlib import import_module
+
+        return getattr(import_module(f"{__name__}.{_LAZY[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-__all__ = ["MANIFEST_NAME", "MixtureSpec", "MixtureSpecError", "RECORDS_NAME",
-           "RECORD_COLUMNS", "RECORD_SCHEMA", "TASKS", "Task", "build", "capabilities",
-           "fields_json", "fields_of", "load_spec", "read_manifest", "record_id",
-           "register_task", "source_roots"]
+
+__all__ = sorted(["MANIFEST_NAME", "MixtureSpec", "MixtureSpecError", "RECORDS_NAME",
+                  "RECORD_COLUMNS", "RECORD_SCHEMA", "TASKS", "Task", "capabilities",
+                  "fields_json", "fields_of", "load_spec", "read_manifest", "record_id",
+                  "register_task", "source_roots", *_LAZY])

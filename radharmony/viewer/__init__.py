@@ -10,19 +10,20 @@ page (``static/``). Use :func:`make_server` from Python::
 :func:`serve_mixture` (``mixture_cli``) or :func:`make_mixture_server`.
 """
 
-from .app import ViewerApp, report_sections
-from .server import LOOPBACK, ViewerServer, make_server
-
-_MIXTURE = {"MixtureApp": "mixture", "make_mixture_server": "mixture",
-            "serve_mixture": "mixture_cli"}
+#: name -> module, imported on first use: building the command's parser (``radharmony mix
+#: view``'s arguments) imports neither pandas nor pyarrow
+_LAZY = {"ViewerApp": "app", "report_sections": "app", "LOOPBACK": "server",
+         "ViewerServer": "server", "make_server": "server",
+         "MixtureApp": "mixture", "make_mixture_server": "mixture",
+         "serve_mixture": "mixture_cli"}
 
 
 def __getattr__(name: str):
-    """The mixture viewer's names, imported on first use (they need pyarrow)."""
-    if name in _MIXTURE:
+    """The viewer's names, imported on first use."""
+    if name in _LAZY:
         from importlib import import_module
 
-        return getattr(import_module(f"{__name__}.{_MIXTURE[name]}"), name)
+        return getattr(import_module(f"{__name__}.{_LAZY[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 from ..errors import RadHarmonyError
-from .server import LOOPBACK
 
 
 def _port(text: str) -> int:
@@ -96,6 +95,8 @@ def serve_mixture(out, *, host: str = "127.0.0.1", port: int = 8765,
 
 def run_view(args: argparse.Namespace) -> int:
     """``radharmony mix view``: :func:`serve_mixture` with the parsed arguments."""
+    from .server import LOOPBACK  # the server (and pandas) only when the command runs
+
     if args.host not in LOOPBACK and not args.allow_remote:
         raise RadHarmonyError(f"--host {args.host} would expose the mixture viewer beyond this "
                               "machine", expected="a loopback --host, or --allow-remote",
