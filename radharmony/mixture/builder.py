@@ -85,6 +85,7 @@ def build(spec, out: str | os.PathLike, *, workers: int | None = None,
         "counted": [{"source": s, "task": t, "what": w, "records": n}
                     for (s, t, w), n in counted.items()],
         "records": writer.rows,
+        "target_lengths": writer.lengths.histograms(),
         "row_group": ROW_GROUP,
     }
     text = json.dumps(manifest, indent=1, ensure_ascii=False, default=str) + "\n"

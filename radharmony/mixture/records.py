@@ -29,7 +29,10 @@ spec), ``images`` (``{"mode": "original"}`` or ``{"mode": "cache", "size": 224}`
 (the dialect), ``sources`` (a list of ``{"name", "dataset", "root", "split", "kwargs",
 "inputs"}``: ``root`` absolute, ``inputs`` each input file's identity), ``hold_out``, ``counts``
 (a list of ``{"source", "task", "split", "records"}``), ``excluded`` (a list of ``{"source",
-"task", "reason", "records"}``) and ``records`` (the total). :func:`read_manifest` reads it and
+"task", "reason", "records"}``), ``counted`` (records kept but counted by what they lack,
+e.g. ``without_prior``), ``readers`` (the multi-reader box choice), ``target_lengths`` (per
+task, a histogram ``[[tokens, records], ...]`` of the targets' whitespace-token lengths:
+:mod:`radharmony.mixture.lengths`) and ``records`` (the total). :func:`read_manifest` reads it and
 :func:`source_roots` gives each source's root.
 """
 

@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 import xxhash
 
 from ..files import TMP_PREFIX
+from .lengths import LengthTally, token_counts
 from .records import RECORD_SCHEMA
 
 #: rows per Parquet row group
@@ -109,7 +110,8 @@ def assemble(ctx, task, draft, units, j: np.ndarray, rep: np.ndarray, prompts: t
 
 class RecordWriter:
     """``records.parquet`` written to a temporary file beside ``path`` in row groups of
-    exactly ``row_group`` rows, renamed into place by :meth:`close`."""
+    exactly ``row_group`` rows, renamed into place by :meth:`close`; ``lengths`` tallies the
+    targets' lengths per task as they pass (``mixture.json``'s ``target_lengths``)."""
 
     def __init__(self, path: Path, *, row_group: int = ROW_GROUP):
         self.path, self.row_group = Path(path), row_group
@@ -119,8 +121,12 @@ class RecordWriter:
         self._buffer: list[pa.Table] = []
         self._buffered = 0
         self.rows = 0
+        self.lengths = LengthTally()
 
     def write(self, table: pa.Table) -> None:
+        if len(table):
+            self.lengths.add(table.column("task"),
+                             token_counts(table.column("target").combine_chunks()))
         self._buffer.append(table)
         self._buffered += len(table)
         while self._buffered >= self.row_group:

@@ -42,6 +42,7 @@ def test_the_records_file_has_the_shared_schema(built):
 
 def test_a_patient_in_train_and_in_a_hold_out_test_set_is_dropped_and_counted(built):
     _, manifest, records = built
+    assert manifest["target_lengths"]
     assert f"mimic_cxr_jpg:{SHARED_PATIENT}" not in set(records["patient_id"])
     # MIMIC's train split holds two images: the shared patient's, and the copied test image
     for task in ("classify_findings", "classify_view", "report_findings_impression"):
@@ -54,6 +55,7 @@ def test_a_patient_in_train_and_in_a_hold_out_test_set_is_dropped_and_counted(bu
 
 def test_a_duplicate_image_under_another_patient_is_dropped(built):
     _, manifest, records = built
+    assert manifest["target_lengths"]
     assert not any(COPY_TO in paths for paths in records["image_paths"])
     mimic = next(s for s in manifest["sources"] if s["name"] == "mimic_cxr_jpg")
     assert mimic["hold_out_images"] == {"checked": 2, "missing": 0, "unreadable": 0,
@@ -109,6 +111,7 @@ def test_changing_one_rate_changes_only_that_draw(built, replicas):
 
 def test_counts_add_up_per_source_and_task(built):
     _, manifest, records = built
+    assert manifest["target_lengths"]
     got = records.groupby(["source", "task", "split"]).size().to_dict()
     assert got == {(c["source"], c["task"], c["split"]): c["records"] for c in manifest["counts"]}
     rex = records[(records["source"] == "rexgradient_train")]
@@ -266,3 +269,16 @@ def test_the_command_builds_and_prints_the_counts(replicas, tmp_path, capsys):
     assert not (tmp_path / "bad").exists()  # refused before anything was written
     assert pd.read_parquet(tmp_path / "out" / RECORDS_NAME)["task"].tolist() == \
         ["classify_view"] * 3
+
+
+def test_the_manifest_tallies_target_lengths_per_task(built):
+    """``target_lengths`` holds each task's histogram of whitespace-token lengths, equal to the
+    lengths of the written targets (what the composition plot reads instead of the records)."""
+    from radharmony.mixture.lengths import lengths_histogram
+
+    _, manifest, records = built
+    assert manifest["target_lengths"]
+    want = {t: lengths_histogram([len(x.split()) for x in g["target"]])
+            for t, g in records.groupby("task")}
+    assert manifest["target_lengths"] == dict(sorted(want.items()))
+    assert sum(n for h in manifest["target_lengths"].values() for _, n in h) == len(records)
