@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 
+import orjson
 import pandas as pd
 
 
@@ -45,5 +47,23 @@ def encode_json_columns(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
 def decode_json_columns(df: pd.DataFrame, cols) -> pd.DataFrame:
     """``df`` with the JSON text of ``cols`` parsed back (missing stays None), in place."""
     for c in cols:
-        df[c] = df[c].map(lambda v: json.loads(v) if isinstance(v, str) else None).astype(object)
+        df[c] = df[c].map(_loads).astype(object)
     return df
+
+
+#: 19 digits in a row: an integer orjson might read as a float (past 64 bits)
+_LONG_DIGITS = re.compile(r"\d{19}")
+
+
+def _loads(value):
+    """One cell's JSON text -> its value (orjson, ~2x faster; the standard library's parser for
+    what orjson refuses and ``json`` reads: ``NaN``, ``Infinity``, and text holding a long
+    digit run, which may be an integer past 64 bits that orjson would read as a float)."""
+    if not isinstance(value, str):
+        return None
+    if _LONG_DIGITS.search(value):
+        return json.loads(value)
+    try:
+        return orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return json.loads(value)
