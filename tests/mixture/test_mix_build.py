@@ -11,7 +11,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import COPY_TO, SHARED_PATIENT, spec_for
+from mix_replicas import COPY_TO, SHARED_PATIENT, replicas, spec_for  # noqa: F401 (fixture)
 from radharmony.mixture import (MANIFEST_NAME, RECORD_COLUMNS, RECORDS_NAME, TASKS, build,
                                 fields_of, read_manifest, record_id)
 

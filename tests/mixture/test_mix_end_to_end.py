@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import spec_for
+from mix_replicas import replicas, spec_for  # noqa: F401 (replicas: a fixture)
 from radharmony.cli.main import main
 from radharmony.mixture import RECORDS_NAME, build
 from trainer_readers import (read_hf_chat, read_llava, read_llava_rad, read_maira2,
