@@ -297,16 +297,9 @@ def cmd_view(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"url": url, "keys": keys}), flush=True)
     note(f"Serving {', '.join(keys)} at {url} (read-only; Ctrl-C to stop)")
-    if args.open:
-        import webbrowser
+    from ..viewer.serving import serve
 
-        webbrowser.open(url)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
+    serve(server, open_browser=args.open)
     return EXIT_OK
 
 

@@ -16,6 +16,7 @@ from .output import workers as _workers
 from .output import EXIT_PROBLEMS, EXIT_USAGE, UsageError, note
 from ..errors import RadHarmonyError, RegistryError
 from ..version import __version__
+from ..viewer.serving import port_arg, size_arg
 
 
 def _lazy(name: str):
@@ -27,20 +28,6 @@ def _lazy(name: str):
         return getattr(commands, name)(args)
     run.__name__ = run.__qualname__ = name
     return run
-
-
-def _size(text: str) -> int:
-    n = int(text)
-    if not 16 <= n <= 4096:
-        raise argparse.ArgumentTypeError("must be 16 to 4096 pixels")
-    return n
-
-
-def _port(text: str) -> int:
-    n = int(text)
-    if not 0 <= n <= 65535:
-        raise argparse.ArgumentTypeError("must be 0 (any free port) to 65535")
-    return n
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -119,10 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
                        "labels, filters and paging. Binds to 127.0.0.1 unless --allow-remote.")
     dataset_args(p)
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=_port, default=8765, help="port (default 8765; 0: any free)")
+    p.add_argument("--port", type=port_arg, default=8765, help="port (default 8765; 0: any free)")
     p.add_argument("--allow-remote", action="store_true",
                    help="allow --host to be a non-loopback address")
-    p.add_argument("--size", type=_size, default=224, help="rendered image size (default 224)")
+    p.add_argument("--size", type=size_arg, default=224, help="rendered image size (default 224)")
     p.add_argument("--cache-dir", type=Path, default=None, metavar="DIR",
                    help="cache preprocessed images here (default: no cache)")
     p.add_argument("--open", action="store_true", help="open the page in a web browser")

@@ -13,20 +13,7 @@ import sys
 from pathlib import Path
 
 from ..errors import RadHarmonyError
-
-
-def _port(text: str) -> int:
-    n = int(text)
-    if not 0 <= n <= 65535:
-        raise argparse.ArgumentTypeError("must be 0 (any free port) to 65535")
-    return n
-
-
-def _size(text: str) -> int:
-    n = int(text)
-    if not 16 <= n <= 4096:
-        raise argparse.ArgumentTypeError("must be 16 to 4096 pixels")
-    return n
+from .serving import port_arg, serve, size_arg
 
 
 def _viewer(text: str) -> tuple[str, str]:
@@ -49,11 +36,11 @@ def add_view_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
                         help="the mixture folder (records.parquet and mixture.json)")
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to bind (default 127.0.0.1)")
-    parser.add_argument("--port", type=_port, default=8765,
+    parser.add_argument("--port", type=port_arg, default=8765,
                         help="port (default 8765; 0: any free)")
     parser.add_argument("--allow-remote", action="store_true",
                         help="allow --host to be a non-loopback address")
-    parser.add_argument("--size", type=_size, default=224,
+    parser.add_argument("--size", type=size_arg, default=224,
                         help="long side an original image is shown at (default 224; a cached "
                         "mixture's images are shown at the cache's size)")
     parser.add_argument("--dataset-viewer", type=_viewer, action="append", default=[],
@@ -80,16 +67,7 @@ def serve_mixture(out, *, host: str = "127.0.0.1", port: int = 8765,
         print(json.dumps({"url": url, "mixture": str(out)}), flush=True)
     print(f"Serving the mixture {out} at {url} (read-only; Ctrl-C to stop)", file=sys.stderr,
           flush=True)
-    if open_browser:
-        import webbrowser
-
-        webbrowser.open(url)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
+    serve(server, open_browser=open_browser)
     return 0
 
 
