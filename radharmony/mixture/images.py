@@ -25,6 +25,7 @@ import numpy as np
 from ..errors import RadHarmonyError
 from ..imaging.pipeline import STORAGE, DefaultTransform
 from ..imaging.read import safe_path
+from ..vqa.images import load_one
 
 #: constructor arguments the mixture sets itself (a source's recorded ones are replaced)
 OWN_KWARGS = frozenset({"base_image_dir", "transform", "cache_dir", "dtype", "level",
@@ -208,17 +209,7 @@ class SourceImages:
 
     def _by_path(self, ds, name: str, rel: str) -> np.ndarray:
         """An image the source's table has no row for: the same pipeline and cache, by path."""
-        path = safe_path(self.source(name)["root"], rel)
-        cache = ds.image_cache
-        if cache is None:
-            return self.pipeline.encode(path)[0]
-        key = cache.key(path)
-        hit = cache.load(key)
-        if hit is not None:
-            return hit[0]
-        arr, box = self.pipeline.encode(path)
-        cache.store(key, arr, box.as_dict())
-        return arr
+        return load_one(ds, self.source(name)["root"], rel)
 
     def file(self, name: str, rel: str) -> Path:
         """The absolute path of source ``name``'s image ``rel`` (refused outside its root)."""
