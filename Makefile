@@ -62,6 +62,9 @@ bench: install
 	$(BIN)/python -m benchmarks.qba
 	$(BIN)/python -m benchmarks.audit
 	$(BIN)/python -m benchmarks.mixture_build
+	$(BIN)/python -m benchmarks.mixture_export
+	$(BIN)/python -m benchmarks.mixture_boxes
+	$(BIN)/python -m benchmarks.mixture_boxes --tasks
 	$(BIN)/python -m benchmarks.cli_startup
 	$(BIN)/python -m benchmarks.mixture_view
 
