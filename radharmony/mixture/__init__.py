@@ -28,13 +28,13 @@ _LAZY = {
     "build": "builder",
     "MixtureDataset": "dataset", "mixture_collate": "dataset", "read_records": "dataset",
     "MixtureSampler": "sampler",
-    "FORMATS": "formats", "export_mixture": "formats", "render_record": "formats",
+    "export_mixture": "formats", "render_record": "formats",
     "plot_composition": "plots", "target_lengths": "plots",
-    "ImageFrame": "boxes", "DIALECTS": "boxes", "box_to_text": "boxes",
+    "ImageFrame": "boxes", "box_to_text": "boxes",
     "grounded_text": "boxes", "grounded_texts": "boxes", "grounded_texts_flat": "boxes",
     "parse_boxes": "box_parse", "parse_many": "box_parse", "ParseResult": "box_parse",
     "box_table": "grounding", "box_items": "grounding", "BoxItem": "grounding",
-    "RowBoxes": "grounding", "choose_readers": "grounding", "READER_MODES": "grounding",
+    "RowBoxes": "grounding", "choose_readers": "grounding",
     "grounding_metrics": "grounding_scores", "GroundingScores": "grounding_scores",
 }
 

@@ -268,7 +268,8 @@ def parse_boxes(text: str, frame, dialect: str) -> ParseResult:
 
     >>> r = parse_boxes("Sure: <|ref|>Nodule<|/ref|><|box|>(25, 17),(50,50)<|/box|>.",
     ...                 ImageFrame(400, 300), "chexagent")
-    >>> r.items[0][0], r.items[0][1].tolist(), r.malformed
+    >>> phrase, boxes = r.items[0]
+    >>> phrase, boxes.tolist(), r.malformed
     ('Nodule', [[100.0, 51.0, 200.0, 150.0]], 0)
     """
     return parse_many([text], [frame], dialect).result(0)

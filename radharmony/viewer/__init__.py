@@ -10,9 +10,11 @@ page (``static/``). Use :func:`make_server` from Python::
 :func:`serve_mixture` (``mixture_cli``) or :func:`make_mixture_server`.
 """
 
+from .serving import LOOPBACK
+
 #: name -> module, imported on first use: building the command's parser (``radharmony mix
 #: view``'s arguments) imports neither pandas nor pyarrow
-_LAZY = {"ViewerApp": "app", "report_sections": "app", "LOOPBACK": "server",
+_LAZY = {"ViewerApp": "app", "report_sections": "app",
          "ViewerServer": "server", "make_server": "server",
          "MixtureApp": "mixture", "make_mixture_server": "mixture",
          "serve_mixture": "mixture_cli"}

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from ..errors import RadHarmonyError
-from .serving import port_arg, serve, size_arg
+from .serving import LOOPBACK, port_arg, serve, size_arg
 
 
 def _viewer(text: str) -> tuple[str, str]:
@@ -73,8 +73,6 @@ def serve_mixture(out, *, host: str = "127.0.0.1", port: int = 8765,
 
 def run_view(args: argparse.Namespace) -> int:
     """``radharmony mix view``: :func:`serve_mixture` with the parsed arguments."""
-    from .server import LOOPBACK  # the server (and pandas) only when the command runs
-
     if args.host not in LOOPBACK and not args.allow_remote:
         raise RadHarmonyError(f"--host {args.host} would expose the mixture viewer beyond this "
                               "machine", expected="a loopback --host, or --allow-remote",

@@ -37,9 +37,9 @@ from urllib.parse import parse_qs, urlsplit
 from ..errors import RadHarmonyError
 from .app import ViewerApp, ViewerError
 from .questions import route as question_route
+from .serving import LOOPBACK
 from .studies import route as study_route
 
-LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 #: ``Sec-Fetch-Site`` values of requests the viewer answers (typed URL, its own page)
 SAME_SITE = frozenset({"same-origin", "none"})
 #: the only files the server sends: name -> content type

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import argparse
 
+#: the addresses the viewers bind to without --allow-remote
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+
 
 def size_arg(text: str) -> int:
     """``--size``: 16 to 4096 pixels."""
@@ -36,4 +39,4 @@ def serve(server, *, open_browser: bool = False) -> None:
         server.server_close()
 
 
-__all__ = ["port_arg", "serve", "size_arg"]
+__all__ = ["LOOPBACK", "port_arg", "serve", "size_arg"]
