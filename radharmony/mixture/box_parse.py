@@ -31,6 +31,7 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
+import orjson
 
 from ..errors import RadHarmonyError
 from .box_fast import read_strict, strict_mask
@@ -147,10 +148,14 @@ def _read_json(text: str):
     start, end = text.find("["), text.rfind("]")
     if start < 0 or end < start:
         return [], 0, False
+    body = text[start:end + 1]
     try:
-        data = json.loads(text[start:end + 1])
-    except ValueError:
-        return [], 0, False
+        data = orjson.loads(body)  # ~2x the standard parser
+    except orjson.JSONDecodeError:
+        try:  # what orjson refuses and json reads (NaN, Infinity)
+            data = json.loads(body)
+        except ValueError:
+            return [], 0, False
     if not isinstance(data, list):
         return [], 0, False
     items, bad = [], 0
