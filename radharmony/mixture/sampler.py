@@ -30,6 +30,7 @@ import torch
 
 from ..data.samplers import _mix
 from ..errors import RadHarmonyError
+from .reading import read_records
 
 STATE_FORMAT = "radharmony-mixture-sampler"
 
@@ -103,8 +104,6 @@ class MixtureSampler(torch.utils.data.Sampler[int]):
         if hasattr(dataset_or_out, "groups"):
             sources_col, tasks_col = dataset_or_out.groups()
         else:
-            from .dataset import read_records
-
             table = read_records(dataset_or_out, split=split, tasks=tasks, sources=sources,
                                  columns=("source", "task"))
             sources_col = np.asarray(table.column("source").to_pylist(), object)

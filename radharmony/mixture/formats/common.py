@@ -27,7 +27,7 @@ import orjson
 
 from ...errors import check_choice
 from ...export.codec import ExportError, png_bytes
-from ..dataset import dictionary_paths, table_records
+from ..reading import dictionary_paths, table_records
 from ..images import SourceImages, image_size
 from ..records import RECORDS_NAME, fields_of, source_roots
 
