@@ -119,7 +119,7 @@ def build() -> dict:
     from . import datasets
     from .registry import families as real_families
 
-    specs = {key: cls.harmonizer_class.spec for key, cls in sorted(datasets.CATALOG.items())}
+    specs = {key: h.spec for key, h in sorted(datasets.HARMONIZERS.items())}
     fams = {f: [k for k in keys if k in specs] for f, keys in real_families().items()}
     return {"digest": source_digest(),
             "families": {f: keys for f, keys in fams.items() if keys},

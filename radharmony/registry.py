@@ -2,24 +2,38 @@
 
 Built-in datasets come from the catalog in :mod:`radharmony.datasets`; users add their own with
 :func:`register_dataset`. Nothing below this module imports it.
+
+Looking up a harmonizer (:func:`get_harmonizer_class`, :func:`families`,
+:func:`load_harmonizer`, ``radharmony info`` / ``harmonize``) imports no torch: the built-in
+harmonizers are the table side of their dataset modules, whose dataset classes are made on first
+use (:mod:`radharmony.datasets.torch_side`). Looking up a dataset class makes them.
 """
 
 from __future__ import annotations
 
 import difflib
 import os
+from typing import TYPE_CHECKING
 
 from . import datasets as _builtin
-from .data.dataset import BaseRadiologicalDataset
 from .errors import RegistryError
 from .table.harmonizer import BaseHarmonizer
 from .table.store import load_table
+
+if TYPE_CHECKING:
+    from .data.dataset import BaseRadiologicalDataset
 
 _USER: dict[str, type[BaseRadiologicalDataset]] = {}
 
 
 def _catalog() -> dict[str, type[BaseRadiologicalDataset]]:
-    return {**_builtin.CATALOG, **_USER}
+    """Key -> dataset class, built-in and registered (makes the built-in dataset classes)."""
+    return {**_builtin.dataset_classes(), **_USER}
+
+
+def _harmonizers() -> dict[str, type[BaseHarmonizer]]:
+    """Key -> harmonizer class, built-in and registered (imports no torch)."""
+    return {**_builtin.HARMONIZERS, **{k: cls.harmonizer_class for k, cls in _USER.items()}}
 
 
 def register_dataset(cls_or_key=None, /):
@@ -41,6 +55,8 @@ def register_dataset(cls_or_key=None, /):
 
 def _register_as(key: str | None):
     def decorate(cls):
+        from .data.dataset import BaseRadiologicalDataset
+
         if isinstance(cls, type) and issubclass(cls, BaseHarmonizer) and \
                 getattr(cls, "spec", None) is not None:
             _register(type(f"{cls.__name__}Dataset", (BaseRadiologicalDataset,),
@@ -52,6 +68,8 @@ def _register_as(key: str | None):
 
 
 def _register(cls, key: str | None) -> type[BaseRadiologicalDataset]:
+    from .data.dataset import BaseRadiologicalDataset
+
     h = getattr(cls, "harmonizer_class", None)
     if not (isinstance(cls, type) and issubclass(cls, BaseRadiologicalDataset) and
             isinstance(h, type) and issubclass(h, BaseHarmonizer)):
@@ -66,7 +84,7 @@ def _register(cls, key: str | None) -> type[BaseRadiologicalDataset]:
                             found=repr(key), fix=f"use @register_dataset({h.spec.key!r}), or "
                             f"give the spec key={key!r}")
     key = h.spec.key
-    if key in _builtin.CATALOG and _builtin.CATALOG[key] is not cls:
+    if key in _builtin.HARMONIZERS and _builtin.dataset_classes()[key] is not cls:
         raise RegistryError(f"Dataset key {key!r} is a built-in dataset's",
                             expected="a new key", found=repr(key),
                             fix="give the harmonizer's spec another key")
@@ -76,7 +94,7 @@ def _register(cls, key: str | None) -> type[BaseRadiologicalDataset]:
 
 def list_datasets() -> list[str]:
     """Sorted registry keys of every dataset radharmony knows."""
-    return sorted(_catalog())
+    return sorted(_harmonizers())
 
 
 def families() -> dict[str, list[str]]:
@@ -88,8 +106,9 @@ def families() -> dict[str, list[str]]:
     return out
 
 
-def _lookup(key: str, kind: str) -> type[BaseRadiologicalDataset]:
-    table = _catalog()
+def _lookup(key: str, kind: str):
+    """The dataset class (``kind="dataset"``) or harmonizer class under ``key``."""
+    table = _catalog() if kind == "dataset" else _harmonizers()
     if isinstance(key, str) and key in table:
         return table[key]
     fams = families()
@@ -120,6 +139,8 @@ def resolve_dataset(name, *, split: str | None = None) -> type[BaseRadiologicalD
         for cls in table.values():
             if name is cls or name is cls.harmonizer_class:
                 return cls
+        from .data.dataset import BaseRadiologicalDataset
+
         if issubclass(name, BaseRadiologicalDataset):
             return name
     if isinstance(name, str):
@@ -144,7 +165,7 @@ def get_dataset_class(key: str) -> type[BaseRadiologicalDataset]:
 
 def get_harmonizer_class(key: str) -> type[BaseHarmonizer]:
     """The harmonizer class registered under ``key``."""
-    return _lookup(key, "harmonizer").harmonizer_class
+    return _lookup(key, "harmonizer")
 
 
 def load_harmonizer(path: str | os.PathLike) -> BaseHarmonizer:

@@ -2,18 +2,19 @@
 
 How many: ``torch.get_num_threads()``, torch's intra-op knob. Inside DataLoader workers
 PyTorch sets it to 1, so a worker works on its own core alone; ``torch.set_num_threads(1)``
-gives the same in the main process. A forked child makes its own threads (its parent's are
-gone).
+gives the same in the main process. A process that has not imported torch (``radharmony
+harmonize`` reading image headers) has set no knob: it gets what torch would start with,
+``OMP_NUM_THREADS`` or the machine's cores. A forked child makes its own threads (its parent's
+are gone).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Sequence
-
-import torch
 
 #: threads named so run the work they are handed in place (:func:`wanted` is 1 in them): these
 #: helpers, and read-ahead threads that already are the parallelism (``CachedLoader``'s)
@@ -41,7 +42,16 @@ def wanted(n: int) -> int:
     these threads, whose work never waits on the others)."""
     if threading.current_thread().name.startswith(PREFIX):
         return 1
-    return max(1, min(torch.get_num_threads(), n))
+    return max(1, min(_knob(), n))
+
+
+def _knob() -> int:
+    """torch's intra-op thread count; without torch imported, the count it would start with."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        return torch.get_num_threads()
+    omp = os.environ.get("OMP_NUM_THREADS", "")
+    return int(omp) if omp.isdigit() and int(omp) > 0 else (os.cpu_count() or 1)
 
 
 def pool(n: int) -> ThreadPoolExecutor:

@@ -61,7 +61,9 @@ def test_every_public_name_has_a_reference_entry():
         text = page.read_text() if page.is_file() else ""
         idents = gen_docs().reference_entries()[module]
         for name in importlib.import_module(module).__all__:
-            if name != "__version__" and (name not in idents or f"::: {idents[name]}\n" not in text):
+            # a dataset class, made on first use, is written out (mkdocstrings cannot collect it)
+            entry = (f"::: {idents.get(name)}\n", f"class {name}(")
+            if name != "__version__" and (name not in idents or not any(e in text for e in entry)):
                 missing.append(f"{module}.{name}")
     assert not missing, missing
 

@@ -9,7 +9,9 @@ Run ``python -m tools.gen_docs`` after changing a dataset spec or a public name;
 
 from __future__ import annotations
 
+import ast
 import importlib
+import importlib.util
 import inspect
 import sys
 import tempfile
@@ -166,14 +168,52 @@ def reference_entries() -> dict[str, dict[str, str]]:
     return out
 
 
+def _made_on_use(ident: str) -> bool:
+    """Whether ``ident`` (``module.Name``) is a class its module defines inside a function, not
+    at its top level: the dataset classes, made on first use
+    (:mod:`radharmony.datasets.torch_side`). mkdocstrings reads the source and cannot find
+    those; their entries ask it to inspect the imported object instead."""
+    module, _, name = ident.rpartition(".")
+    spec = importlib.util.find_spec(module) if module else None
+    if spec is None or not (spec.origin or "").endswith(".py"):
+        return False
+    tree = ast.parse(Path(spec.origin).read_text())
+    top = {getattr(node, "name", None) for node in tree.body}
+    return name not in top and any(isinstance(node, ast.ClassDef) and node.name == name
+                                   for node in ast.walk(tree))
+
+
+def _made_entry(ident: str) -> list[str]:
+    """The reference entry of a class made on first use, written from the class itself (its
+    signature, docstring, harmonizer and dataset page), since mkdocstrings cannot collect it."""
+    module, _, name = ident.rpartition(".")
+    cls = getattr(importlib.import_module(module), name)
+    harmonizer = cls.__dict__.get("harmonizer_class") or getattr(cls, "harmonizer_class", None)
+    sig = inspect.signature(cls)
+    sig = sig.replace(parameters=[p.replace(annotation=p.empty) for p in sig.parameters.values()])
+    bases = ", ".join(b.__name__ for b in cls.__bases__)
+    lines = ["```text", f"class {name}({bases})", f"{name}{sig}", "```", "",
+             f"Defined in `{module}`, made on first use (`radharmony.datasets.torch_side`).", ""]
+    doc = inspect.getdoc(cls)
+    if doc and doc != inspect.getdoc(cls.__mro__[1]):
+        lines += [doc, ""]
+    if harmonizer is not None and getattr(harmonizer, "spec", None) is not None:
+        lines += [f"Harmonizer `{harmonizer.__module__}.{harmonizer.__name__}`; the dataset's "
+                  f"page: [{harmonizer.spec.key}](../datasets/{harmonizer.spec.key}.md).", ""]
+    return lines
+
+
 def api_pages() -> list[tuple[str, str]]:
     out = []
     for module, entries in reference_entries().items():
         lines = [HEADER, f"# `{module}`", "", f"::: {module}", "    options:",
                  "      members: false", "      show_root_heading: false", ""]
         for name, ident in sorted(entries.items(), key=lambda e: e[0].lower()):
-            lines += [f"## `{module}.{name}`", "", f"::: {ident}", "    options:",
-                      "      show_root_heading: false", ""]
+            lines += [f"## `{module}.{name}`", ""]
+            if _made_on_use(ident):
+                lines += _made_entry(ident)
+            else:
+                lines += [f"::: {ident}", "    options:", "      show_root_heading: false", ""]
         out.append((f"api/{module}.md", "\n".join(lines)))
     index = [HEADER, "# API reference", "",
              "Generated from the docstrings of every name in `radharmony.__all__` and in each "

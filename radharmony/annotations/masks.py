@@ -10,7 +10,6 @@ neighbour, zero padding), so mask and image stay aligned pixel for pixel.
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 from ..errors import MetadataError
 
@@ -73,9 +72,11 @@ def merge_masks(masks, *, shape: tuple[int, int]) -> np.ndarray:
     return out
 
 
-def mask_output(mask: np.ndarray, box) -> torch.Tensor:
+def mask_output(mask: np.ndarray, box) -> "torch.Tensor":  # noqa: F821
     """The sample's ``mask``: uint8 ``(1, size, size)`` through ``box`` (a Letterbox), or at
     source resolution ``(1, H, W)`` when ``box`` is None (a user transform takes over)."""
+    import torch  # here, not above: the harmonizers import this module and stay torch-free
+
     mask = np.asarray(mask, dtype=np.uint8)
     if box is not None:
         mask = box.mask(mask)

@@ -30,13 +30,13 @@ import numpy as np
 import pandas as pd
 
 from ..table.harmonizer import BaseHarmonizer, Inputs
-from ..data.dataset import BaseRadiologicalDataset
 from ..errors import RowsDroppedWarning
 from ..annotations.labels import UncertainLabelsMixin, decode_cells
 from ..spec import DatasetSpec
 from ..table.read_csv import check_cells, read_table, require_columns
 from .chexpert import LABEL_MAP as CHEXPERT_LABEL_MAP
 from .chexpert import LABEL_CODES, LABELS
+from .torch_side import torch_side
 
 # -- declarative spec ----------------------------------------------------------------------------
 REQUIRED = ("PngPath", "PatientID", "ViewPosition", "PatientSex", "PatientAge", "Rows",
@@ -112,11 +112,21 @@ class BRAXHarmonizer(BaseHarmonizer):
 
 
 # -- dataset --------------------------------------------------------------------------------------
-class BRAXDataset(UncertainLabelsMixin, BaseRadiologicalDataset):
-    """BRAX; ``base_image_dir`` is the release root (holding ``images/`` and the spreadsheet).
-    ``uncertain=`` (keyword): ``"keep"`` (default), ``"zeros"`` or ``"ones"``."""
+def _dataset_classes():
+    """This module's dataset classes (the torch side), made on first use: see
+    :mod:`radharmony.datasets.torch_side`."""
+    from ..data.dataset import BaseRadiologicalDataset
 
-    harmonizer_class = BRAXHarmonizer
+    class BRAXDataset(UncertainLabelsMixin, BaseRadiologicalDataset):
+        """BRAX; ``base_image_dir`` is the release root (holding ``images/`` and the spreadsheet).
+        ``uncertain=`` (keyword): ``"keep"`` (default), ``"zeros"`` or ``"ones"``."""
+
+        harmonizer_class = BRAXHarmonizer
+
+    return BRAXDataset,
+
+
+__getattr__ = torch_side(__name__, _dataset_classes)
 
 
 __all__ = ["BRAXHarmonizer", "BRAXDataset"]

@@ -54,13 +54,13 @@ import numpy as np
 import pandas as pd
 
 from ..annotations.boxes import box_record
-from ..data.dataset import BaseRadiologicalDataset
 from ..errors import MetadataError
 from ..spec import DatasetSpec, Identity
 from ..table.harmonizer import BaseHarmonizer, Inputs
 from ..table.locate import find_optional
 from ..table.read_csv import read_table, require_columns
 from .mimic import VIEW_MAP
+from .torch_side import torch_side
 
 # -- declarative spec ----------------------------------------------------------------------------
 #: the 29 boxed regions, in the order of the authors' tooling
@@ -365,17 +365,26 @@ class ChestImaGenomeGoldHarmonizer(BaseHarmonizer):
 
 
 # -- datasets -------------------------------------------------------------------------------------
-class ChestImaGenomeDataset(BaseRadiologicalDataset):
-    """Chest ImaGenome silver; ``base_image_dir`` is the MIMIC-CXR-JPG root. ``bbox`` holds the
-    region boxes (``bbox_labels`` their region names); the findings stay in the table."""
+def _dataset_classes():
+    """This module's dataset classes (the torch side), made on first use: see
+    :mod:`radharmony.datasets.torch_side`."""
+    from ..data.dataset import BaseRadiologicalDataset
 
-    harmonizer_class = ChestImaGenomeHarmonizer
+    class ChestImaGenomeDataset(BaseRadiologicalDataset):
+        """Chest ImaGenome silver; ``base_image_dir`` is the MIMIC-CXR-JPG root. ``bbox`` holds the
+        region boxes (``bbox_labels`` their region names); the findings stay in the table."""
+
+        harmonizer_class = ChestImaGenomeHarmonizer
+
+    class ChestImaGenomeGoldDataset(BaseRadiologicalDataset):
+        """Chest ImaGenome gold; ``base_image_dir`` is the MIMIC-CXR-JPG root."""
+
+        harmonizer_class = ChestImaGenomeGoldHarmonizer
+
+    return ChestImaGenomeDataset, ChestImaGenomeGoldDataset
 
 
-class ChestImaGenomeGoldDataset(BaseRadiologicalDataset):
-    """Chest ImaGenome gold; ``base_image_dir`` is the MIMIC-CXR-JPG root."""
-
-    harmonizer_class = ChestImaGenomeGoldHarmonizer
+__getattr__ = torch_side(__name__, _dataset_classes)
 
 
 __all__ = ["ChestImaGenomeHarmonizer", "ChestImaGenomeDataset", "ChestImaGenomeGoldHarmonizer",

@@ -50,7 +50,6 @@ import pandas as pd
 from ..annotations.coco import coco_rle_decode
 from ..annotations.labels import decode_cells
 from ..cells import parse_literal
-from ..data.dataset import BaseRadiologicalDataset
 from ..errors import MetadataError, RadHarmonyError
 from ..spec import DatasetSpec, Identity
 from ..table.harmonizer import BaseHarmonizer, Inputs
@@ -58,6 +57,7 @@ from ..table.locate import find_optional
 from ..table.read_csv import check_cells, read_table, require_columns
 from ..table.read_json import read_json_file
 from .chexpert import LABEL_CODES, LABEL_MAP, LABELS, SEX_MAP, VIEW_MAP
+from .torch_side import torch_side
 
 # -- declarative spec ----------------------------------------------------------------------------
 #: the 10 segmented findings, in the authors' ``LOCALIZATION_TASKS`` order (JSON spelling)
@@ -216,77 +216,87 @@ class CheXlocalizeTestHarmonizer(CheXlocalizeValHarmonizer):
 
 
 # -- datasets -------------------------------------------------------------------------------------
-class CheXlocalizeValDataset(BaseRadiologicalDataset):
-    """CheXlocalize validation; ``base_image_dir`` is the CheXpert release folder (``valid/``,
-    shared with ``chexpert_valid``) or CheXlocalize's ``CheXpert/`` folder (``val/``).
+def _dataset_classes():
+    """This module's dataset classes (the torch side), made on first use: see
+    :mod:`radharmony.datasets.torch_side`."""
+    from ..data.dataset import BaseRadiologicalDataset
 
-    ``mask_task=`` (keyword): None (default) makes ``mask`` the union of the 10 findings, a name
-    in :data:`TASKS` that finding's mask; ``masks`` always holds all 10 channels.
-    """
+    class CheXlocalizeValDataset(BaseRadiologicalDataset):
+        """CheXlocalize validation; ``base_image_dir`` is the CheXpert release folder (``valid/``,
+        shared with ``chexpert_valid``) or CheXlocalize's ``CheXpert/`` folder (``val/``).
 
-    harmonizer_class = CheXlocalizeValHarmonizer
+        ``mask_task=`` (keyword): None (default) makes ``mask`` the union of the 10 findings, a name
+        in :data:`TASKS` that finding's mask; ``masks`` always holds all 10 channels.
+        """
 
-    def __init__(self, *args, mask_task: str | None = None, **kwargs):
-        if mask_task is not None and mask_task not in TASKS:
-            raise RadHarmonyError("Unknown CheXlocalize mask_task",
-                                  expected=f"None or one of {list(TASKS)}",
-                                  found=repr(mask_task),
-                                  fix="pass a JSON task name, e.g. mask_task='Airspace Opacity'")
-        self.mask_task = mask_task
-        super().__init__(*args, **kwargs)
+        harmonizer_class = CheXlocalizeValHarmonizer
 
-    def source_masks(self, index: int) -> np.ndarray:
-        """Row ``index``'s (height, width, 10) uint8 masks, one channel per :data:`TASKS`
-        entry, at the segmentation's resolution (the image's size when it has none)."""
-        key = self.rows.ids[index]
-        memo = getattr(self, "_masks_memo", None)
-        if memo is not None and memo[0] == key:  # mask and masks of one sample decode once
-            return memo[1]
-        masks = self._decode_masks(index)
-        self._masks_memo = (key, masks)
-        return masks
+        def __init__(self, *args, mask_task: str | None = None, **kwargs):
+            if mask_task is not None and mask_task not in TASKS:
+                raise RadHarmonyError("Unknown CheXlocalize mask_task",
+                                      expected=f"None or one of {list(TASKS)}",
+                                      found=repr(mask_task),
+                                      fix="pass a JSON task name, e.g. "
+                                          "mask_task='Airspace Opacity'")
+            self.mask_task = mask_task
+            super().__init__(*args, **kwargs)
 
-    def _decode_masks(self, index: int) -> np.ndarray:
-        df = self.harmonized_df
-        cell = df["segmentations"].iat[index]
-        if isinstance(cell, str):
-            cell = parse_literal(cell)
-        h, w = df["mask_height"].iat[index], df["mask_width"].iat[index]
-        if not cell or pd.isna(h) or pd.isna(w):
-            from PIL import Image
+        def source_masks(self, index: int) -> np.ndarray:
+            """Row ``index``'s (height, width, 10) uint8 masks, one channel per :data:`TASKS`
+            entry, at the segmentation's resolution (the image's size when it has none)."""
+            key = self.rows.ids[index]
+            memo = getattr(self, "_masks_memo", None)
+            if memo is not None and memo[0] == key:  # mask and masks of one sample decode once
+                return memo[1]
+            masks = self._decode_masks(index)
+            self._masks_memo = (key, masks)
+            return masks
 
-            with Image.open(self.image_file(index)) as im:  # header only: the JPEG's size
-                w, h = im.size
-            return np.zeros((int(h), int(w), len(TASKS)), np.uint8)
-        out = np.zeros((int(h), int(w), len(TASKS)), np.uint8)
-        for k, task in enumerate(TASKS):
-            if cell.get(task):
-                out[..., k] = coco_rle_decode({"size": [int(h), int(w)], "counts": cell[task]},
-                                              where=f"{df['cxr_id'].iat[index]}, {task}")
-        return out
+        def _decode_masks(self, index: int) -> np.ndarray:
+            df = self.harmonized_df
+            cell = df["segmentations"].iat[index]
+            if isinstance(cell, str):
+                cell = parse_literal(cell)
+            h, w = df["mask_height"].iat[index], df["mask_width"].iat[index]
+            if not cell or pd.isna(h) or pd.isna(w):
+                from PIL import Image
 
-    def source_mask(self, index: int) -> np.ndarray:
-        masks = self.source_masks(index)
-        if self.mask_task is not None:
-            return masks[..., TASKS.index(self.mask_task)]
-        return masks.max(axis=2)
+                with Image.open(self.image_file(index)) as im:  # header only: the JPEG's size
+                    w, h = im.size
+                return np.zeros((int(h), int(w), len(TASKS)), np.uint8)
+            out = np.zeros((int(h), int(w), len(TASKS)), np.uint8)
+            for k, task in enumerate(TASKS):
+                if cell.get(task):
+                    out[..., k] = coco_rle_decode({"size": [int(h), int(w)], "counts": cell[task]},
+                                                  where=f"{df['cxr_id'].iat[index]}, {task}")
+            return out
 
-    def add_outputs(self, index: int, sample: dict, box) -> None:
-        super().add_outputs(index, sample, box)
-        if "mask" in sample:
-            import torch
-
+        def source_mask(self, index: int) -> np.ndarray:
             masks = self.source_masks(index)
-            if box is not None:
-                masks = box.mask(masks)
-            sample["masks"] = torch.from_numpy(np.ascontiguousarray(masks.transpose(2, 0, 1)))
+            if self.mask_task is not None:
+                return masks[..., TASKS.index(self.mask_task)]
+            return masks.max(axis=2)
+
+        def add_outputs(self, index: int, sample: dict, box) -> None:
+            super().add_outputs(index, sample, box)
+            if "mask" in sample:
+                import torch
+
+                masks = self.source_masks(index)
+                if box is not None:
+                    masks = box.mask(masks)
+                sample["masks"] = torch.from_numpy(np.ascontiguousarray(masks.transpose(2, 0, 1)))
+
+    class CheXlocalizeTestDataset(CheXlocalizeValDataset):
+        """CheXlocalize test; ``base_image_dir`` is CheXlocalize's ``CheXpert/`` folder
+        (``test/``)."""
+
+        harmonizer_class = CheXlocalizeTestHarmonizer
+
+    return CheXlocalizeValDataset, CheXlocalizeTestDataset
 
 
-class CheXlocalizeTestDataset(CheXlocalizeValDataset):
-    """CheXlocalize test; ``base_image_dir`` is CheXlocalize's ``CheXpert/`` folder
-    (``test/``)."""
-
-    harmonizer_class = CheXlocalizeTestHarmonizer
+__getattr__ = torch_side(__name__, _dataset_classes)
 
 
 __all__ = ["CheXlocalizeValHarmonizer", "CheXlocalizeValDataset", "CheXlocalizeTestHarmonizer",

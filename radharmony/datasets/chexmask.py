@@ -47,12 +47,12 @@ import numpy as np
 import pandas as pd
 
 from ..table.harmonizer import BaseHarmonizer, Inputs
-from ..data.dataset import BaseRadiologicalDataset
 from ..errors import MetadataError, MetadataNotFoundError
 from ..annotations.masks import rle_decode
 from ..spec import DatasetSpec, Identity
 from ..table.locate import find_optional
 from ..table.read_csv import check_cells, numeric_columns, read_table, require_columns
+from .torch_side import torch_side
 
 # -- declarative spec ----------------------------------------------------------------------------
 COMMON = ("Dice RCA (Mean)", "Dice RCA (Max)", "Landmarks", "Left Lung", "Right Lung", "Heart",
@@ -274,53 +274,59 @@ class CheXmaskPadChestHarmonizer(CheXmaskNIHHarmonizer):
 
 
 # -- dataset classes ------------------------------------------------------------------------------
-class _CheXmaskDataset(BaseRadiologicalDataset):
-    def source_mask(self, index: int) -> np.ndarray:
-        row = self.harmonized_df.iloc[index]
-        h, w = (int(row[k]) if pd.notna(row[k]) else FALLBACK_SIZE for k in ("height", "width"))
-        out = np.zeros((h, w), np.uint8)
-        for value, col in enumerate(MASKS, 1):
-            where = f"{self.harmonizer.csv_path}, {row['image_path']}, {col}"
-            out[decode_chexmask(row[col.lower().replace(" ", "_")], height=h, width=w,
-                                where=where) > 0] = value
-        return out
+def _dataset_classes():
+    """This module's dataset classes (the torch side), made on first use: see
+    :mod:`radharmony.datasets.torch_side`."""
+    from ..data.dataset import BaseRadiologicalDataset
 
-    def landmarks(self, index: int) -> np.ndarray:
-        """The image's (120, 2) contour landmarks in source pixels (x, y)."""
-        value = self.harmonized_df["landmarks"].iat[index]
-        return parse_landmarks(json.dumps(value) if isinstance(value, list) else value)
+    class _CheXmaskDataset(BaseRadiologicalDataset):
+        def source_mask(self, index: int) -> np.ndarray:
+            row = self.harmonized_df.iloc[index]
+            h, w = (int(row[k]) if pd.notna(row[k]) else FALLBACK_SIZE for k in ("height", "width"))
+            out = np.zeros((h, w), np.uint8)
+            for value, col in enumerate(MASKS, 1):
+                where = f"{self.harmonizer.csv_path}, {row['image_path']}, {col}"
+                out[decode_chexmask(row[col.lower().replace(" ", "_")], height=h, width=w,
+                                    where=where) > 0] = value
+            return out
+
+        def landmarks(self, index: int) -> np.ndarray:
+            """The image's (120, 2) contour landmarks in source pixels (x, y)."""
+            value = self.harmonized_df["landmarks"].iat[index]
+            return parse_landmarks(json.dumps(value) if isinstance(value, list) else value)
+
+    class CheXmaskNIHDataset(_CheXmaskDataset):
+        """CheXmask on NIH; ``base_image_dir`` is NIH's ``images/`` folder."""
+
+        harmonizer_class = CheXmaskNIHHarmonizer
+
+    class CheXmaskCheXpertDataset(_CheXmaskDataset):
+        """CheXmask on CheXpert; ``base_image_dir`` is the CheXpert release folder."""
+
+        harmonizer_class = CheXmaskCheXpertHarmonizer
+
+    class CheXmaskVinDrDataset(_CheXmaskDataset):
+        """CheXmask on VinDr-CXR; ``base_image_dir`` is VinDr's ``train/`` folder."""
+
+        harmonizer_class = CheXmaskVinDrHarmonizer
+
+    class CheXmaskMIMICDataset(_CheXmaskDataset):
+        """CheXmask on MIMIC-CXR-JPG; ``base_image_dir`` is the MIMIC-CXR-JPG root (holding
+        ``files/`` and the metadata table)."""
+
+        harmonizer_class = CheXmaskMIMICHarmonizer
+
+    class CheXmaskPadChestDataset(_CheXmaskDataset):
+        """CheXmask on PadChest; ``base_image_dir`` is the PadChest root (``<ImageDir>/`` folders
+        and the PadChest table)."""
+
+        harmonizer_class = CheXmaskPadChestHarmonizer
+
+    return (_CheXmaskDataset, CheXmaskNIHDataset, CheXmaskCheXpertDataset, CheXmaskVinDrDataset,
+            CheXmaskMIMICDataset, CheXmaskPadChestDataset)
 
 
-class CheXmaskNIHDataset(_CheXmaskDataset):
-    """CheXmask on NIH; ``base_image_dir`` is NIH's ``images/`` folder."""
-
-    harmonizer_class = CheXmaskNIHHarmonizer
-
-
-class CheXmaskCheXpertDataset(_CheXmaskDataset):
-    """CheXmask on CheXpert; ``base_image_dir`` is the CheXpert release folder."""
-
-    harmonizer_class = CheXmaskCheXpertHarmonizer
-
-
-class CheXmaskVinDrDataset(_CheXmaskDataset):
-    """CheXmask on VinDr-CXR; ``base_image_dir`` is VinDr's ``train/`` folder."""
-
-    harmonizer_class = CheXmaskVinDrHarmonizer
-
-
-class CheXmaskMIMICDataset(_CheXmaskDataset):
-    """CheXmask on MIMIC-CXR-JPG; ``base_image_dir`` is the MIMIC-CXR-JPG root (holding
-    ``files/`` and the metadata table)."""
-
-    harmonizer_class = CheXmaskMIMICHarmonizer
-
-
-class CheXmaskPadChestDataset(_CheXmaskDataset):
-    """CheXmask on PadChest; ``base_image_dir`` is the PadChest root (``<ImageDir>/`` folders
-    and the PadChest table)."""
-
-    harmonizer_class = CheXmaskPadChestHarmonizer
+__getattr__ = torch_side(__name__, _dataset_classes)
 
 
 __all__ = ["CheXmaskMIMICHarmonizer", "CheXmaskMIMICDataset", "CheXmaskPadChestHarmonizer",

@@ -22,10 +22,10 @@ from dataclasses import replace
 import pandas as pd
 
 from ..table.harmonizer import BaseHarmonizer, Inputs
-from ..data.dataset import BaseRadiologicalDataset
 from ..table.read_csv import check_cells, read_csv_table
 from ..annotations.labels import UncertainLabelsMixin, decode_cells
 from ..spec import DatasetSpec, Identity
+from .torch_side import torch_side
 
 # -- declarative spec ----------------------------------------------------------------------------
 LABELS = ("No Finding", "Enlarged Cardiomediastinum", "Cardiomegaly", "Lung Opacity",
@@ -114,17 +114,26 @@ class CheXpertValidHarmonizer(CheXpertHarmonizer):
 
 
 # -- thin dataset classes --------------------------------------------------------------------------
-class CheXpertDataset(UncertainLabelsMixin, BaseRadiologicalDataset):
-    """CheXpert train; ``base_image_dir`` is the release folder (``CheXpert-v1.0-small/``).
+def _dataset_classes():
+    """This module's dataset classes (the torch side), made on first use: see
+    :mod:`radharmony.datasets.torch_side`."""
+    from ..data.dataset import BaseRadiologicalDataset
 
-    ``uncertain=`` (keyword): ``"keep"`` (default, -1 in ``cls``), ``"zeros"`` or ``"ones"``.
-    """
-    harmonizer_class = CheXpertHarmonizer
+    class CheXpertDataset(UncertainLabelsMixin, BaseRadiologicalDataset):
+        """CheXpert train; ``base_image_dir`` is the release folder (``CheXpert-v1.0-small/``).
+
+        ``uncertain=`` (keyword): ``"keep"`` (default, -1 in ``cls``), ``"zeros"`` or ``"ones"``.
+        """
+        harmonizer_class = CheXpertHarmonizer
+
+    class CheXpertValidDataset(UncertainLabelsMixin, BaseRadiologicalDataset):
+        """CheXpert validation split; ``base_image_dir`` is the release folder."""
+        harmonizer_class = CheXpertValidHarmonizer
+
+    return CheXpertDataset, CheXpertValidDataset
 
 
-class CheXpertValidDataset(UncertainLabelsMixin, BaseRadiologicalDataset):
-    """CheXpert validation split; ``base_image_dir`` is the release folder."""
-    harmonizer_class = CheXpertValidHarmonizer
+__getattr__ = torch_side(__name__, _dataset_classes)
 
 
 __all__ = ["CheXpertHarmonizer", "CheXpertDataset", "CheXpertValidHarmonizer",

@@ -34,13 +34,13 @@ import numpy as np
 import pandas as pd
 
 from ..table.harmonizer import BaseHarmonizer, Inputs
-from ..data.dataset import BaseRadiologicalDataset
 from ..errors import MetadataError
 from ..annotations.labels import UncertainLabelsMixin
 from ..spec import DatasetSpec, Identity
 from ..table.read_csv import check_cells, read_csv_table
 from .chexpert import LABEL_MAP as CHEXPERT_LABEL_MAP
 from .chexpert import LABELS, SEX_MAP, SPLIT_MAP, VIEW_MAP
+from .torch_side import torch_side
 
 # -- declarative spec ----------------------------------------------------------------------------
 COLUMNS = ("path_to_image", "path_to_dcm", "frontal_lateral", "ap_pa", "deid_patient_id",
@@ -182,14 +182,24 @@ class CheXpertPlusHarmonizer(BaseHarmonizer):
 
 
 # -- dataset --------------------------------------------------------------------------------------
-class CheXpertPlusDataset(UncertainLabelsMixin, BaseRadiologicalDataset):
-    """CheXpert-Plus; ``base_image_dir`` is the CheXpert release folder (JPEGs, the same files
-    and cache entries as ``chexpert``) or the PNG release's ``PNG/`` folder.
+def _dataset_classes():
+    """This module's dataset classes (the torch side), made on first use: see
+    :mod:`radharmony.datasets.torch_side`."""
+    from ..data.dataset import BaseRadiologicalDataset
 
-    ``output_report=True`` gives the whole ``report``; ``uncertain=`` as for CheXpert.
-    """
+    class CheXpertPlusDataset(UncertainLabelsMixin, BaseRadiologicalDataset):
+        """CheXpert-Plus; ``base_image_dir`` is the CheXpert release folder (JPEGs, the same files
+        and cache entries as ``chexpert``) or the PNG release's ``PNG/`` folder.
 
-    harmonizer_class = CheXpertPlusHarmonizer
+        ``output_report=True`` gives the whole ``report``; ``uncertain=`` as for CheXpert.
+        """
+
+        harmonizer_class = CheXpertPlusHarmonizer
+
+    return CheXpertPlusDataset,
+
+
+__getattr__ = torch_side(__name__, _dataset_classes)
 
 
 __all__ = ["CheXpertPlusHarmonizer", "CheXpertPlusDataset"]

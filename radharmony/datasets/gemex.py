@@ -23,11 +23,11 @@ import re
 from ..errors import MetadataError
 from ..table.harmonizer import Inputs
 from ..table.read_json import read_jsonl
-from ..vqa.dataset import VQADataset
 from ..vqa.harmonizer import BaseVQAHarmonizer
 from ..spec import Identity
 from ..vqa.table import normalise_options, option_text, vqa_spec
 from .mimic import VIEW_MAP, files_path
+from .torch_side import torch_side
 
 #: file -> (question-id prefix, answer format)
 FILES = {"open_ended_question.jsonl": ("open", "open"),
@@ -109,9 +109,19 @@ class GEMeXVQAHarmonizer(BaseVQAHarmonizer):
         return cols
 
 
-class GEMeXVQADataset(VQADataset):
-    """GEMeX-VQA; ``base_image_dir`` is MIMIC-CXR-JPG's root (holding ``files/``)."""
-    harmonizer_class = GEMeXVQAHarmonizer
+def _dataset_classes():
+    """This module's dataset classes (the torch side), made on first use: see
+    :mod:`radharmony.datasets.torch_side`."""
+    from ..vqa.dataset import VQADataset
+
+    class GEMeXVQADataset(VQADataset):
+        """GEMeX-VQA; ``base_image_dir`` is MIMIC-CXR-JPG's root (holding ``files/``)."""
+        harmonizer_class = GEMeXVQAHarmonizer
+
+    return GEMeXVQADataset,
+
+
+__getattr__ = torch_side(__name__, _dataset_classes)
 
 
 __all__ = ["GEMeXVQAHarmonizer", "GEMeXVQADataset"]

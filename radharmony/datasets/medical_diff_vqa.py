@@ -26,11 +26,11 @@ from ..errors import MetadataError, MetadataNotFoundError
 from ..table.harmonizer import Inputs
 from ..table.locate import find_optional
 from ..table.read_csv import read_table, require_columns
-from ..vqa.dataset import VQADataset
 from ..vqa.harmonizer import BaseVQAHarmonizer
 from ..spec import Identity
 from ..vqa.table import REFERENCE, answer_format, vqa_spec
 from .mimic import VIEW_MAP, image_file
+from .torch_side import torch_side
 
 QUESTION_COLUMNS = ("study_id", "subject_id", "ref_id", "question_type", "question", "answer",
                     "split")
@@ -116,9 +116,19 @@ class MedicalDiffVQAHarmonizer(BaseVQAHarmonizer):
                 .astype("Int64").tolist()}
 
 
-class MedicalDiffVQADataset(VQADataset):
-    """Medical-Diff-VQA; ``base_image_dir`` is MIMIC-CXR-JPG's root (holding ``files/``)."""
-    harmonizer_class = MedicalDiffVQAHarmonizer
+def _dataset_classes():
+    """This module's dataset classes (the torch side), made on first use: see
+    :mod:`radharmony.datasets.torch_side`."""
+    from ..vqa.dataset import VQADataset
+
+    class MedicalDiffVQADataset(VQADataset):
+        """Medical-Diff-VQA; ``base_image_dir`` is MIMIC-CXR-JPG's root (holding ``files/``)."""
+        harmonizer_class = MedicalDiffVQAHarmonizer
+
+    return MedicalDiffVQADataset,
+
+
+__getattr__ = torch_side(__name__, _dataset_classes)
 
 
 __all__ = ["MedicalDiffVQAHarmonizer", "MedicalDiffVQADataset"]

@@ -29,13 +29,13 @@ import pandas as pd
 
 from ..table.harmonizer import BaseHarmonizer, Inputs
 from ..annotations.labels import UncertainLabelsMixin
-from ..data.dataset import BaseRadiologicalDataset
 from ..errors import MetadataNotFoundError
 from ..spec import DatasetSpec, Identity
 from .chexpert import LABEL_MAP as CHEXPERT_LABEL_MAP
 from .report_labels import ReportLabelsDataset, ReportLabelsHarmonizer
 from ..table.locate import find_optional
 from ..table.read_csv import numeric_columns, read_table, require_columns
+from .torch_side import torch_side
 
 # -- declarative spec ----------------------------------------------------------------------------
 VERSION = "2.0.0"  # MIMIC-CXR-JPG 2.1.0 still ships the 2.0.0-named tables
@@ -197,12 +197,28 @@ def _study_labels(table: pd.DataFrame | None, study: pd.Series, source: str) -> 
 
 
 # -- dataset --------------------------------------------------------------------------------------
-class MIMICCXRJPGDataset(UncertainLabelsMixin, ReportLabelsDataset, BaseRadiologicalDataset):
-    """MIMIC-CXR-JPG; ``base_image_dir`` is the release root (holding ``files/`` and the
-    CSVs). The official split is the ``split`` column. ``uncertain=`` chooses what an
-    uncertain (-1) CheXpert-labeler value becomes (see :class:`UncertainLabelsMixin`)."""
+def _dataset_classes():
+    """This module's dataset classes (the torch side), made on first use: see
+    :mod:`radharmony.datasets.torch_side`."""
+    from ..data.dataset import BaseRadiologicalDataset
 
-    harmonizer_class = MIMICCXRJPGHarmonizer
+    class MIMICCXRJPGDataset(UncertainLabelsMixin, ReportLabelsDataset, BaseRadiologicalDataset):
+        """MIMIC-CXR-JPG; ``base_image_dir`` is the release root (holding ``files/`` and the
+        CSVs). The official split is the ``split`` column. ``uncertain=`` chooses what an
+        uncertain (-1) CheXpert-labeler value becomes (see :class:`UncertainLabelsMixin`)."""
+
+        harmonizer_class = MIMICCXRJPGHarmonizer
+
+    class MIMICCXRJPGTestDataset(ReportLabelsDataset, BaseRadiologicalDataset):
+        """The radiologist-labelled MIMIC-CXR-JPG test set; ``base_image_dir`` as for
+        :class:`MIMICCXRJPGDataset`."""
+
+        harmonizer_class = MIMICCXRJPGTestHarmonizer
+
+    return MIMICCXRJPGDataset, MIMICCXRJPGTestDataset
+
+
+__getattr__ = torch_side(__name__, _dataset_classes)
 
 
 # -- the radiologist-labelled test set (MIMIC-CXR-JPG 2.1.0) ------------------------------------
@@ -250,13 +266,6 @@ class MIMICCXRJPGTestHarmonizer(MIMICCXRJPGHarmonizer):
         meta = meta[meta["study_id"].astype(str).isin(set(labels["study_id"]))]
         return super().harmonize_raw({**raw, "metadata": meta, "chexpert": labels},
                                      source=source)
-
-
-class MIMICCXRJPGTestDataset(ReportLabelsDataset, BaseRadiologicalDataset):
-    """The radiologist-labelled MIMIC-CXR-JPG test set; ``base_image_dir`` as for
-    :class:`MIMICCXRJPGDataset`."""
-
-    harmonizer_class = MIMICCXRJPGTestHarmonizer
 
 
 __all__ = ["MIMICCXRJPGHarmonizer", "MIMICCXRJPGDataset", "MIMICCXRJPGTestHarmonizer",

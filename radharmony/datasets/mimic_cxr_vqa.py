@@ -15,11 +15,11 @@ within a file); ``answer`` joins the answer list with ``", "`` (an empty list: n
 
 from __future__ import annotations
 
-from ..vqa.dataset import VQADataset
 from ..vqa.harmonizer import BaseVQAHarmonizer
 from ..spec import Identity
 from ..vqa.table import TAXONOMY, vqa_spec
 from .mimic import VIEW_MAP, files_path
+from .torch_side import torch_side
 
 FILES = {"train.json": "train", "valid.json": "valid", "test.json": "test"}
 SPEC = vqa_spec("mimic_cxr_vqa", "MIMIC-CXR-VQA", metadata_files=("train.json",),
@@ -66,9 +66,19 @@ class MIMICCXRVQAHarmonizer(BaseVQAHarmonizer):
                 "image_id": [g("image_id") for _, g in get]}
 
 
-class MIMICCXRVQADataset(VQADataset):
-    """MIMIC-CXR-VQA; ``base_image_dir`` is MIMIC-CXR-JPG's root (holding ``files/``)."""
-    harmonizer_class = MIMICCXRVQAHarmonizer
+def _dataset_classes():
+    """This module's dataset classes (the torch side), made on first use: see
+    :mod:`radharmony.datasets.torch_side`."""
+    from ..vqa.dataset import VQADataset
+
+    class MIMICCXRVQADataset(VQADataset):
+        """MIMIC-CXR-VQA; ``base_image_dir`` is MIMIC-CXR-JPG's root (holding ``files/``)."""
+        harmonizer_class = MIMICCXRVQAHarmonizer
+
+    return MIMICCXRVQADataset,
+
+
+__getattr__ = torch_side(__name__, _dataset_classes)
 
 
 __all__ = ["MIMICCXRVQAHarmonizer", "MIMICCXRVQADataset"]

@@ -49,10 +49,10 @@ from ..table.harmonizer import Inputs
 from ..table.locate import find_optional
 from ..table.read_csv import read_table
 from ..table.read_parquet import column_values, parquet_names, read_parquet
-from ..vqa.dataset import VQADataset
 from ..vqa.harmonizer import BaseVQAHarmonizer
 from ..vqa.table import vqa_spec
 from .mimic import SIDE_FILES, SPLIT_COLUMNS, SPLIT_MAP, VIEW_MAP
+from .torch_side import torch_side
 
 try:  # qa.json read as records of the few fields used (the boxes are skipped unparsed)
     import msgspec
@@ -293,10 +293,20 @@ class MIMICExtCXRQBAHarmonizer(BaseVQAHarmonizer):
         return paths, view_lists
 
 
-class MIMICExtCXRQBADataset(VQADataset):
-    """MIMIC-Ext-CXR-QBA; ``base_image_dir`` is MIMIC-CXR-JPG's root (holding ``files/``),
-    ``csv_path`` an export's ``question_metadata.parquet``."""
-    harmonizer_class = MIMICExtCXRQBAHarmonizer
+def _dataset_classes():
+    """This module's dataset classes (the torch side), made on first use: see
+    :mod:`radharmony.datasets.torch_side`."""
+    from ..vqa.dataset import VQADataset
+
+    class MIMICExtCXRQBADataset(VQADataset):
+        """MIMIC-Ext-CXR-QBA; ``base_image_dir`` is MIMIC-CXR-JPG's root (holding ``files/``),
+        ``csv_path`` an export's ``question_metadata.parquet``."""
+        harmonizer_class = MIMICExtCXRQBAHarmonizer
+
+    return MIMICExtCXRQBADataset,
+
+
+__getattr__ = torch_side(__name__, _dataset_classes)
 
 
 __all__ = ["MIMICExtCXRQBADataset", "MIMICExtCXRQBAHarmonizer"]

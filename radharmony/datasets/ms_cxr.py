@@ -35,10 +35,10 @@ import numpy as np
 import pandas as pd
 
 from ..table.harmonizer import BaseHarmonizer, Inputs
-from ..data.dataset import BaseRadiologicalDataset
 from ..annotations.boxes import box_record
 from ..spec import DatasetSpec, Identity
 from ..table.read_csv import check_cells, lists_by, numeric_columns, read_table, require_columns
+from .torch_side import torch_side
 
 # -- declarative spec ----------------------------------------------------------------------------
 COLUMNS = ("dicom_id", "category_name", "label_text", "path", "x", "y", "w", "h",
@@ -170,40 +170,49 @@ class MSCXRTHarmonizer(BaseHarmonizer):
 
 
 # -- dataset classes ------------------------------------------------------------------------------
-class MSCXRDataset(BaseRadiologicalDataset):
-    """MS-CXR; ``base_image_dir`` is the MIMIC-CXR-JPG root (``files/`` under it).
-    ``output_bbox=True`` adds ``bbox_phrases``, the grounded phrase of each box."""
+def _dataset_classes():
+    """This module's dataset classes (the torch side), made on first use: see
+    :mod:`radharmony.datasets.torch_side`."""
+    from ..data.dataset import BaseRadiologicalDataset
 
-    harmonizer_class = MSCXRHarmonizer
+    class MSCXRDataset(BaseRadiologicalDataset):
+        """MS-CXR; ``base_image_dir`` is the MIMIC-CXR-JPG root (``files/`` under it).
+        ``output_bbox=True`` adds ``bbox_phrases``, the grounded phrase of each box."""
 
-    def add_outputs(self, index: int, sample: dict, box) -> None:
-        super().add_outputs(index, sample, box)
-        if "bbox" in sample:
-            chosen = self.box_selection.apply(self.rows.boxes[index])
-            sample["bbox_phrases"] = [b.get("phrase") for b in chosen]
+        harmonizer_class = MSCXRHarmonizer
+
+        def add_outputs(self, index: int, sample: dict, box) -> None:
+            super().add_outputs(index, sample, box)
+            if "bbox" in sample:
+                chosen = self.box_selection.apply(self.rows.boxes[index])
+                sample["bbox_phrases"] = [b.get("phrase") for b in chosen]
+
+    class MSCXRTDataset(BaseRadiologicalDataset):
+        """MS-CXR-T; ``base_image_dir`` is the MIMIC-CXR-JPG root. Every sample has ``img`` (the
+        current image) and ``prior_img`` (the prior study's image, same transform and cache); with
+        a user transform both are paths."""
+
+        harmonizer_class = MSCXRTHarmonizer
+
+        def _set_table(self, df: pd.DataFrame, *, derived: bool = False) -> None:
+            super()._set_table(df, derived=derived)
+            self._prior_paths = self.harmonized_df["prior_image_path"].to_numpy(dtype=object)
+
+        def add_outputs(self, index: int, sample: dict, box) -> None:
+            super().add_outputs(index, sample, box)
+            prior = copy.copy(self)  # the same dataset, reading the prior images' paths
+            prior.rows = dataclasses.replace(self.rows, paths=self._prior_paths)
+            prior.__dict__.pop("_files", None)  # the prior images get their own file table
+            if self.user_transform is None:
+                arr, _ = prior.load_image(index)
+                sample["prior_img"] = self.default_transform.to_tensor(arr, self.dtype)
+            else:
+                sample["prior_img"] = str(prior.image_file(index))
+
+    return MSCXRDataset, MSCXRTDataset
 
 
-class MSCXRTDataset(BaseRadiologicalDataset):
-    """MS-CXR-T; ``base_image_dir`` is the MIMIC-CXR-JPG root. Every sample has ``img`` (the
-    current image) and ``prior_img`` (the prior study's image, same transform and cache); with
-    a user transform both are paths."""
-
-    harmonizer_class = MSCXRTHarmonizer
-
-    def _set_table(self, df: pd.DataFrame, *, derived: bool = False) -> None:
-        super()._set_table(df, derived=derived)
-        self._prior_paths = self.harmonized_df["prior_image_path"].to_numpy(dtype=object)
-
-    def add_outputs(self, index: int, sample: dict, box) -> None:
-        super().add_outputs(index, sample, box)
-        prior = copy.copy(self)  # the same dataset, reading the prior images' paths
-        prior.rows = dataclasses.replace(self.rows, paths=self._prior_paths)
-        prior.__dict__.pop("_files", None)  # the prior images get their own file table
-        if self.user_transform is None:
-            arr, _ = prior.load_image(index)
-            sample["prior_img"] = self.default_transform.to_tensor(arr, self.dtype)
-        else:
-            sample["prior_img"] = str(prior.image_file(index))
+__getattr__ = torch_side(__name__, _dataset_classes)
 
 
 __all__ = ["MSCXRHarmonizer", "MSCXRDataset", "MSCXRTHarmonizer", "MSCXRTDataset"]

@@ -32,11 +32,11 @@ import numpy as np
 import pandas as pd
 
 from ..table.harmonizer import BaseHarmonizer, Inputs
-from ..data.dataset import BaseRadiologicalDataset
 from ..table.locate import find_optional
 from ..table.read_csv import check_cells, read_csv_table
 from ..annotations.labels import decode_cells, multi_hot
 from ..spec import DatasetSpec, Identity
+from .torch_side import torch_side
 
 # -- declarative spec ----------------------------------------------------------------------------
 COLUMNS = ("Image Index", "Finding Labels", "Follow-up #", "Patient ID", "Patient Age",
@@ -270,15 +270,25 @@ class NIHGoogleHarmonizer(BaseHarmonizer):
 
 
 # -- thin dataset classes --------------------------------------------------------------------------
-class NIHChestXray14Dataset(BaseRadiologicalDataset):
-    """NIH ChestX-ray14; ``base_image_dir`` is the ``images/`` folder. ``output_bbox`` gives the
-    984 expert boxes (images without boxes get none)."""
-    harmonizer_class = NIHChestXray14Harmonizer
+def _dataset_classes():
+    """This module's dataset classes (the torch side), made on first use: see
+    :mod:`radharmony.datasets.torch_side`."""
+    from ..data.dataset import BaseRadiologicalDataset
+
+    class NIHChestXray14Dataset(BaseRadiologicalDataset):
+        """NIH ChestX-ray14; ``base_image_dir`` is the ``images/`` folder. ``output_bbox`` gives the
+        984 expert boxes (images without boxes get none)."""
+        harmonizer_class = NIHChestXray14Harmonizer
+
+    class NIHGoogleDataset(BaseRadiologicalDataset):
+        """The 4,376 NIH images Google relabelled; ``base_image_dir`` is NIH's ``images/``
+        folder."""
+        harmonizer_class = NIHGoogleHarmonizer
+
+    return NIHChestXray14Dataset, NIHGoogleDataset
 
 
-class NIHGoogleDataset(BaseRadiologicalDataset):
-    """The 4,376 NIH images Google relabelled; ``base_image_dir`` is NIH's ``images/`` folder."""
-    harmonizer_class = NIHGoogleHarmonizer
+__getattr__ = torch_side(__name__, _dataset_classes)
 
 
 __all__ = ["NIHChestXray14Harmonizer", "NIHChestXray14Dataset", "NIHGoogleHarmonizer",

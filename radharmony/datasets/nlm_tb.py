@@ -34,10 +34,10 @@ import numpy as np
 import pandas as pd
 
 from ..table.harmonizer import BaseHarmonizer, Inputs
-from ..data.dataset import BaseRadiologicalDataset
 from ..errors import ImageReadError, MetadataError, MetadataNotFoundError
 from ..annotations.masks import merge_masks
 from ..spec import DatasetSpec
+from .torch_side import torch_side
 
 # -- declarative spec ----------------------------------------------------------------------------
 IMAGE_DIR = "CXR_png"
@@ -151,32 +151,41 @@ class ShenzhenHarmonizer(MontgomeryHarmonizer):
 
 
 # -- datasets -------------------------------------------------------------------------------------
-class MontgomeryDataset(BaseRadiologicalDataset):
-    """Montgomery set; ``base_image_dir`` is ``MontgomerySet/``. ``output_mask=True`` gives the
-    union of the left and right lung masks (``ManualMask/``)."""
+def _dataset_classes():
+    """This module's dataset classes (the torch side), made on first use: see
+    :mod:`radharmony.datasets.torch_side`."""
+    from ..data.dataset import BaseRadiologicalDataset
 
-    harmonizer_class = MontgomeryHarmonizer
+    class MontgomeryDataset(BaseRadiologicalDataset):
+        """Montgomery set; ``base_image_dir`` is ``MontgomerySet/``. ``output_mask=True`` gives the
+        union of the left and right lung masks (``ManualMask/``)."""
 
-    def source_mask(self, index: int) -> np.ndarray:
-        name = Path(self.harmonized_df["image_path"].iat[index]).name
-        parts = []
-        for d in MASK_DIRS:
-            path = self.base_image_dir / d / name
-            mask = cv2.imread(str(path), cv2.IMREAD_GRAYSCALE) if path.is_file() else None
-            if mask is None:
-                raise ImageReadError(f"Lung mask {path} is missing or unreadable",
-                                     expected="the release's ManualMask/{leftMask,rightMask}/"
-                                     f"{name}", found="no readable PNG",
-                                     fix="restore the ManualMask folder, or filter to rows "
-                                         "with has_mask")
-            parts.append((mask > 0).astype(np.uint8))
-        return merge_masks(parts, shape=parts[0].shape)
+        harmonizer_class = MontgomeryHarmonizer
+
+        def source_mask(self, index: int) -> np.ndarray:
+            name = Path(self.harmonized_df["image_path"].iat[index]).name
+            parts = []
+            for d in MASK_DIRS:
+                path = self.base_image_dir / d / name
+                mask = cv2.imread(str(path), cv2.IMREAD_GRAYSCALE) if path.is_file() else None
+                if mask is None:
+                    raise ImageReadError(f"Lung mask {path} is missing or unreadable",
+                                         expected="the release's ManualMask/{leftMask,rightMask}/"
+                                         f"{name}", found="no readable PNG",
+                                         fix="restore the ManualMask folder, or filter to rows "
+                                             "with has_mask")
+                parts.append((mask > 0).astype(np.uint8))
+            return merge_masks(parts, shape=parts[0].shape)
+
+    class ShenzhenDataset(BaseRadiologicalDataset):
+        """Shenzhen set; ``base_image_dir`` is ``Shenzhen-Hospital-CXR-Set/``."""
+
+        harmonizer_class = ShenzhenHarmonizer
+
+    return MontgomeryDataset, ShenzhenDataset
 
 
-class ShenzhenDataset(BaseRadiologicalDataset):
-    """Shenzhen set; ``base_image_dir`` is ``Shenzhen-Hospital-CXR-Set/``."""
-
-    harmonizer_class = ShenzhenHarmonizer
+__getattr__ = torch_side(__name__, _dataset_classes)
 
 
 __all__ = ["MontgomeryHarmonizer", "ShenzhenHarmonizer", "MontgomeryDataset",

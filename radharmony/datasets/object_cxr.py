@@ -27,7 +27,6 @@ import numpy as np
 import pandas as pd
 
 from ..table.harmonizer import BaseHarmonizer, Inputs
-from ..data.dataset import BaseRadiologicalDataset
 from ..annotations.boxes import box_record
 from ..annotations.coco import ellipse_mask, polygon_mask, rectangle_mask, shape_box
 from ..errors import ImageReadError, MetadataError
@@ -36,6 +35,7 @@ from ..annotations.masks import merge_masks
 from ..cells import parse_literal
 from ..spec import DatasetSpec
 from ..table.read_csv import read_table
+from .torch_side import torch_side
 
 # -- declarative spec ----------------------------------------------------------------------------
 COLUMNS = ("image_name", "annotation")
@@ -148,17 +148,26 @@ class _ObjectCXRMasks:
         return shapes_mask(shapes or [], (h, w))
 
 
-class ObjectCXRDataset(_ObjectCXRMasks, BaseRadiologicalDataset):
-    """Object-CXR train; ``base_image_dir`` is the release root holding ``train.csv`` and the
-    extracted ``train/`` folder."""
+def _dataset_classes():
+    """This module's dataset classes (the torch side), made on first use: see
+    :mod:`radharmony.datasets.torch_side`."""
+    from ..data.dataset import BaseRadiologicalDataset
 
-    harmonizer_class = ObjectCXRHarmonizer
+    class ObjectCXRDataset(_ObjectCXRMasks, BaseRadiologicalDataset):
+        """Object-CXR train; ``base_image_dir`` is the release root holding ``train.csv`` and the
+        extracted ``train/`` folder."""
+
+        harmonizer_class = ObjectCXRHarmonizer
+
+    class ObjectCXRDevDataset(_ObjectCXRMasks, BaseRadiologicalDataset):
+        """Object-CXR dev; ``base_image_dir`` is the release root (``dev.csv``, ``dev/``)."""
+
+        harmonizer_class = ObjectCXRDevHarmonizer
+
+    return ObjectCXRDataset, ObjectCXRDevDataset
 
 
-class ObjectCXRDevDataset(_ObjectCXRMasks, BaseRadiologicalDataset):
-    """Object-CXR dev; ``base_image_dir`` is the release root (``dev.csv``, ``dev/``)."""
-
-    harmonizer_class = ObjectCXRDevHarmonizer
+__getattr__ = torch_side(__name__, _dataset_classes)
 
 
 __all__ = ["ObjectCXRHarmonizer", "ObjectCXRDevHarmonizer", "ObjectCXRDataset",

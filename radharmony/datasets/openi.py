@@ -33,13 +33,13 @@ import numpy as np
 import pandas as pd
 
 from ..table.harmonizer import BaseHarmonizer, Inputs
-from ..data.dataset import BaseRadiologicalDataset
 from ..errors import MetadataError
 from ..spec import DatasetSpec
 from .report_labels import ReportLabelsDataset, ReportLabelsHarmonizer
 from ..table.locate import find_optional
 from ..table.read_csv import read_table
 from ..reports.format import format_report
+from .torch_side import torch_side
 
 # -- declarative spec ----------------------------------------------------------------------------
 DICOM_TABLE = ("nlmcxr_dicom_metadata.csv.gz", "nlmcxr_dicom_metadata.csv")
@@ -201,11 +201,21 @@ def _report_rows(name: str, data: bytes, source: str) -> list[list]:
 
 
 # -- dataset --------------------------------------------------------------------------------------
-class OpenIDataset(ReportLabelsDataset, BaseRadiologicalDataset):
-    """OpenI; ``base_image_dir`` holds the extracted ``NLMCXR_png.tgz`` (``<id>.png``);
-    ``NLMCXR_reports.tgz`` is found beside or above it."""
+def _dataset_classes():
+    """This module's dataset classes (the torch side), made on first use: see
+    :mod:`radharmony.datasets.torch_side`."""
+    from ..data.dataset import BaseRadiologicalDataset
 
-    harmonizer_class = OpenIHarmonizer
+    class OpenIDataset(ReportLabelsDataset, BaseRadiologicalDataset):
+        """OpenI; ``base_image_dir`` holds the extracted ``NLMCXR_png.tgz`` (``<id>.png``);
+        ``NLMCXR_reports.tgz`` is found beside or above it."""
+
+        harmonizer_class = OpenIHarmonizer
+
+    return OpenIDataset,
+
+
+__getattr__ = torch_side(__name__, _dataset_classes)
 
 
 __all__ = ["OpenIHarmonizer", "OpenIDataset"]

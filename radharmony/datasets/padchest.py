@@ -27,11 +27,11 @@ from pathlib import Path
 import pandas as pd
 
 from ..table.harmonizer import BaseHarmonizer, Inputs
-from ..data.dataset import BaseRadiologicalDataset
 from ..errors import MetadataError
 from ..table.read_csv import read_csv_table
 from ..annotations.labels import multi_hot
 from ..spec import DatasetSpec, Identity
+from .torch_side import torch_side
 
 # -- declarative spec ----------------------------------------------------------------------------
 COLUMNS = ("", "ImageID", "ImageDir", "StudyDate_DICOM", "StudyID", "PatientID", "PatientBirth",
@@ -173,9 +173,19 @@ class PadChestHarmonizer(BaseHarmonizer):
 
 
 # -- thin dataset class ----------------------------------------------------------------------------
-class PadChestDataset(BaseRadiologicalDataset):
-    """PadChest; ``base_image_dir`` holds the ``<ImageDir>/`` folders (``0/`` ... ``54/``)."""
-    harmonizer_class = PadChestHarmonizer
+def _dataset_classes():
+    """This module's dataset classes (the torch side), made on first use: see
+    :mod:`radharmony.datasets.torch_side`."""
+    from ..data.dataset import BaseRadiologicalDataset
+
+    class PadChestDataset(BaseRadiologicalDataset):
+        """PadChest; ``base_image_dir`` holds the ``<ImageDir>/`` folders (``0/`` ... ``54/``)."""
+        harmonizer_class = PadChestHarmonizer
+
+    return PadChestDataset,
+
+
+__getattr__ = torch_side(__name__, _dataset_classes)
 
 
 __all__ = ["PadChestHarmonizer", "PadChestDataset"]

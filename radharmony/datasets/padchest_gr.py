@@ -41,7 +41,6 @@ import numpy as np
 import pandas as pd
 
 from ..annotations.boxes import box_record
-from ..data.dataset import BaseRadiologicalDataset
 from ..errors import MetadataError
 from ..spec import DatasetSpec, Identity
 from ..table.harmonizer import BaseHarmonizer, Inputs
@@ -50,6 +49,7 @@ from ..table.read_csv import read_table, require_columns
 from ..table.read_json import read_json_file
 from .padchest import FILE as PADCHEST_FILE
 from .padchest import LABEL_MAP, LABEL_TERMS, LABELS
+from .torch_side import torch_side
 
 # -- declarative spec ----------------------------------------------------------------------------
 JSON_FILE = "grounded_reports_20240819.json"
@@ -215,18 +215,28 @@ class PadChestGRHarmonizer(BaseHarmonizer):
 
 
 # -- dataset --------------------------------------------------------------------------------------
-class PadChestGRDataset(BaseRadiologicalDataset):
-    """PadChest-GR; ``base_image_dir`` is the PadChest root (``<ImageDir>/`` folders, shared with
-    ``padchest``) or the PadChest-GR folder (``Padchest_GR_files/``). ``output_bbox=True`` adds
-    ``bbox_sentences`` (the English sentence of each box)."""
+def _dataset_classes():
+    """This module's dataset classes (the torch side), made on first use: see
+    :mod:`radharmony.datasets.torch_side`."""
+    from ..data.dataset import BaseRadiologicalDataset
 
-    harmonizer_class = PadChestGRHarmonizer
+    class PadChestGRDataset(BaseRadiologicalDataset):
+        """PadChest-GR; ``base_image_dir`` is the PadChest root (``<ImageDir>/`` folders,
+        shared with ``padchest``) or the PadChest-GR folder (``Padchest_GR_files/``).
+        ``output_bbox=True`` adds ``bbox_sentences`` (the English sentence of each box)."""
 
-    def add_outputs(self, index: int, sample: dict, box) -> None:
-        super().add_outputs(index, sample, box)
-        if "bbox" in sample:
-            chosen = self.box_selection.apply(self.rows.boxes[index])
-            sample["bbox_sentences"] = [b.get("sentence_en") for b in chosen]
+        harmonizer_class = PadChestGRHarmonizer
+
+        def add_outputs(self, index: int, sample: dict, box) -> None:
+            super().add_outputs(index, sample, box)
+            if "bbox" in sample:
+                chosen = self.box_selection.apply(self.rows.boxes[index])
+                sample["bbox_sentences"] = [b.get("sentence_en") for b in chosen]
+
+    return PadChestGRDataset,
+
+
+__getattr__ = torch_side(__name__, _dataset_classes)
 
 
 __all__ = ["PadChestGRHarmonizer", "PadChestGRDataset"]

@@ -25,13 +25,13 @@ import numpy as np
 import pandas as pd
 
 from ..table.harmonizer import BaseHarmonizer, Inputs
-from ..data.dataset import BaseRadiologicalDataset
 from ..errors import MetadataError
 from ..annotations.labels import decode_cells
 from ..cells import parse_literal
 from ..spec import DatasetSpec
 from ..table.locate import find_optional
 from ..table.read_csv import lists_by, read_csv_table, read_table, records
+from .torch_side import torch_side
 
 # -- declarative spec ----------------------------------------------------------------------------
 LABELS = ("ETT - Abnormal", "ETT - Borderline", "ETT - Normal", "NGT - Abnormal",
@@ -131,19 +131,29 @@ def _as_list(value) -> list:
     return [] if value is None or isinstance(value, float) else list(value)
 
 
-class RANZCRDataset(BaseRadiologicalDataset):
-    """RANZCR CLiP train; ``base_image_dir`` is the ``train/`` folder of ``<uid>.jpg`` files
-    (``train.csv`` and ``train_annotations.csv`` beside or above it). ``output_mask=True``
-    gives the traced lines as a label mask (see the module docstring)."""
+def _dataset_classes():
+    """This module's dataset classes (the torch side), made on first use: see
+    :mod:`radharmony.datasets.torch_side`."""
+    from ..data.dataset import BaseRadiologicalDataset
 
-    harmonizer_class = RANZCRHarmonizer
+    class RANZCRDataset(BaseRadiologicalDataset):
+        """RANZCR CLiP train; ``base_image_dir`` is the ``train/`` folder of ``<uid>.jpg`` files
+        (``train.csv`` and ``train_annotations.csv`` beside or above it). ``output_mask=True``
+        gives the traced lines as a label mask (see the module docstring)."""
 
-    def source_mask(self, index: int) -> np.ndarray:
-        from PIL import Image
+        harmonizer_class = RANZCRHarmonizer
 
-        with Image.open(self.image_file(index)) as im:  # header only: the JPEG's size
-            width, height = im.size
-        return draw_lines(_as_list(self.harmonized_df["lines"].iat[index]), (height, width))
+        def source_mask(self, index: int) -> np.ndarray:
+            from PIL import Image
+
+            with Image.open(self.image_file(index)) as im:  # header only: the JPEG's size
+                width, height = im.size
+            return draw_lines(_as_list(self.harmonized_df["lines"].iat[index]), (height, width))
+
+    return RANZCRDataset,
+
+
+__getattr__ = torch_side(__name__, _dataset_classes)
 
 
 __all__ = ["RANZCRHarmonizer", "RANZCRDataset"]

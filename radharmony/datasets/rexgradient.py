@@ -26,13 +26,13 @@ import numpy as np
 import pandas as pd
 
 from ..table.harmonizer import BaseHarmonizer, Inputs
-from ..data.dataset import BaseRadiologicalDataset
 from ..annotations.label_studio import join_boxes, read_label_studio
 from ..errors import MetadataError, MetadataFormatError
 from ..table.read_json import entry_columns, is_record, load_json, read_json_file
 from ..reports.format import SECTIONS, format_report, join_sections, section_texts
 from ..spec import DatasetSpec
 from .report_labels import ReportLabelsDataset, ReportLabelsHarmonizer
+from .torch_side import torch_side
 
 # -- declarative spec ----------------------------------------------------------------------------
 SPLITS = {"train": {"images": 238_968, "studies": 140_000, "patients": 95_716},
@@ -237,19 +237,27 @@ class ReXGradientTestHarmonizer(_ReXGradientHarmonizer):
     split, spec = "test", split_spec("test")
 
 
-class ReXGradientTrainDataset(ReportLabelsDataset, BaseRadiologicalDataset):
-    """ReXGradient-160K train split; ``base_image_dir`` is the extracted ``deid_png/``."""
-    harmonizer_class = ReXGradientTrainHarmonizer
+def _dataset_classes():
+    """This module's dataset classes (the torch side), made on first use: see
+    :mod:`radharmony.datasets.torch_side`."""
+    from ..data.dataset import BaseRadiologicalDataset
+
+    class ReXGradientTrainDataset(ReportLabelsDataset, BaseRadiologicalDataset):
+        """ReXGradient-160K train split; ``base_image_dir`` is the extracted ``deid_png/``."""
+        harmonizer_class = ReXGradientTrainHarmonizer
+
+    class ReXGradientValidDataset(ReportLabelsDataset, BaseRadiologicalDataset):
+        """ReXGradient-160K validation split; ``base_image_dir`` is the extracted ``deid_png/``."""
+        harmonizer_class = ReXGradientValidHarmonizer
+
+    class ReXGradientTestDataset(ReportLabelsDataset, BaseRadiologicalDataset):
+        """ReXGradient-160K public test split; ``base_image_dir`` is the extracted ``deid_png/``."""
+        harmonizer_class = ReXGradientTestHarmonizer
+
+    return ReXGradientTrainDataset, ReXGradientValidDataset, ReXGradientTestDataset
 
 
-class ReXGradientValidDataset(ReportLabelsDataset, BaseRadiologicalDataset):
-    """ReXGradient-160K validation split; ``base_image_dir`` is the extracted ``deid_png/``."""
-    harmonizer_class = ReXGradientValidHarmonizer
-
-
-class ReXGradientTestDataset(ReportLabelsDataset, BaseRadiologicalDataset):
-    """ReXGradient-160K public test split; ``base_image_dir`` is the extracted ``deid_png/``."""
-    harmonizer_class = ReXGradientTestHarmonizer
+__getattr__ = torch_side(__name__, _dataset_classes)
 
 
 __all__ = [f"ReXGradient{s}{k}" for s in ("Train", "Valid", "Test")

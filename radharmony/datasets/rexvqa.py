@@ -23,11 +23,11 @@ from typing import ClassVar
 from ..errors import MetadataError
 from ..table.harmonizer import Inputs
 from ..table.read_json import decoded_all, entry_columns, extend_columns, iter_json_entries
-from ..vqa.dataset import VQADataset
 from ..vqa.harmonizer import BaseVQAHarmonizer
 from ..vqa.table import TAXONOMY, key_images, normalise_options, option_text, vqa_spec
 from .rexgradient import (ACCESS as REXGRADIENT_ACCESS, EXTRA_OUTPUT_COLS, SECTIONS, VIEW_MAP,
                           raw_views, relative_paths, study_fields)
+from .torch_side import torch_side
 
 # -- declarative spec ----------------------------------------------------------------------------
 ACCESS = ("HuggingFace rajpurkarlab/ReXVQA (gated) for the questions; images from "
@@ -256,19 +256,27 @@ class ReXVQATestHarmonizer(_ReXVQAHarmonizer):
     split, spec = "test", split_spec("test")
 
 
-class ReXVQATrainDataset(VQADataset):
-    """ReXVQA train; ``base_image_dir`` is ReXGradient's extracted ``deid_png/``."""
-    harmonizer_class = ReXVQATrainHarmonizer
+def _dataset_classes():
+    """This module's dataset classes (the torch side), made on first use: see
+    :mod:`radharmony.datasets.torch_side`."""
+    from ..vqa.dataset import VQADataset
+
+    class ReXVQATrainDataset(VQADataset):
+        """ReXVQA train; ``base_image_dir`` is ReXGradient's extracted ``deid_png/``."""
+        harmonizer_class = ReXVQATrainHarmonizer
+
+    class ReXVQAValidDataset(VQADataset):
+        """ReXVQA validation; ``base_image_dir`` is ReXGradient's extracted ``deid_png/``."""
+        harmonizer_class = ReXVQAValidHarmonizer
+
+    class ReXVQATestDataset(VQADataset):
+        """ReXVQA test; ``base_image_dir`` is ReXGradient's extracted ``deid_png/``."""
+        harmonizer_class = ReXVQATestHarmonizer
+
+    return ReXVQATrainDataset, ReXVQAValidDataset, ReXVQATestDataset
 
 
-class ReXVQAValidDataset(VQADataset):
-    """ReXVQA validation; ``base_image_dir`` is ReXGradient's extracted ``deid_png/``."""
-    harmonizer_class = ReXVQAValidHarmonizer
-
-
-class ReXVQATestDataset(VQADataset):
-    """ReXVQA test; ``base_image_dir`` is ReXGradient's extracted ``deid_png/``."""
-    harmonizer_class = ReXVQATestHarmonizer
+__getattr__ = torch_side(__name__, _dataset_classes)
 
 
 __all__ = [f"ReXVQA{s}{k}" for s in ("Train", "Valid", "Test") for k in ("Harmonizer", "Dataset")]

@@ -34,12 +34,12 @@ import numpy as np
 import pandas as pd
 
 from ..table.harmonizer import BaseHarmonizer, Inputs
-from ..data.dataset import BaseRadiologicalDataset
 from ..errors import MetadataError
 from ..spec import DatasetSpec, Identity
 from ..table.read_json import read_json_file
 from ..table.locate import find_optional
 from ..table.read_csv import lists_by, numeric_columns, read_table, records, require_columns
+from .torch_side import torch_side
 
 # -- declarative spec ----------------------------------------------------------------------------
 COLUMNS = ("patientId", "x", "y", "width", "height", "Target")
@@ -207,11 +207,21 @@ def _mapping_images(mapping, ids: pd.Index, source: str) -> np.ndarray:
 
 
 # -- dataset --------------------------------------------------------------------------------------
-class RSNAPneumoniaDataset(BaseRadiologicalDataset):
-    """RSNA Pneumonia stage 2 train; ``base_image_dir`` is ``stage_2_train_images/`` and the
-    labels CSV is found beside or above it."""
+def _dataset_classes():
+    """This module's dataset classes (the torch side), made on first use: see
+    :mod:`radharmony.datasets.torch_side`."""
+    from ..data.dataset import BaseRadiologicalDataset
 
-    harmonizer_class = RSNAPneumoniaHarmonizer
+    class RSNAPneumoniaDataset(BaseRadiologicalDataset):
+        """RSNA Pneumonia stage 2 train; ``base_image_dir`` is ``stage_2_train_images/`` and the
+        labels CSV is found beside or above it."""
+
+        harmonizer_class = RSNAPneumoniaHarmonizer
+
+    return RSNAPneumoniaDataset,
+
+
+__getattr__ = torch_side(__name__, _dataset_classes)
 
 
 __all__ = ["RSNAPneumoniaHarmonizer", "RSNAPneumoniaDataset"]

@@ -26,10 +26,10 @@ import pandas as pd
 
 from ..table.locate import listed_paths
 from ..table.harmonizer import BaseHarmonizer, Inputs
-from ..data.dataset import BaseRadiologicalDataset
 from ..annotations.masks import merge_masks, rle_decode
 from ..spec import DatasetSpec, Identity
 from ..table.read_csv import lists_by, read_table, require_columns
+from .torch_side import torch_side
 
 # -- declarative spec ----------------------------------------------------------------------------
 COLUMNS = ("ImageId", " EncodedPixels")  # sic: leading space
@@ -90,22 +90,32 @@ class SIIMPneumothoraxHarmonizer(BaseHarmonizer):
 
 
 # -- dataset --------------------------------------------------------------------------------------
-class SIIMPneumothoraxDataset(BaseRadiologicalDataset):
-    """SIIM-ACR pneumothorax; ``base_image_dir`` is ``dicom-images-train/`` (searched for
-    ``.dcm`` files); ``output_mask=True`` gives ``mask`` (1, 224, 224) uint8, every instance
-    of the image merged."""
+def _dataset_classes():
+    """This module's dataset classes (the torch side), made on first use: see
+    :mod:`radharmony.datasets.torch_side`."""
+    from ..data.dataset import BaseRadiologicalDataset
 
-    harmonizer_class = SIIMPneumothoraxHarmonizer
+    class SIIMPneumothoraxDataset(BaseRadiologicalDataset):
+        """SIIM-ACR pneumothorax; ``base_image_dir`` is ``dicom-images-train/`` (searched for
+        ``.dcm`` files); ``output_mask=True`` gives ``mask`` (1, 224, 224) uint8, every instance
+        of the image merged."""
 
-    def source_mask(self, index: int) -> np.ndarray:
-        image_id = self.harmonized_df["study_id"].iat[index]
-        where = f"{self.harmonizer.csv_path or 'train-rle.csv'}, ImageId {image_id}"
-        codes = self.harmonized_df["rle"].iat[index]
-        if isinstance(codes, str):  # a table read back from CSV holds the list as JSON
-            codes = json.loads(codes) if codes.strip() else []
-        return merge_masks((rle_decode(code, height=MASK_SHAPE[0], width=MASK_SHAPE[1],
-                                       relative=True, order="F", where=where)
-                            for code in codes), shape=MASK_SHAPE)
+        harmonizer_class = SIIMPneumothoraxHarmonizer
+
+        def source_mask(self, index: int) -> np.ndarray:
+            image_id = self.harmonized_df["study_id"].iat[index]
+            where = f"{self.harmonizer.csv_path or 'train-rle.csv'}, ImageId {image_id}"
+            codes = self.harmonized_df["rle"].iat[index]
+            if isinstance(codes, str):  # a table read back from CSV holds the list as JSON
+                codes = json.loads(codes) if codes.strip() else []
+            return merge_masks((rle_decode(code, height=MASK_SHAPE[0], width=MASK_SHAPE[1],
+                                           relative=True, order="F", where=where)
+                                for code in codes), shape=MASK_SHAPE)
+
+    return SIIMPneumothoraxDataset,
+
+
+__getattr__ = torch_side(__name__, _dataset_classes)
 
 
 __all__ = ["SIIMPneumothoraxHarmonizer", "SIIMPneumothoraxDataset"]

@@ -30,13 +30,13 @@ import numpy as np
 import pandas as pd
 
 from ..table.harmonizer import BaseHarmonizer, Inputs
-from ..data.dataset import BaseRadiologicalDataset
 from ..annotations.boxes import box_record
 from ..errors import MetadataError
 from ..cells import parse_literal
 from ..spec import DatasetSpec
 from ..table.locate import find_optional, listed_paths
 from ..table.read_csv import read_table, require_columns
+from .torch_side import torch_side
 
 # -- declarative spec ----------------------------------------------------------------------------
 IMAGE_COLUMNS = ("id", "boxes", "label", "StudyInstanceUID")
@@ -160,11 +160,21 @@ def _study_labels(studies: pd.DataFrame | None, study: pd.Series, source: str) -
 
 
 # -- dataset --------------------------------------------------------------------------------------
-class SIIMCovidDataset(BaseRadiologicalDataset):
-    """SIIM-COVID train; ``base_image_dir`` is the competition folder (holding ``train/`` and
-    the two CSVs). Splits group by study (no patient ids exist)."""
+def _dataset_classes():
+    """This module's dataset classes (the torch side), made on first use: see
+    :mod:`radharmony.datasets.torch_side`."""
+    from ..data.dataset import BaseRadiologicalDataset
 
-    harmonizer_class = SIIMCovidHarmonizer
+    class SIIMCovidDataset(BaseRadiologicalDataset):
+        """SIIM-COVID train; ``base_image_dir`` is the competition folder (holding ``train/`` and
+        the two CSVs). Splits group by study (no patient ids exist)."""
+
+        harmonizer_class = SIIMCovidHarmonizer
+
+    return SIIMCovidDataset,
+
+
+__getattr__ = torch_side(__name__, _dataset_classes)
 
 
 __all__ = ["SIIMCovidHarmonizer", "SIIMCovidDataset"]

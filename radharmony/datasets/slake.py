@@ -14,9 +14,9 @@ patient and study. ``task`` is ``content_type``, ``category`` is ``location``.
 
 from __future__ import annotations
 
-from ..vqa.dataset import VQADataset
 from ..vqa.harmonizer import BaseVQAHarmonizer
 from ..vqa.table import text, typed_format, vqa_spec
+from .torch_side import torch_side
 
 #: split file -> split, in reading order (``validate.json`` is the original release's name)
 FILES = {"train.json": "train", "validation.json": "valid", "validate.json": "valid",
@@ -56,9 +56,19 @@ class SLAKEChestHarmonizer(BaseVQAHarmonizer):
                 "split_raw": [name.rsplit(".", 1)[0] for name, _, _ in rows]}
 
 
-class SLAKEChestDataset(VQADataset):
-    """SLAKE English X-ray questions; ``base_image_dir`` is the extracted ``imgs/``."""
-    harmonizer_class = SLAKEChestHarmonizer
+def _dataset_classes():
+    """This module's dataset classes (the torch side), made on first use: see
+    :mod:`radharmony.datasets.torch_side`."""
+    from ..vqa.dataset import VQADataset
+
+    class SLAKEChestDataset(VQADataset):
+        """SLAKE English X-ray questions; ``base_image_dir`` is the extracted ``imgs/``."""
+        harmonizer_class = SLAKEChestHarmonizer
+
+    return SLAKEChestDataset,
+
+
+__getattr__ = torch_side(__name__, _dataset_classes)
 
 
 __all__ = ["SLAKEChestHarmonizer", "SLAKEChestDataset"]

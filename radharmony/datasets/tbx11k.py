@@ -31,11 +31,11 @@ import numpy as np
 import pandas as pd
 
 from ..table.harmonizer import BaseHarmonizer, Inputs
-from ..data.dataset import BaseRadiologicalDataset
 from ..annotations.boxes import box_record
 from ..annotations.coco import coco_tables
 from ..table.read_json import read_coco
 from ..spec import DatasetSpec
+from .torch_side import torch_side
 
 # -- declarative spec ----------------------------------------------------------------------------
 CATEGORIES = ("ActiveTuberculosis", "ObsoletePulmonaryTuberculosis", "PulmonaryTuberculosis")
@@ -109,17 +109,26 @@ class TBX11KValHarmonizer(TBX11KHarmonizer):
 
 
 # -- datasets -------------------------------------------------------------------------------------
-class TBX11KDataset(BaseRadiologicalDataset):
-    """TBX11K train; ``base_image_dir`` is the release root (holding ``imgs/`` and
-    ``annotations/json/``)."""
+def _dataset_classes():
+    """This module's dataset classes (the torch side), made on first use: see
+    :mod:`radharmony.datasets.torch_side`."""
+    from ..data.dataset import BaseRadiologicalDataset
 
-    harmonizer_class = TBX11KHarmonizer
+    class TBX11KDataset(BaseRadiologicalDataset):
+        """TBX11K train; ``base_image_dir`` is the release root (holding ``imgs/`` and
+        ``annotations/json/``)."""
+
+        harmonizer_class = TBX11KHarmonizer
+
+    class TBX11KValDataset(BaseRadiologicalDataset):
+        """TBX11K val; ``base_image_dir`` is the release root."""
+
+        harmonizer_class = TBX11KValHarmonizer
+
+    return TBX11KDataset, TBX11KValDataset
 
 
-class TBX11KValDataset(BaseRadiologicalDataset):
-    """TBX11K val; ``base_image_dir`` is the release root."""
-
-    harmonizer_class = TBX11KValHarmonizer
+__getattr__ = torch_side(__name__, _dataset_classes)
 
 
 __all__ = ["TBX11KHarmonizer", "TBX11KValHarmonizer", "TBX11KDataset", "TBX11KValDataset"]

@@ -23,10 +23,10 @@ import numpy as np
 import pandas as pd
 
 from ..table.harmonizer import BaseHarmonizer, Inputs
-from ..data.dataset import BaseRadiologicalDataset
 from ..spec import DatasetSpec, Identity
 from ..annotations.boxes import BOX_KEYS
 from ..table.read_csv import lists_by, numeric_columns, read_table, records, require_columns
+from .torch_side import torch_side
 
 # -- declarative spec ----------------------------------------------------------------------------
 COLUMNS = ("image_id", "class_name", "class_id", "rad_id", "x_min", "y_min", "x_max", "y_max")
@@ -116,11 +116,21 @@ def _boxes_per_image(raw: pd.DataFrame, ids: pd.Index) -> list[list[dict]]:
 
 
 # -- dataset --------------------------------------------------------------------------------------
-class VinDrCXRDataset(BaseRadiologicalDataset):
-    """VinDr-CXR training set; ``base_image_dir`` is the folder of ``<image_id>.dicom`` files
-    (``train/``); ``train.csv`` is found beside or above it."""
+def _dataset_classes():
+    """This module's dataset classes (the torch side), made on first use: see
+    :mod:`radharmony.datasets.torch_side`."""
+    from ..data.dataset import BaseRadiologicalDataset
 
-    harmonizer_class = VinDrCXRHarmonizer
+    class VinDrCXRDataset(BaseRadiologicalDataset):
+        """VinDr-CXR training set; ``base_image_dir`` is the folder of ``<image_id>.dicom`` files
+        (``train/``); ``train.csv`` is found beside or above it."""
+
+        harmonizer_class = VinDrCXRHarmonizer
+
+    return VinDrCXRDataset,
+
+
+__getattr__ = torch_side(__name__, _dataset_classes)
 
 
 __all__ = ["VinDrCXRHarmonizer", "VinDrCXRDataset"]

@@ -24,9 +24,9 @@ from dataclasses import replace
 
 import pandas as pd
 
-from ..data.dataset import BaseRadiologicalDataset
 from ..spec import DatasetSpec
 from .vindr_physionet import VinDrPhysioNetHarmonizer, harmonize_labels
+from .torch_side import torch_side
 
 # -- declarative spec ----------------------------------------------------------------------------
 LABELS = ("No finding", "Bronchitis", "Brocho-pneumonia", "Other disease", "Bronchiolitis",
@@ -94,17 +94,26 @@ class VinDrPCXRTestHarmonizer(VinDrPCXRHarmonizer):
 
 
 # -- thin dataset classes --------------------------------------------------------------------------
-class VinDrPCXRDataset(BaseRadiologicalDataset):
-    """VinDr-PCXR train; ``base_image_dir`` is the release root (``train/``, ``test/`` and the
-    CSVs)."""
+def _dataset_classes():
+    """This module's dataset classes (the torch side), made on first use: see
+    :mod:`radharmony.datasets.torch_side`."""
+    from ..data.dataset import BaseRadiologicalDataset
 
-    harmonizer_class = VinDrPCXRHarmonizer
+    class VinDrPCXRDataset(BaseRadiologicalDataset):
+        """VinDr-PCXR train; ``base_image_dir`` is the release root (``train/``, ``test/`` and the
+        CSVs)."""
+
+        harmonizer_class = VinDrPCXRHarmonizer
+
+    class VinDrPCXRTestDataset(BaseRadiologicalDataset):
+        """VinDr-PCXR test; ``base_image_dir`` is the release root."""
+
+        harmonizer_class = VinDrPCXRTestHarmonizer
+
+    return VinDrPCXRDataset, VinDrPCXRTestDataset
 
 
-class VinDrPCXRTestDataset(BaseRadiologicalDataset):
-    """VinDr-PCXR test; ``base_image_dir`` is the release root."""
-
-    harmonizer_class = VinDrPCXRTestHarmonizer
+__getattr__ = torch_side(__name__, _dataset_classes)
 
 
 __all__ = ["VinDrPCXRHarmonizer", "VinDrPCXRDataset", "VinDrPCXRTestHarmonizer",

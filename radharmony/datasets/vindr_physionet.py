@@ -30,13 +30,13 @@ import numpy as np
 import pandas as pd
 
 from ..table.harmonizer import BaseHarmonizer, Inputs
-from ..data.dataset import BaseRadiologicalDataset
 from ..annotations.boxes import BOX_KEYS
 from ..annotations.labels import decode_cells
 from ..spec import DatasetSpec, Identity
 from ..table.locate import find_optional
 from ..table.read_csv import lists_by, numeric_columns, read_table, records, \
     require_columns
+from .torch_side import torch_side
 
 # -- declarative spec ----------------------------------------------------------------------------
 LABELS = ("Aortic enlargement", "Atelectasis", "Calcification", "Cardiomegaly",
@@ -208,17 +208,26 @@ class VinDrTestHarmonizer(VinDrPhysioNetHarmonizer):
 
 
 # -- thin dataset classes --------------------------------------------------------------------------
-class VinDrPhysioNetDataset(BaseRadiologicalDataset):
-    """VinDr-CXR PhysioNet train; ``base_image_dir`` is the release root (``1.0.0/``, holding
-    ``train/``, ``test/`` and ``annotations/``)."""
+def _dataset_classes():
+    """This module's dataset classes (the torch side), made on first use: see
+    :mod:`radharmony.datasets.torch_side`."""
+    from ..data.dataset import BaseRadiologicalDataset
 
-    harmonizer_class = VinDrPhysioNetHarmonizer
+    class VinDrPhysioNetDataset(BaseRadiologicalDataset):
+        """VinDr-CXR PhysioNet train; ``base_image_dir`` is the release root (``1.0.0/``, holding
+        ``train/``, ``test/`` and ``annotations/``)."""
+
+        harmonizer_class = VinDrPhysioNetHarmonizer
+
+    class VinDrTestDataset(BaseRadiologicalDataset):
+        """VinDr-CXR official 3,000-image test set; ``base_image_dir`` is the release root."""
+
+        harmonizer_class = VinDrTestHarmonizer
+
+    return VinDrPhysioNetDataset, VinDrTestDataset
 
 
-class VinDrTestDataset(BaseRadiologicalDataset):
-    """VinDr-CXR official 3,000-image test set; ``base_image_dir`` is the release root."""
-
-    harmonizer_class = VinDrTestHarmonizer
+__getattr__ = torch_side(__name__, _dataset_classes)
 
 
 __all__ = ["VinDrPhysioNetHarmonizer", "VinDrPhysioNetDataset", "VinDrTestHarmonizer",

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import posixpath
 
-from ..vqa.dataset import VQADataset
 from ..vqa.harmonizer import BaseVQAHarmonizer
 from ..vqa.table import text, typed_format, vqa_spec
+from .torch_side import torch_side
 
 ORGAN = "CHEST"
 SPEC = vqa_spec("vqa_rad_chest", "VQA-RAD (chest X-rays)",
@@ -58,9 +58,19 @@ class VQARADChestHarmonizer(BaseVQAHarmonizer):
                 "image_organ": [text(q.get("image_organ")) for q, _ in rows]}
 
 
-class VQARADChestDataset(VQADataset):
-    """VQA-RAD chest X-rays; ``base_image_dir`` is ``VQA_RAD Image Folder/``."""
-    harmonizer_class = VQARADChestHarmonizer
+def _dataset_classes():
+    """This module's dataset classes (the torch side), made on first use: see
+    :mod:`radharmony.datasets.torch_side`."""
+    from ..vqa.dataset import VQADataset
+
+    class VQARADChestDataset(VQADataset):
+        """VQA-RAD chest X-rays; ``base_image_dir`` is ``VQA_RAD Image Folder/``."""
+        harmonizer_class = VQARADChestHarmonizer
+
+    return VQARADChestDataset,
+
+
+__getattr__ = torch_side(__name__, _dataset_classes)
 
 
 __all__ = ["VQARADChestHarmonizer", "VQARADChestDataset"]

@@ -24,10 +24,8 @@ import warnings
 
 import numpy as np
 import pandas as pd
-import torch
 
 from ..table.harmonizer import BaseHarmonizer, Inputs
-from ..data.dataset import BaseRadiologicalDataset
 from ..annotations.boxes import BOX_KEYS, box_record
 from ..errors import MetadataError
 from ..cells import parse_literal
@@ -35,6 +33,7 @@ from ..annotations.spans import align_tokens, char_spans, detect_span_end
 from ..spec import DatasetSpec
 from .report_labels import ReportLabelsDataset, ReportLabelsHarmonizer
 from ..table.read_json import read_jsonl
+from .torch_side import torch_side
 
 # -- declarative spec ----------------------------------------------------------------------------
 FIELDS = ("xray_id", "image_file", "consensus_labels", "bounding_boxes", "report_text",
@@ -225,40 +224,51 @@ def _as_list(value) -> list:
     return [] if value is None or isinstance(value, float) else list(value)
 
 
-class XRaydarMultimodalDataset(ReportLabelsDataset, BaseRadiologicalDataset):
-    """All 979 X-Raydar exams; ``base_image_dir`` is the folder holding ``images/`` and
-    ``annotations.jsonl``. ``get_datasets(n_splits=k)`` / ``get_folds`` group by exam.
+def _dataset_classes():
+    """This module's dataset classes (the torch side), made on first use: see
+    :mod:`radharmony.datasets.torch_side`."""
+    import torch
+    from ..data.dataset import BaseRadiologicalDataset
 
-    Extra flags: ``output_report_spans`` adds ``report_spans`` (character offsets into
-    ``report``, end exclusive) and ``output_report_labels`` adds ``report_cls`` (45,), the
-    multi-hot of ``report_labels`` over :data:`REPORT_CATEGORIES`.
-    """
+    class XRaydarMultimodalDataset(ReportLabelsDataset, BaseRadiologicalDataset):
+        """All 979 X-Raydar exams; ``base_image_dir`` is the folder holding ``images/`` and
+        ``annotations.jsonl``. ``get_datasets(n_splits=k)`` / ``get_folds`` group by exam.
 
-    harmonizer_class = XRaydarMultimodalHarmonizer
+        Extra flags: ``output_report_spans`` adds ``report_spans`` (character offsets into
+        ``report``, end exclusive) and ``output_report_labels`` adds ``report_cls`` (45,), the
+        multi-hot of ``report_labels`` over :data:`REPORT_CATEGORIES`.
+        """
 
-    def __init__(self, base_image_dir=None, csv_path=None, transform=None, *,
-                 output_report_spans: bool = False, output_report_labels: bool = False,
-                 **kwargs):
-        super().__init__(base_image_dir, csv_path, transform, **kwargs)
-        self.outputs = self.outputs | self._supported_outputs(
-            report_spans=output_report_spans, report_labels=output_report_labels)
+        harmonizer_class = XRaydarMultimodalHarmonizer
 
-    def _set_table(self, df: pd.DataFrame, *, derived: bool = False) -> None:
-        super()._set_table(df, derived=derived)
-        self._char_spans = [_as_list(v) for v in df["report_char_spans"]]
-        index = {c: i for i, c in enumerate(REPORT_CATEGORIES)}
-        self._report_cls = np.zeros((len(df), len(REPORT_CATEGORIES)), np.float32)
-        for r, labels in enumerate(df["report_labels"]):
-            for lab in _as_list(labels):
-                if lab in index:
-                    self._report_cls[r, index[lab]] = 1.0
+        def __init__(self, base_image_dir=None, csv_path=None, transform=None, *,
+                     output_report_spans: bool = False, output_report_labels: bool = False,
+                     **kwargs):
+            super().__init__(base_image_dir, csv_path, transform, **kwargs)
+            self.outputs = self.outputs | self._supported_outputs(
+                report_spans=output_report_spans, report_labels=output_report_labels)
 
-    def add_outputs(self, index: int, sample: dict, box) -> None:
-        super().add_outputs(index, sample, box)
-        if "report_spans" in self.outputs:
-            sample["report_spans"] = [dict(s) for s in self._char_spans[index]]
-        if "report_labels" in self.outputs:
-            sample["report_cls"] = torch.from_numpy(self._report_cls[index].copy())
+        def _set_table(self, df: pd.DataFrame, *, derived: bool = False) -> None:
+            super()._set_table(df, derived=derived)
+            self._char_spans = [_as_list(v) for v in df["report_char_spans"]]
+            index = {c: i for i, c in enumerate(REPORT_CATEGORIES)}
+            self._report_cls = np.zeros((len(df), len(REPORT_CATEGORIES)), np.float32)
+            for r, labels in enumerate(df["report_labels"]):
+                for lab in _as_list(labels):
+                    if lab in index:
+                        self._report_cls[r, index[lab]] = 1.0
+
+        def add_outputs(self, index: int, sample: dict, box) -> None:
+            super().add_outputs(index, sample, box)
+            if "report_spans" in self.outputs:
+                sample["report_spans"] = [dict(s) for s in self._char_spans[index]]
+            if "report_labels" in self.outputs:
+                sample["report_cls"] = torch.from_numpy(self._report_cls[index].copy())
+
+    return XRaydarMultimodalDataset,
+
+
+__getattr__ = torch_side(__name__, _dataset_classes)
 
 
 __all__ = ["XRaydarMultimodalHarmonizer", "XRaydarMultimodalDataset"]
