@@ -29,7 +29,6 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
-import cv2
 import numpy as np
 import pandas as pd
 
@@ -154,6 +153,8 @@ class ShenzhenHarmonizer(MontgomeryHarmonizer):
 def _dataset_classes():
     """This module's dataset classes (the torch side), made on first use: see
     :mod:`radharmony.datasets.torch_side`."""
+    import cv2
+
     from ..data.dataset import BaseRadiologicalDataset
 
     class MontgomeryDataset(BaseRadiologicalDataset):

@@ -20,7 +20,6 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
-import cv2
 import numpy as np
 import pandas as pd
 
@@ -71,6 +70,8 @@ def parse_points(text, *, where: str) -> list[list[int]]:
 
 def draw_lines(lines, shape: tuple[int, int]) -> np.ndarray:
     """uint8 ``shape`` mask: each line drawn with value 1 + its label's index in LABELS."""
+    import cv2  # here: the harmonizer below imports this module without the image stack
+
     mask = np.zeros(shape, np.uint8)
     for line in lines:
         pts = np.round(np.asarray(line["points"], np.float64)).astype(np.int32).reshape(-1, 1, 2)
