@@ -7,8 +7,6 @@ import json
 import os
 import sys
 import threading
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +20,8 @@ from radharmony.viewer.mixture_index import RecordIndex
 import view_fixtures as vf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-from test_viewer import ARTIFACTS, browser  # noqa: E402,F401  (the headless Chromium fixture)
+# browser: the headless Chromium fixture; serving and _get: the HTTP harness
+from test_viewer import ARTIFACTS, _get, browser, serving  # noqa: E402,F401
 
 GROUNDED = record_id("nih", "phrase_grounding", "g0")
 TEMPORAL = record_id("rexgradient", "progression", "t0")
@@ -42,22 +41,8 @@ def mixture(sources, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(mixture):
-    srv = make_mixture_server(mixture, port=0, page_size=4,
-                              dataset_viewers={"nih_cxr14": "http://127.0.0.1:9/tok/"})
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
-
-
-def _get(url: str, *, headers: dict | None = None, method: str = "GET"):
-    req = urllib.request.Request(url, headers=headers or {}, method=method)
-    try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return r.status, r.headers.get("Content-Type"), r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.headers.get("Content-Type"), e.read()
+    yield from serving(make_mixture_server(mixture, port=0, page_size=4, dataset_viewers={
+        "nih_cxr14": "http://127.0.0.1:9/tok/"}))
 
 
 # -- the index ------------------------------------------------------------------------------------

@@ -88,14 +88,20 @@ def stub(tmp_path_factory) -> StubDataset:
                        output_report=True, output_bbox=True, cache_dir=None)
 
 
-@pytest.fixture(scope="module")
-def server(stub):
-    srv = make_server([stub], port=0, page_size=5)
+def serving(srv):
+    """Yield ``srv`` serving on a daemon thread, then shut it (a fixture's body)."""
     thread = threading.Thread(target=srv.serve_forever, daemon=True)
     thread.start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
+    try:
+        yield srv
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+@pytest.fixture(scope="module")
+def server(stub):
+    yield from serving(make_server([stub], port=0, page_size=5))
 
 
 def _get(url: str, *, headers: dict | None = None, method: str = "GET"):
