@@ -33,8 +33,10 @@ from .codec import ExportError
 
 
 class DeepImageWarning(UserWarning):
-    """Shards were written holding images deeper than 8 bits: read them with
-    :func:`exact_decoder` (``webdataset``'s built-in image decoders cut them to 8 bits)."""
+    """Images deeper than 8 bits were exported where a common reader cuts them to 8 bits:
+    WebDataset shards (read them with :func:`exact_decoder`; ``webdataset``'s built-in image
+    decoders clip), or a mixture's trainer file naming 16-bit PNGs (PIL's ``convert("RGB")``
+    clips: export with ``images="cache"``)."""
 
 
 #: member extensions :func:`exact_decoder` decodes (a source file without a suffix is stored

@@ -5,6 +5,7 @@ info --plot``, ``mix view``'s parser, and the training dataset over the built re
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -31,25 +32,64 @@ def _export(out: Path, fmt: str, dest: Path, *extra: str) -> dict:
 
 
 def test_every_format_of_a_built_mixture_is_read_by_its_trainer(mixture, tmp_path, capsys):
+    """Cached images (8-bit PNGs): the trainers open them with PIL, which reads neither the
+    VinDr DICOMs nor the 16-bit ReXGradient PNGs of the original files as they are."""
     records = pq.read_table(mixture / RECORDS_NAME).to_pylist()
     with_images = [r for r in records if r["image_paths"]]
-    llava = read_llava(_export(mixture, "llava", tmp_path / "llava.json"), "/")
-    # every image file the trainer would open exists (original mode: absolute paths)
+    images = tmp_path / "images"
+
+    def export(fmt: str, name: str) -> Path:
+        return _export(mixture, fmt, tmp_path / name, "--images", "cache")
+
+    llava = read_llava(export("llava", "llava.json"), images)
     assert llava and all(Path(f).is_file() for _, f in llava if f is not None)
     assert sum(f is None for _, f in llava) == len(records) - len(with_images)
-    one = read_onevision(_export(mixture, "llava-onevision", tmp_path / "ov.json"), "/")
+    one = read_onevision(export("llava-onevision", "ov.json"), images)
     assert len(one) == len(records)
     assert sum(len(fs) for _, fs in one) == sum(len(r["image_paths"]) for r in records)
-    rad = read_llava_rad(_export(mixture, "llava-rad", tmp_path / "rad.json"), "/")
+    rad = read_llava_rad(export("llava-rad", "rad.json"), images)
     assert rad and all(e["view"] in ("AP", "PA") for e, _ in rad)
-    chat = read_hf_chat(_export(mixture, "hf-chat", tmp_path / "chat.jsonl"))
+    chat = read_hf_chat(export("hf-chat", "chat.jsonl"))
     assert len(chat) == len(records)
-    ann = read_r2gen(_export(mixture, "r2gen", tmp_path / "annotation.json"), "/")
+    assert all((images / f).is_file() for r in chat for f in r["images"])
+    ann = read_r2gen(export("r2gen", "annotation.json"), images)
     reports = [r for r in records if r["family"] == "reports"]
     assert sum(len(v) for v in ann.values()) == len(reports) and ann["train"]
-    maira = read_maira2(_export(mixture, "maira2", tmp_path / "maira.jsonl"))
-    assert maira and all(Path(m["frontal"]).is_file() for m in maira)
+    maira = read_maira2(export("maira2", "maira.jsonl"))
+    assert maira and all((images / m["frontal"]).is_file() for m in maira)
     capsys.readouterr()
+
+
+def test_original_images_a_trainer_cannot_read_are_refused_or_warned(mixture, tmp_path, capsys):
+    """Original files: a DICOM is refused before anything is written (PIL reads none), a
+    source of 16-bit PNGs is warned of once (PIL's convert('RGB') clips them to white)."""
+    from radharmony.export import DeepImageWarning, ExportError
+    from radharmony.mixture.formats.common import Export
+    from radharmony.mixture.records import read_manifest
+
+    records = pq.read_table(mixture / RECORDS_NAME).to_pylist()
+    first = {}
+    for r in records:
+        if r["image_paths"]:
+            first.setdefault(r["source"], r["image_paths"][0])
+    ex = Export(mixture, read_manifest(mixture), tmp_path / "x.json", images="original",
+                image_folder=None, cache_dir=None, workers=None, engine="local", fmt="llava")
+    with pytest.raises(ExportError, match=r"DICOM(.|\n)*--images cache"):
+        ex.ref("vindr_cxr", first["vindr_cxr"])
+    with pytest.warns(DeepImageWarning, match="16-bit PNGs"):
+        ex.ref("rexgradient_train", first["rexgradient_train"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per source; 8-bit JPEGs pass
+        ex.ref("rexgradient_train", first["rexgradient_train"])
+        jpegs = [(s, f) for s, f in first.items() if f.endswith(".jpg")]
+        assert jpegs, sorted(first)
+        for source, path in jpegs:
+            ex.ref(source, path)
+    dest = tmp_path / "refused.json"
+    capsys.readouterr()
+    assert main(["mix", "export", str(mixture), "--format", "llava", "--to", str(dest),
+                 "-q"]) == 1
+    assert "--images cache" in capsys.readouterr().err and not dest.exists()
 
 
 def test_cached_images_are_written_once_and_referenced_relative(mixture, tmp_path, capsys):

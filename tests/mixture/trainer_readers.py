@@ -8,6 +8,9 @@ from __future__ import annotations
 import json
 import os
 
+from formats_readers import read_llava15, read_llava_onevision
+from formats_readers import read_llava_rad as _read_llava_rad
+
 IMAGE = "<image>"
 
 
@@ -20,55 +23,41 @@ def _turns(entry: dict) -> list[dict]:
 
 
 def read_llava(path, image_folder) -> list[tuple[dict, str | None]]:
-    """LLaVA-1.5 (LazySupervisedDataset): a JSON list; ``os.path.join(image_folder,
-    entry["image"])`` (a list raises TypeError there); one image per entry, its token in the
-    first human turn (the preprocessing collapses every ``<image>`` into one)."""
-    data = json.loads(open(path, encoding="utf-8").read())
-    assert isinstance(data, list)
+    """LLaVA-1.5 (LazySupervisedDataset): :func:`formats_readers.read_llava15` (the reader the
+    single-dataset exports are held to: a JSON list, ``os.path.join(image_folder,
+    entry["image"])`` opened, a list raising TypeError, one ``<image>`` per entry), and the
+    token opens the first human turn as the trainer's preprocessing places it."""
     out = []
-    for entry in data:
+    for entry in read_llava15(path, image_folder):
         conv = _turns(entry)
-        human = " ".join(t["value"] for t in conv if t["from"] == "human")
         if "image" in entry:
-            file = os.path.join(image_folder, entry["image"])  # TypeError for a list
-            assert human.count(IMAGE) == 1 and conv[0]["value"].startswith(IMAGE + "\n")
-        else:
-            file = None
-            assert IMAGE not in human, f"{entry['id']}: a token without an image"
-        out.append((entry, file))
+            assert conv[0]["value"].startswith(IMAGE + "\n"), entry["id"]
+        out.append((entry, os.path.join(image_folder, entry["image"]) if "image" in entry
+                    else None))
     return out
 
 
 def read_onevision(path, image_folder) -> list[tuple[dict, list[str]]]:
-    """LLaVA-OneVision: ``image`` a string or a list; the ``<image>`` tokens of the human
-    turns number the images."""
+    """LLaVA-OneVision: :func:`formats_readers.read_llava_onevision` (``image`` a string or a
+    list, each opened; the ``<image>`` tokens of the human turns number the images)."""
     out = []
-    for entry in json.loads(open(path, encoding="utf-8").read()):
-        conv = _turns(entry)
+    for entry in read_llava_onevision(path, image_folder):
+        _turns(entry)
         images = entry.get("image", [])
         images = [images] if isinstance(images, str) else images
-        tokens = sum(t["value"].count(IMAGE) for t in conv if t["from"] == "human")
-        if tokens != len(images):
-            raise ValueError(f"{entry['id']}: {tokens} image tokens for {len(images)} images")
         out.append((entry, [os.path.join(image_folder, f) for f in images]))
     return out
 
 
 def read_llava_rad(path, image_folder) -> list[tuple[dict, str]]:
-    """LLaVA-Rad's MIMIC loader: entries whose ``view`` is AP or PA (KeyError without the
-    key), the indication-conditioned prompt from ``reason``, rule-based entries only, and an
-    entry whose assistant value is not a string skipped as empty findings."""
+    """LLaVA-Rad's MIMIC test loader: :func:`formats_readers.read_llava_rad` with
+    ``test=True`` (AP/PA views, rule-based entries, ``KeyError`` without the keys, empty
+    findings skipped), and its 14 CheXpert labels each 1, 0, -1 or null."""
     kept = []
-    for entry, file in read_llava(path, image_folder):
-        if entry["view"] not in ("AP", "PA") or entry["generate_method"] != "rule-based":
-            continue
-        reason = entry["reason"]
-        assert reason is None or isinstance(reason, str)
-        if not isinstance(entry["conversations"][1]["value"], str):
-            continue
+    for entry in _read_llava_rad(path, image_folder, test=True):
         labels = entry["chexpert_labels"]
         assert len(labels) == 14 and all(v in (1, 0, -1, None) for v in labels.values())
-        kept.append((entry, file))
+        kept.append((entry, os.path.join(image_folder, entry["image"])))
     return kept
 
 

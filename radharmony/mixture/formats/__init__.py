@@ -88,7 +88,7 @@ def export_mixture(out: str | os.PathLike, fmt: str, dest: str | os.PathLike, *,
     out, dest = Path(out), Path(dest)
     manifest = read_manifest(out)
     ex = Export(out, manifest, dest, images=images, image_folder=image_folder,
-                cache_dir=cache_dir, workers=workers, engine=engine)
+                cache_dir=cache_dir, workers=workers, engine=engine, fmt=fmt)
     from tqdm.auto import tqdm
 
     try:

@@ -13,12 +13,20 @@ Image references (:meth:`Export.ref`):
   ``image_folder``: the folder a trainer's ``--image_folder`` names. Each image is written
   once however many entries share it, by this process, worker processes or Ray tasks; the
   bytes are the same either way.
+
+Every format's trainer opens an image with PIL (``Image.open(path).convert("RGB")``). PIL reads
+no DICOM, and it clips a 16-bit PNG to 255 rather than rescaling it (a radiograph stored in 12
+bits comes out nearly all white). So with original images, a DICOM source image is refused
+(:class:`~radharmony.errors.ExportError`, before the file is written: export with
+``images="cache"``), and the first image of each source is read for its header: a source of
+16-bit PNGs gets one :class:`~radharmony.export.DeepImageWarning`.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
 import os
+import warnings
 from collections import Counter
 from pathlib import Path
 from typing import Iterator
@@ -35,6 +43,8 @@ IMAGE_MODES = ("original", "cache")
 ENGINES = ("local", "ray")
 #: images per PNG-writing task
 CHUNK = 64
+#: the suffixes of DICOM files (PIL opens none of them)
+DICOM_SUFFIXES = (".dcm", ".dicom", ".DCM", ".DICOM")
 
 
 def dumps(value) -> bytes:
@@ -82,8 +92,9 @@ class Export:
     """One export's settings, its image references and what it skipped (see the module doc)."""
 
     def __init__(self, out: Path, manifest: dict, dest: Path, *, images: str | None,
-                 image_folder, cache_dir, workers: int | None, engine: str):
-        self.out, self.manifest, self.dest = out, manifest, dest
+                 image_folder, cache_dir, workers: int | None, engine: str, fmt: str = ""):
+        self.out, self.manifest, self.dest, self.fmt = out, manifest, dest, fmt
+        self._looked: set[str] = set()  # sources whose first original image was read
         mode = images if images is not None else (manifest.get("images") or {}).get(
             "mode", "original")
         self.mode = check_choice("images", mode, IMAGE_MODES, error=ExportError)
@@ -124,6 +135,11 @@ class Export:
                               found=repr(source), fix="rebuild the mixture: records.parquet "
                               "and mixture.json come from one build")
         full = prefix + path  # os.path.join(root, path) for a relative path
+        if path.endswith(DICOM_SUFFIXES):
+            self._refuse_dicom(source, full)
+        if source not in self._looked:
+            self._looked.add(source)
+            self._look(source, full)
         if self.folder is None:
             return full
         rel = os.path.relpath(full, self.folder)
@@ -134,6 +150,38 @@ class Export:
                               fix="pass a common parent folder of the roots, or "
                                   "image_folder=None (absolute paths)")
         return rel
+
+    def _refuse_dicom(self, source: str, full: str):
+        raise ExportError(f"The {self.fmt or 'trainer'} file would name DICOM files as "
+                          f"images (source {source!r}: {full}), and its trainer opens images "
+                          "with PIL, which reads no DICOM",
+                          expected="PNG or JPEG image files", found="a DICOM file",
+                          fix="export with images='cache' (--images cache): the letterboxed "
+                              "8-bit PNGs radharmony's cache holds, written once each")
+
+    def _look(self, source: str, full: str) -> None:
+        """Read the header of ``source``'s first original image: a DICOM is refused, a
+        16-bit PNG warned of (an image not on this machine is not looked at)."""
+        from ...imaging.read import sniff
+
+        try:
+            with open(full, "rb") as fh:
+                head = fh.read(132)
+        except OSError:
+            return
+        kind = sniff(head)
+        if kind == "dicom":
+            self._refuse_dicom(source, full)
+        if kind == "png" and len(head) > 24 and head[24] == 16:
+            from ...export.decoders import DeepImageWarning
+
+            warnings.warn(f"export_mixture({self.fmt or 'trainer'}): source {source!r} "
+                          f"holds 16-bit PNGs ({full}, ...). The trainer opens them with PIL, "
+                          "whose convert('RGB') clips every value above 255 to white instead "
+                          "of rescaling: the model would see washed-out radiographs. Export "
+                          "with images='cache' (--images cache: the 8-bit images radharmony "
+                          "reads) or convert the files yourself", DeepImageWarning,
+                          stacklevel=2)
 
     def skip(self, reason: str) -> None:
         self.skipped[reason] += 1
