@@ -30,7 +30,7 @@ from ..annotations.label_studio import join_boxes, read_label_studio
 from ..errors import MetadataError, MetadataFormatError
 from ..table.read_json import entry_columns, is_record, load_json, read_json_file
 from ..reports.format import SECTIONS, format_report, join_sections, section_texts
-from ..spec import DatasetSpec
+from ..spec import DatasetSpec, Identity
 from .report_labels import ReportLabelsDataset, ReportLabelsHarmonizer
 from .torch_side import torch_side
 
@@ -64,7 +64,8 @@ def split_spec(split: str) -> DatasetSpec:
         age_col="patient_age", age_format="auto", sex_col="patient_sex",  # "007Y"
         outputs=frozenset({"report", "bbox"}),
         view_map=VIEW_MAP, expected=SPLITS[split], access=ACCESS,
-        column_types={"study_date": "Int64"})
+        column_types={"study_date": "Int64"},
+        identity=Identity("rexgradient"))  # ReXVQA asks about these patients and images
 
 
 # -- pure helpers ---------------------------------------------------------------------------------

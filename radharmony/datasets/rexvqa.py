@@ -21,6 +21,7 @@ from operator import getitem, itemgetter
 from typing import ClassVar
 
 from ..errors import MetadataError
+from ..spec import Identity
 from ..table.harmonizer import Inputs
 from ..table.read_json import decoded_all, entry_columns, extend_columns, iter_json_entries
 from ..vqa.harmonizer import BaseVQAHarmonizer
@@ -46,7 +47,8 @@ def split_spec(split: str):
                     metadata_files=(f"{split}_vqa_data.json",),
                     extra=(*TAXONOMY, *EXTRA_OUTPUT_COLS), column_types={"study_date": "Int64"},
                     age_col="patient_age", age_format="auto", sex_col="patient_sex",
-                    outputs=frozenset({"report"}), view_map=VIEW_MAP, access=ACCESS)
+                    outputs=frozenset({"report"}), view_map=VIEW_MAP, access=ACCESS,
+                    identity=Identity("rexgradient"))  # ReXGradient's PatientIDs and images
 
 
 def _letter(value) -> str | None:

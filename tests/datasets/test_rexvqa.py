@@ -192,3 +192,17 @@ def test_reused_chunk_buffer_with_an_entry_longer_than_a_chunk(tmp_path, monkeyp
     pd.testing.assert_frame_equal(chunked, whole)
     assert chunked.loc[5, "explanation"] == "Long. " * 2000
     assert set(chunked["report"]) == {"INDICATION:\nCough\n\nFINDINGS:\nClear lungs."}
+
+
+def test_a_question_and_its_study_name_one_patient(root):
+    """ReXVQA asks about ReXGradient's patients: both declare the identity family
+    ``rexgradient``, so a mixture holding out ReXGradient's test patients drops their
+    questions too, and puts a patient's questions and reports on one side of its split."""
+    from radharmony.mixture.context import patient_keys
+
+    meta = root / "download" / "metadata"
+    q = ReXVQATestHarmonizer(base_image_dir=root / "deid_png").harmonize()
+    g = ReXGradientTestHarmonizer(csv_path=meta / "test_metadata_view_position.json").harmonize()
+    asked = set(patient_keys(q, "rexvqa_test", ReXVQATestHarmonizer.spec))
+    held = set(patient_keys(g, "rexgradient_test", ReXGradientTestHarmonizer.spec))
+    assert asked and asked == held and all(k.startswith("rexgradient:") for k in held)

@@ -90,7 +90,9 @@ def test_every_declared_family_member_links_by_its_rule():
                 "vindr_cxr": {"vindr_cxr", "vindr_cxr_physionet", "vindr_cxr_test",
                               "chexmask_vindr"},
                 "nih_cxr14": {"nih_cxr14", "nih_cxr14_google", "chexmask_nih", "rsna_pneumonia",
-                              "siim_acr_ptx"}}
+                              "siim_acr_ptx"},
+                "rexgradient": {"rexgradient_train", "rexgradient_valid", "rexgradient_test",
+                                "rexvqa_train", "rexvqa_valid", "rexvqa_test"}}
     got: dict[str, set] = {}
     for key in list_datasets():
         ident = get_harmonizer_class(key).spec.identity
