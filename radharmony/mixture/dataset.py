@@ -20,6 +20,7 @@ gives ``(B, K, 1, S, S)`` and a mask), text and ``fields`` as per-record lists.
 from __future__ import annotations
 
 import os
+from operator import eq, is_
 from pathlib import Path
 
 import numpy as np
@@ -28,9 +29,10 @@ import torch
 
 from ..data import handoff
 from ..data.collate import collate
+from ..data.handoff import PACKED_KEYS
 from ..errors import RadHarmonyError
 from .images import SourceImages
-from .reading import read_records, table_records  # noqa: F401 (re-exported)
+from .reading import ColumnRows, read_records, table_records  # noqa: F401 (re-exported)
 from .records import RECORD_COLUMNS, read_manifest
 from .sampler import MixtureSampler
 
@@ -40,6 +42,8 @@ SAMPLE_COLUMNS = tuple(c for c in RECORD_COLUMNS
                        if c not in ("dataset", "source_split", "prompt_variant"))
 #: columns every sample needs to find its images
 _NEEDED = ("source", "task", "image_paths", "fields")
+#: the columns a batch reads before its images
+_FIRST = ("source", "image_paths", "fields")
 
 
 class MixtureDataset(torch.utils.data.Dataset):
@@ -81,6 +85,8 @@ class MixtureDataset(torch.utils.data.Dataset):
         self.columns = tuple(dict.fromkeys([*columns, *_NEEDED]))
         self.table = read_records(self.out, split=split, tasks=tasks, sources=sources,
                                   columns=self.columns)
+        self._rows = ColumnRows(self.table)
+        self._keys = (*self.columns, "img", "num_images", "prior_img", "prior_num_images")
         self.images = SourceImages(self.manifest, size=size, cache_dir=cache_dir, dtype=dtype)
         self.dtype = dtype
         for name in sorted(set(self.table.column("source").to_pylist())):
@@ -107,41 +113,101 @@ class MixtureDataset(torch.utils.data.Dataset):
 
     def __getitems__(self, indices) -> list[dict]:
         """The records of ``indices`` with every image of the batch read and converted at
-        once (``DataLoader(ds, batch_size=B)`` calls this)."""
+        once (``DataLoader(ds, batch_size=B)`` calls this). The batch's columns come out of
+        Arrow column by column (:class:`~radharmony.mixture.reading.ColumnRows`), the text
+        ones while the pixels are converted."""
+        idx = self._positions(indices)
+        first = self._rows.take(idx, _FIRST)
+        fields = [orjson.loads(t) if t else {} for t in first["fields"]]
+        first["fields"] = fields
+        paths = [p or () for p in first["image_paths"]]
+        priors = [f.get("prior_image_paths") or () for f in fields]
+        counts, prior_counts = list(map(len, paths)), list(map(len, priors))
+        items = [(s, p) for s, ps in zip(first["source"], paths) for p in ps]
+        prior_items = [(s, p) for s, ps in zip(first["source"], priors) for p in ps]
+        made: list = []
+
+        def meanwhile(imgs: torch.Tensor) -> None:  # while the pixels are being converted
+            first.update(self._rows.take(idx, [c for c in self.columns if c not in first]))
+            tensors = {"img": imgs[:len(items)], "prior_img": imgs[len(items):]}
+            rows = {"img": tensors["img"].split(counts),  # no prior (most batches): one
+                    "prior_img": tensors["prior_img"].split(prior_counts) if prior_items
+                    else (tensors["prior_img"],) * len(idx)}  # empty tensor shared
+            values = [first[c] for c in self.columns]
+            values += [rows["img"], counts, rows["prior_img"], prior_counts]
+            made.extend(([dict(zip(self._keys, v)) for v in zip(*values)], tensors, rows))
+            made.append(dict(zip(self._keys, values)))
+        self.images.tensor(items + prior_items, meanwhile=meanwhile)
+        return _Read(handoff.mark(*made[:3]), made[0], made[3])
+
+    def _positions(self, indices) -> np.ndarray:
+        """``indices`` as int64 positions in range (negative ones from the end)."""
         n = len(self)
-        idx = []
-        for i in indices:
-            if not -n <= int(i) < n:
-                raise IndexError(f"index {i} out of range for {n} records")
-            idx.append(int(i) % n)
-        head = self.table.take(np.asarray(idx, np.int64))
-        sources = head.column("source").to_pylist()
-        fields = [orjson.loads(t) if t else {} for t in head.column("fields").to_pylist()]
-        items, counts, prior_items, prior_counts = [], [], [], []
-        for source, paths, f in zip(sources, head.column("image_paths").to_pylist(), fields):
-            prior = f.get("prior_image_paths") or []
-            items += [(source, p) for p in paths or ()]
-            prior_items += [(source, p) for p in prior]
-            counts.append(len(paths or ()))
-            prior_counts.append(len(prior))
-        made: list = []  # the records' dicts, made while the pixels are converted
-        imgs = self.images.tensor(items + prior_items,
-                                  meanwhile=lambda: made.extend(table_records(head)))
-        recs = made
-        tensors = {"img": imgs[:len(items)], "prior_img": imgs[len(items):]}
-        rows = {"img": tensors["img"].split(counts),  # no prior at all (most batches): one
-                "prior_img": tensors["prior_img"].split(prior_counts) if prior_items  # empty
-                else (tensors["prior_img"],) * len(idx)}  # tensor shared, no views to make
-        for j, rec in enumerate(recs):
-            rec.update(fields=fields[j], img=rows["img"][j], num_images=counts[j],
-                       prior_img=rows["prior_img"][j], prior_num_images=prior_counts[j])
-        return handoff.mark(recs, tensors, rows)
+        try:
+            idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        except (TypeError, ValueError):
+            idx = np.array([int(i) for i in indices], dtype=np.int64)
+        if len(idx) and (idx.min() < -n or idx.max() >= n):
+            bad = idx[(idx < -n) | (idx >= n)][0]
+            raise IndexError(f"index {bad} out of range for {n} records")
+        return idx if not len(idx) or idx.min() >= 0 else np.where(idx < 0, idx + n, idx)
+
+
+class _Read(list):
+    """The samples of one :meth:`MixtureDataset.__getitems__`, a list of them in every use,
+    which also keeps what they were made of (the dicts before they became samples, and
+    ``{key: [value per sample]}``) for :func:`mixture_collate`. Copied or pickled it is the
+    plain list it is."""
+
+    __slots__ = ("samples", "made", "columns")
+
+    def __init__(self, samples: list, made: list[dict], columns: dict):
+        super().__init__(samples)
+        self.samples, self.made, self.columns = tuple(samples), made, columns
+
+    def __reduce__(self):
+        return list, (list(self),)
+
+
+def _untouched(batch) -> dict | None:
+    """``mixture_collate(batch)`` straight from the columns of the read that made ``batch``,
+    when ``batch`` is that read's samples, in order, each still equal to what it was made
+    (its values the same objects, or equal ones), with its keys in order; None otherwise.
+    The result is what :func:`radharmony.collate` gives, without gathering each key's
+    values and looking at their types again."""
+    if not isinstance(batch, _Read) or not batch or len(batch) != len(batch.samples) or \
+            not all(map(is_, batch, batch.samples)):
+        return None
+    columns = batch.columns
+    try:  # value by value: the same object, else == (a tensor of many values: ambiguous)
+        same = all(map(eq, batch, batch.made))
+    except (RuntimeError, TypeError, ValueError):
+        return None
+    if not same or list(batch[0]) != list(columns):
+        return None
+    marked = handoff.batch_of(batch)
+    out = {}
+    for key, values in columns.items():
+        if key in PACKED_KEYS:  # the batch tensor itself (collated output: see handoff.whole)
+            out[key] = handoff.whole(marked, key, [s[key] for s in batch])
+            if out[key] is None:  # a row replaced by an equal tensor
+                return None
+        elif key in PACKED_KEYS.values():
+            out[key] = torch.tensor(values, dtype=torch.long)
+        else:
+            out[key] = list(values)
+    return out
+
 
 def mixture_collate(batch: list[dict]) -> dict:
     """Collate :class:`MixtureDataset` samples of any mix of tasks: ``img`` and ``prior_img``
     packed (``(sum n, 1, S, S)``; ``num_images`` / ``prior_num_images`` ``(B,)`` say whose),
     every text, list and ``fields`` value as a per-record list. A batch read at once is
-    handed over without a copy."""
+    handed over without a copy (and, its samples untouched, without gathering each key's
+    values again)."""
+    whole = _untouched(batch)
+    if whole is not None:
+        return whole
     for j, sample in enumerate(batch):
         if not isinstance(sample, dict) or "num_images" not in sample:
             found = sorted(sample) if isinstance(sample, dict) else type(sample).__name__

@@ -163,39 +163,38 @@ class SourceImages:
         buffers (a DataLoader worker's: a shared-memory slot, :mod:`radharmony.data.handoff`).
         A batch whose images are all rows of one source's table, lying in one pack, is
         converted straight out of the pack's memory map, on a helper thread while
-        ``meanwhile()`` (the caller's work that needs no pixels) runs, as the image-level
-        batched read does; any other is gathered first. ``meanwhile`` is called once."""
+        ``meanwhile(out)`` (the caller's work that does not read the pixels, given the tensor
+        they are going to) runs, as the image-level batched read does; any other is gathered
+        first. ``meanwhile`` is called once."""
         import torch
 
         from ..data import batches, handoff
 
-        ran = []
-
-        def once() -> None:
-            if meanwhile is not None and not ran:
-                ran.append(meanwhile())
         s = self.pipeline.size
         shape = (len(items), 1, s, s)
         out = None if not items else handoff.own_batch(shape, self.dtype) if \
             torch.utils.data.get_worker_info() is None else handoff.worker_batch(shape,
                                                                                  self.dtype)
+        out = torch.empty(shape, dtype=self.dtype) if out is None else out  # no slot: new
+        ran = []
+
+        def once() -> None:
+            if meanwhile is not None and not ran:
+                ran.append(meanwhile(out))
         names = {name for name, _ in items}
-        if not items:
-            out = torch.empty(shape, dtype=self.dtype)
-        elif len(names) == 1:
+        if len(names) == 1:
             name = names.pop()
             ds, rows = self.dataset(name), self._rows[name]
             if ds.image_cache is not None and all(p in rows for _, p in items):
                 idx = np.array([rows[p] for _, p in items], np.int64)
                 source, records, _, done = batches.cached_rows_ahead(
                     ds, idx, out, stream=None, boxes=False, meanwhile=once)
+                if done is None:
+                    self.pipeline.to_tensor(source, self.dtype, rows=records, out=out)
                 once()
-                if done is not None:
-                    return done
-                return self.pipeline.to_tensor(source, self.dtype, rows=records, out=out)
-            out = self.pipeline.to_tensor(self.quantized(items), self.dtype, out=out)
-        else:
-            out = self.pipeline.to_tensor(self.quantized(items), self.dtype, out=out)
+                return out
+        if items:
+            self.pipeline.to_tensor(self.quantized(items), self.dtype, out=out)
         once()
         return out
 
