@@ -66,12 +66,16 @@ class ColumnRows:
         import pyarrow.compute as pc
 
         self.names = list(table.column_names)
+        #: a dictionary column's codes (a null: the last distinct value) and distinct values
+        self.codes: dict[str, tuple[np.ndarray, list]] = {}
         self._coded, self._plain = {}, {}
         for name, kind in zip(self.names, table.schema.types):
             column = table.column(name)
-            if pa.types.is_dictionary(kind) or pa.types.is_list(kind) and \
-                    pa.types.is_dictionary(kind.value_type):
-                self._coded[name] = _coded_reader(column.combine_chunks())  # a few bytes a row
+            if pa.types.is_dictionary(kind):  # codes: a few bytes a row
+                self.codes[name] = _codes(column.combine_chunks())
+                self._coded[name] = partial(_decoded, *self.codes[name])
+            elif pa.types.is_list(kind) and pa.types.is_dictionary(kind.value_type):
+                self._coded[name] = _list_reader(column.combine_chunks())
             elif column.num_chunks == 1:  # the kernel without the wrappers: ~2x faster
                 self._plain[name] = partial(_call, pc.get_function("array_take"),
                                             column.chunk(0))
@@ -104,11 +108,12 @@ def _codes(arr) -> tuple[np.ndarray, list]:
     return codes.to_numpy(zero_copy_only=False), distinct
 
 
-def _coded_reader(arr):
-    """A function of rows giving the values of a dictionary array, or a list array of one."""
-    if not hasattr(arr, "offsets"):  # a dictionary column
-        codes, distinct = _codes(arr)
-        return lambda rows: [distinct[c] for c in codes[rows].tolist()]
+def _decoded(codes: np.ndarray, distinct: list, rows: np.ndarray) -> list:
+    return [distinct[c] for c in codes[rows].tolist()]
+
+
+def _list_reader(arr):
+    """A function of rows giving the values of a list array of dictionary values."""
     offsets = arr.offsets.to_numpy()
     codes, distinct = _codes(arr.values)
     valid = arr.is_valid().to_numpy(zero_copy_only=False) if arr.null_count else None
