@@ -13,14 +13,15 @@ images for training against the image-level cached loader.
     measure the neighbours); the CPU time of the same run is printed beside it.
 (b) **Reading** (target >= 0.8x the image-level loader, per image): an NIH replica of
     ``--patients`` patients is pre-cached (one pack); a mixture of one record per image
-    points at it. One epoch of ``DataLoader(MixtureDataset(...), batch_size=64,
-    collate_fn=mixture_collate)`` is timed against one epoch of
-    ``radharmony.CachedLoader(nih_dataset, batch_size=64)`` on the same cache, and of the
-    image-level dataset in the same harness (``DataLoader(nih_dataset, batch_size=64,
-    collate_fn=radharmony.collate)``); all at 224, float32, in this process, after a warm-up
+    points at it. One epoch of the streaming reader, ``DataLoader(MixtureDataset(...),
+    batch_size=64, sampler=MixtureSampler(ds, seed=0), collate_fn=mixture_collate)``, is
+    timed against one epoch of ``radharmony.CachedLoader(nih_dataset, batch_size=64,
+    shuffle=True)`` on the same cache, and of the image-level dataset in the same harness
+    (``DataLoader(nih_dataset, batch_size=64, shuffle=True, collate_fn=radharmony.collate)``);
+    each in its own shuffled order, all at 224, float32, in this process, after a warm-up
     epoch; ``--runs`` rounds alternating them, the best epoch of each counts. One image per
-    record is the worst case for the mixture: its per-record work (the record's columns,
-    ``fields``) weighs most against one small image's conversion.
+    record is the worst case for the mixture: its per-record work (the record's 13 text
+    columns, ``fields``, a dict each) weighs most against one small image's conversion.
 """
 
 from __future__ import annotations
@@ -115,7 +116,7 @@ def bench_read(work: Path, patients: int, runs: int) -> dict:
     from radharmony import CachedLoader
     from radharmony.datasets.nih import NIHChestXray14Dataset as NIHDataset
     from radharmony.fake.nih import write_nih
-    from radharmony.mixture.dataset import MixtureDataset, mixture_collate
+    from radharmony.mixture.dataset import MixtureDataset, MixtureSampler, mixture_collate
     from radharmony.mixture.records import RECORD_SCHEMA, RECORDS_NAME, record_id
 
     base = work / f"nih-{patients}"
@@ -150,11 +151,13 @@ def bench_read(work: Path, patients: int, runs: int) -> dict:
 
     from radharmony import collate
 
-    loaders = {"mixture": torch.utils.data.DataLoader(mix, batch_size=64,
-                                                      collate_fn=mixture_collate),
-               "cached_loader": CachedLoader(ds, batch_size=64, progress=False),
-               "image_dataloader": torch.utils.data.DataLoader(ds, batch_size=64,
-                                                               collate_fn=collate)}
+    loaders = {"mixture": torch.utils.data.DataLoader(
+                   mix, batch_size=64, sampler=MixtureSampler(mix, seed=0),
+                   collate_fn=mixture_collate),
+               "cached_loader": CachedLoader(ds, batch_size=64, shuffle=True, progress=False),
+               "image_dataloader": torch.utils.data.DataLoader(
+                   ds, batch_size=64, shuffle=True, generator=torch.Generator().manual_seed(0),
+                   collate_fn=collate)}
     for loader in loaders.values():  # warm-up
         epoch(loader)
     best = dict.fromkeys(loaders, float("inf"))

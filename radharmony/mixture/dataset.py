@@ -156,7 +156,8 @@ class MixtureDataset(torch.utils.data.Dataset):
         values = [cols[c] for c in self.columns]
         values += [rows["img"], counts, rows["prior_img"], prior_counts]
         made = [dict(zip(self._keys, v)) for v in zip(*values)]
-        return _Read(handoff.mark(made, tensors, rows), made, dict(zip(self._keys, values)))
+        return _Read(handoff.mark(made, tensors, rows), made, tensors,
+                     dict(zip(self._keys, values)))
 
     def _positions(self, indices) -> np.ndarray:
         """``indices`` as int64 positions in range (negative ones from the end)."""
@@ -214,15 +215,16 @@ class _ImageIndex:
 
 class _Read(list):
     """The samples of one :meth:`MixtureDataset.__getitems__`, a list of them in every use,
-    which also keeps what they were made of (the dicts before they became samples, and
-    ``{key: [value per sample]}``) for :func:`mixture_collate`. Copied or pickled it is the
-    plain list it is."""
+    which also keeps what they were made of (the dicts before they became samples, their
+    batch tensors, and ``{key: [value per sample]}``) for :func:`mixture_collate`. Copied or
+    pickled it is the plain list it is."""
 
-    __slots__ = ("samples", "made", "columns")
+    __slots__ = ("samples", "made", "tensors", "columns")
 
-    def __init__(self, samples: list, made: list[dict], columns: dict):
+    def __init__(self, samples: list, made: list[dict], tensors: dict, columns: dict):
         super().__init__(samples)
-        self.samples, self.made, self.columns = tuple(samples), made, columns
+        self.samples, self.made, self.tensors, self.columns = tuple(samples), made, tensors, \
+            columns
 
     def __reduce__(self):
         return list, (list(self),)
@@ -231,26 +233,24 @@ class _Read(list):
 def _untouched(batch) -> dict | None:
     """``mixture_collate(batch)`` straight from the columns of the read that made ``batch``,
     when ``batch`` is that read's samples, in order, each still equal to what it was made
-    (its values the same objects, or equal ones), with its keys in order; None otherwise.
-    The result is what :func:`radharmony.collate` gives, without gathering each key's
-    values and looking at their types again."""
+    (its values the same objects, or equal ones; an image tensor, of many values, only
+    itself), with its keys in order; None otherwise. The result is what
+    :func:`radharmony.collate` gives, without gathering each key's values and looking at
+    their types again."""
     if not isinstance(batch, _Read) or not batch or len(batch) != len(batch.samples) or \
             not all(map(is_, batch, batch.samples)):
         return None
     columns = batch.columns
-    try:  # value by value: the same object, else == (a tensor of many values: ambiguous)
+    try:  # value by value: the same object, else == (a tensor's is ambiguous: raises)
         same = all(map(eq, batch, batch.made))
     except (RuntimeError, TypeError, ValueError):
         return None
     if not same or list(batch[0]) != list(columns):
         return None
-    marked = handoff.batch_of(batch)
     out = {}
     for key, values in columns.items():
-        if key in PACKED_KEYS:  # the batch tensor itself (collated output: see handoff.whole)
-            out[key] = handoff.whole(marked, key, [s[key] for s in batch])
-            if out[key] is None:  # a row replaced by an equal tensor
-                return None
+        if key in PACKED_KEYS:  # its rows untouched: the batch tensor (as handoff.whole)
+            out[key] = handoff.outgoing(batch.tensors[key])
         elif key in PACKED_KEYS.values():  # as torch.tensor(values) (int64), ~2x faster
             out[key] = torch.from_numpy(np.array(values, np.int64))
         else:
