@@ -149,7 +149,8 @@ class MixtureDataset(torch.utils.data.Dataset):
         """The batch's samples from its columns ``cols`` and its images ``imgs`` (the
         records' ``n`` images, then their prior images; ``counts`` and ``prior_counts`` per
         record), as views of ``imgs`` (the values need not be there yet)."""
-        tensors = {"img": imgs[:n], "prior_img": imgs[n:]}
+        tensors = {"img": imgs if n == len(imgs) else imgs[:n],  # the buffer itself (a
+                   "prior_img": imgs[n:]}  # worker's slot: handed over as the image level)
         rows = {"img": tensors["img"].split(counts),  # no prior (most batches): one empty
                 "prior_img": tensors["prior_img"].split(prior_counts) if len(imgs) > n
                 else (tensors["prior_img"],) * len(counts)}  # tensor shared, no views made
@@ -191,6 +192,10 @@ class _ImageIndex:
         self.row = images.table_rows(self.names, owner, paths.values)
         prior = pc.match_substring(table.column("fields"), '"prior_image_paths"')
         self.prior = pc.fill_null(prior, True).to_numpy(zero_copy_only=False)
+        #: a record of one image, a table row, and no prior image: that row (else -1)
+        self.single = np.full(len(self.start), -1, np.int64)
+        one = np.flatnonzero((self.count == 1) & ~self.prior)
+        self.single[one] = self.row[self.start[one]]
 
     def batch(self, idx: np.ndarray) -> tuple | None:
         """``(source name, table rows, counts per record)`` of records ``idx``, when all
@@ -198,7 +203,9 @@ class _ImageIndex:
         None."""
         if not len(idx):
             return None
-        source = self.source[idx]
+        source, single = self.source[idx], self.single[idx]
+        if (single >= 0).all() and (source == source[0]).all():  # one image a record
+            return self.names[source[0]], single, [1] * len(idx)
         if (source != source[0]).any() or self.prior[idx].any():
             return None
         start, count = self.start[idx], self.count[idx]

@@ -113,25 +113,33 @@ def _decoded(codes: np.ndarray, distinct: list, rows: np.ndarray) -> list:
 
 
 def _list_reader(arr):
-    """A function of rows giving the values of a list array of dictionary values."""
-    offsets = arr.offsets.to_numpy()
+    """A function of rows giving the values of a list array of dictionary values: each
+    row's list of codes is numbered among the column's distinct lists once (a list of views
+    takes a few forms), so a batch indexes those."""
+    offsets = arr.offsets.to_numpy().astype(np.int64)
     codes, distinct = _codes(arr.values)
-    valid = arr.is_valid().to_numpy(zero_copy_only=False) if arr.null_count else None
+    lengths = np.diff(offsets)
+    valid = arr.is_valid().to_numpy(zero_copy_only=False)
+    width = int(lengths.max()) if len(lengths) else 0
+    grid = np.full((len(lengths), width + 1), -1, np.int32)  # each row: length, then codes
+    grid[:, 0] = np.where(valid, lengths, -1)
+    owner = np.repeat(np.arange(len(lengths)), lengths)
+    grid[owner, 1 + np.arange(len(owner)) - np.repeat(offsets[:-1] - offsets[0], lengths)] = \
+        codes[offsets[0]:offsets[-1]] if len(owner) else codes[:0]
+    base = len(distinct) + 2  # a row's values as one number when they fit in 63 bits
+    if (width + 1) * np.log2(base) < 63:
+        key = (grid.astype(np.int64) + 1) @ base ** np.arange(width + 1, dtype=np.int64)
+        _, first, number = np.unique(key, return_index=True, return_inverse=True)
+        forms = grid[first]
+    else:
+        forms, number = np.unique(grid, axis=0, return_inverse=True)
+    lists = [None if n < 0 else [distinct[c] for c in form[1:1 + n]]
+             for n, form in zip(forms[:, 0].tolist(), forms.tolist())]
+    number = number.reshape(-1)
 
     def read(rows) -> list:
-        lo, hi = offsets[rows], offsets[rows + 1]
-        lengths = hi - lo
-        if (lengths == 1).all():  # one value a row (one image a record): no slicing
-            out = [[distinct[c]] for c in codes[lo].tolist()]
-        else:
-            ends = np.cumsum(lengths)
-            flat = codes[np.repeat(lo - ends + lengths, lengths) +
-                         np.arange(ends[-1] if len(ends) else 0)]
-            values = [distinct[c] for c in flat.tolist()]
-            out = [values[a:b] for a, b in zip((ends - lengths).tolist(), ends.tolist())]
-        if valid is not None:
-            out = [v if ok else None for v, ok in zip(out, valid[rows].tolist())]
-        return out
+        return [None if v is None else v.copy() for v in map(lists.__getitem__,
+                                                             number[rows].tolist())]
     return read
 
 
