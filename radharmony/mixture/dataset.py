@@ -20,6 +20,7 @@ gives ``(B, K, 1, S, S)`` and a mask), text and ``fields`` as per-record lists.
 from __future__ import annotations
 
 import os
+from operator import eq, is_
 from pathlib import Path
 
 import numpy as np
@@ -28,9 +29,10 @@ import torch
 
 from ..data import handoff
 from ..data.collate import collate
+from ..data.handoff import PACKED_KEYS
 from ..errors import RadHarmonyError
 from .images import SourceImages
-from .reading import read_records, table_records  # noqa: F401 (re-exported)
+from .reading import ColumnRows, read_records, table_records  # noqa: F401 (re-exported)
 from .records import RECORD_COLUMNS, read_manifest
 from .sampler import MixtureSampler
 
@@ -40,6 +42,8 @@ SAMPLE_COLUMNS = tuple(c for c in RECORD_COLUMNS
                        if c not in ("dataset", "source_split", "prompt_variant"))
 #: columns every sample needs to find its images
 _NEEDED = ("source", "task", "image_paths", "fields")
+#: the columns a batch reads before its images
+_FIRST = ("source", "image_paths", "fields")
 
 
 class MixtureDataset(torch.utils.data.Dataset):
@@ -81,10 +85,13 @@ class MixtureDataset(torch.utils.data.Dataset):
         self.columns = tuple(dict.fromkeys([*columns, *_NEEDED]))
         self.table = read_records(self.out, split=split, tasks=tasks, sources=sources,
                                   columns=self.columns)
+        self._rows = ColumnRows(self.table)
+        self._keys = (*self.columns, "img", "num_images", "prior_img", "prior_num_images")
         self.images = SourceImages(self.manifest, size=size, cache_dir=cache_dir, dtype=dtype)
         self.dtype = dtype
         for name in sorted(set(self.table.column("source").to_pylist())):
             self.images.dataset(name)  # built now, so DataLoader workers inherit them
+        self._index = _ImageIndex(self.table, self._rows, self.images)
 
     @property
     def size(self) -> int:
@@ -107,41 +114,166 @@ class MixtureDataset(torch.utils.data.Dataset):
 
     def __getitems__(self, indices) -> list[dict]:
         """The records of ``indices`` with every image of the batch read and converted at
-        once (``DataLoader(ds, batch_size=B)`` calls this)."""
+        once (``DataLoader(ds, batch_size=B)`` calls this). The batch's columns come out of
+        Arrow column by column (:class:`~radharmony.mixture.reading.ColumnRows`), the text
+        ones while the pixels are converted."""
+        idx = self._positions(indices)
+        made: list = []
+        plain = self._index.batch(idx)
+        if plain is not None:  # one source's table rows, no prior images: no text read first
+            name, rows, counts = plain
+
+            def meanwhile(imgs: torch.Tensor) -> None:  # while the pixels are converted
+                cols = self._rows.take(idx, self.columns)
+                cols["fields"] = [orjson.loads(t) if t else {} for t in cols["fields"]]
+                made.append(self._samples(cols, imgs, counts, [0] * len(counts), len(rows)))
+            self.images.rows_tensor(name, rows, meanwhile)
+            return made[0]
+        first = self._rows.take(idx, _FIRST)
+        fields = [orjson.loads(t) if t else {} for t in first["fields"]]
+        first["fields"] = fields
+        paths = [p or () for p in first["image_paths"]]
+        priors = [f.get("prior_image_paths") or () for f in fields]
+        counts, prior_counts = list(map(len, paths)), list(map(len, priors))
+        items = [(s, p) for s, ps in zip(first["source"], paths) for p in ps]
+        prior_items = [(s, p) for s, ps in zip(first["source"], priors) for p in ps]
+
+        def meanwhile_all(imgs: torch.Tensor) -> None:
+            first.update(self._rows.take(idx, [c for c in self.columns if c not in first]))
+            made.append(self._samples(first, imgs, counts, prior_counts, len(items)))
+        self.images.tensor(items + prior_items, meanwhile=meanwhile_all)
+        return made[0]
+
+    def _samples(self, cols: dict, imgs: torch.Tensor, counts: list, prior_counts: list,
+                 n: int) -> "_Read":
+        """The batch's samples from its columns ``cols`` and its images ``imgs`` (the
+        records' ``n`` images, then their prior images; ``counts`` and ``prior_counts`` per
+        record), as views of ``imgs`` (the values need not be there yet)."""
+        tensors = {"img": imgs if n == len(imgs) else imgs[:n],  # the buffer itself (a
+                   "prior_img": imgs[n:]}  # worker's slot: handed over as the image level)
+        rows = {"img": tensors["img"].split(counts),  # no prior (most batches): one empty
+                "prior_img": tensors["prior_img"].split(prior_counts) if len(imgs) > n
+                else (tensors["prior_img"],) * len(counts)}  # tensor shared, no views made
+        values = [cols[c] for c in self.columns]
+        values += [rows["img"], counts, rows["prior_img"], prior_counts]
+        made = [dict(zip(self._keys, v)) for v in zip(*values)]
+        return _Read(handoff.mark(made, tensors, rows), made, tensors,
+                     dict(zip(self._keys, values)))
+
+    def _positions(self, indices) -> np.ndarray:
+        """``indices`` as int64 positions in range (negative ones from the end)."""
         n = len(self)
-        idx = []
-        for i in indices:
-            if not -n <= int(i) < n:
-                raise IndexError(f"index {i} out of range for {n} records")
-            idx.append(int(i) % n)
-        head = self.table.take(np.asarray(idx, np.int64))
-        sources = head.column("source").to_pylist()
-        fields = [orjson.loads(t) if t else {} for t in head.column("fields").to_pylist()]
-        items, counts, prior_items, prior_counts = [], [], [], []
-        for source, paths, f in zip(sources, head.column("image_paths").to_pylist(), fields):
-            prior = f.get("prior_image_paths") or []
-            items += [(source, p) for p in paths or ()]
-            prior_items += [(source, p) for p in prior]
-            counts.append(len(paths or ()))
-            prior_counts.append(len(prior))
-        made: list = []  # the records' dicts, made while the pixels are converted
-        imgs = self.images.tensor(items + prior_items,
-                                  meanwhile=lambda: made.extend(table_records(head)))
-        recs = made
-        tensors = {"img": imgs[:len(items)], "prior_img": imgs[len(items):]}
-        rows = {"img": tensors["img"].split(counts),  # no prior at all (most batches): one
-                "prior_img": tensors["prior_img"].split(prior_counts) if prior_items  # empty
-                else (tensors["prior_img"],) * len(idx)}  # tensor shared, no views to make
-        for j, rec in enumerate(recs):
-            rec.update(fields=fields[j], img=rows["img"][j], num_images=counts[j],
-                       prior_img=rows["prior_img"][j], prior_num_images=prior_counts[j])
-        return handoff.mark(recs, tensors, rows)
+        try:
+            idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        except (TypeError, ValueError):
+            idx = np.array([int(i) for i in indices], dtype=np.int64)
+        lo, hi = (idx.min(), idx.max()) if len(idx) else (0, 0)
+        if lo < -n or hi >= n:
+            bad = idx[(idx < -n) | (idx >= n)][0]
+            raise IndexError(f"index {bad} out of range for {n} records")
+        return idx if lo >= 0 else np.where(idx < 0, idx + n, idx)
+
+
+class _ImageIndex:
+    """Where each record's images lie in its source's table, as NumPy arrays made once for
+    the whole mixture: a batch of records whose images are all table rows of one source
+    (and that have no prior images) goes to the pixels with no text read first."""
+
+    def __init__(self, table, columns: ColumnRows, images: SourceImages):
+        import pyarrow.compute as pc
+
+        self.source, self.names = columns.codes["source"]
+        paths = table.column("image_paths").combine_chunks()
+        offsets = paths.offsets.to_numpy().astype(np.int64)  # positions in paths.values
+        valid = paths.is_valid().to_numpy(zero_copy_only=False)
+        self.start, self.count = offsets[:-1], np.where(valid, np.diff(offsets), 0)
+        owner = np.full(len(paths.values), -1, np.int64)  # each path's source
+        owner[offsets[0]:offsets[-1]] = np.repeat(self.source, np.diff(offsets))
+        self.row = images.table_rows(self.names, owner, paths.values)
+        prior = pc.match_substring(table.column("fields"), '"prior_image_paths"')
+        self.prior = pc.fill_null(prior, True).to_numpy(zero_copy_only=False)
+        #: a record of one image, a table row, and no prior image: that row (else -1)
+        self.single = np.full(len(self.start), -1, np.int64)
+        one = np.flatnonzero((self.count == 1) & ~self.prior)
+        self.single[one] = self.row[self.start[one]]
+
+    def batch(self, idx: np.ndarray) -> tuple | None:
+        """``(source name, table rows, counts per record)`` of records ``idx``, when all
+        their images are rows of one source's table and none may have a prior image; else
+        None."""
+        if not len(idx):
+            return None
+        source, single = self.source[idx], self.single[idx]
+        if (single >= 0).all() and (source == source[0]).all():  # one image a record
+            return self.names[source[0]], single, [1] * len(idx)
+        if (source != source[0]).any() or self.prior[idx].any():
+            return None
+        start, count = self.start[idx], self.count[idx]
+        if (count == 1).all():  # one image a record
+            rows = self.row[start]
+        else:
+            ends = np.cumsum(count)
+            rows = self.row[np.repeat(start - ends + count, count) +
+                            np.arange(ends[-1] if len(ends) else 0)]
+        if (rows < 0).any():
+            return None
+        return self.names[source[0]], rows, count.tolist()
+
+
+class _Read(list):
+    """The samples of one :meth:`MixtureDataset.__getitems__`, a list of them in every use,
+    which also keeps what they were made of (the dicts before they became samples, their
+    batch tensors, and ``{key: [value per sample]}``) for :func:`mixture_collate`. Copied or
+    pickled it is the plain list it is."""
+
+    __slots__ = ("samples", "made", "tensors", "columns")
+
+    def __init__(self, samples: list, made: list[dict], tensors: dict, columns: dict):
+        super().__init__(samples)
+        self.samples, self.made, self.tensors, self.columns = tuple(samples), made, tensors, \
+            columns
+
+    def __reduce__(self):
+        return list, (list(self),)
+
+
+def _untouched(batch) -> dict | None:
+    """``mixture_collate(batch)`` straight from the columns of the read that made ``batch``,
+    when ``batch`` is that read's samples, in order, each still equal to what it was made
+    (its values the same objects, or equal ones; an image tensor, of many values, only
+    itself), with its keys in order; None otherwise. The result is what
+    :func:`radharmony.collate` gives, without gathering each key's values and looking at
+    their types again."""
+    if not isinstance(batch, _Read) or not batch or len(batch) != len(batch.samples) or \
+            not all(map(is_, batch, batch.samples)):
+        return None
+    columns = batch.columns
+    try:  # value by value: the same object, else == (a tensor's is ambiguous: raises)
+        same = all(map(eq, batch, batch.made))
+    except (RuntimeError, TypeError, ValueError):
+        return None
+    if not same or list(batch[0]) != list(columns):
+        return None
+    out = {}
+    for key, values in columns.items():
+        if key in PACKED_KEYS:  # its rows untouched: the batch tensor (as handoff.whole)
+            out[key] = handoff.outgoing(batch.tensors[key])
+        elif key in PACKED_KEYS.values():  # as torch.tensor(values) (int64), ~2x faster
+            out[key] = torch.from_numpy(np.array(values, np.int64))
+        else:
+            out[key] = list(values)
+    return out
+
 
 def mixture_collate(batch: list[dict]) -> dict:
     """Collate :class:`MixtureDataset` samples of any mix of tasks: ``img`` and ``prior_img``
     packed (``(sum n, 1, S, S)``; ``num_images`` / ``prior_num_images`` ``(B,)`` say whose),
     every text, list and ``fields`` value as a per-record list. A batch read at once is
-    handed over without a copy."""
+    handed over without a copy (and, its samples untouched, without gathering each key's
+    values again)."""
+    whole = _untouched(batch)
+    if whole is not None:
+        return whole
     for j, sample in enumerate(batch):
         if not isinstance(sample, dict) or "num_images" not in sample:
             found = sorted(sample) if isinstance(sample, dict) else type(sample).__name__

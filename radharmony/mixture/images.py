@@ -163,39 +163,79 @@ class SourceImages:
         buffers (a DataLoader worker's: a shared-memory slot, :mod:`radharmony.data.handoff`).
         A batch whose images are all rows of one source's table, lying in one pack, is
         converted straight out of the pack's memory map, on a helper thread while
-        ``meanwhile()`` (the caller's work that needs no pixels) runs, as the image-level
-        batched read does; any other is gathered first. ``meanwhile`` is called once."""
+        ``meanwhile(out)`` (the caller's work that does not read the pixels, given the tensor
+        they are going to) runs, as the image-level batched read does; any other is gathered
+        first. ``meanwhile`` is called once."""
         import torch
 
-        from ..data import batches, handoff
-
-        ran = []
-
-        def once() -> None:
-            if meanwhile is not None and not ran:
-                ran.append(meanwhile())
         s = self.pipeline.size
         shape = (len(items), 1, s, s)
-        out = None if not items else handoff.own_batch(shape, self.dtype) if \
-            torch.utils.data.get_worker_info() is None else handoff.worker_batch(shape,
-                                                                                 self.dtype)
+        out = self._batch(shape) if items else torch.empty(shape, dtype=self.dtype)
+        once = _once(meanwhile, out)
         names = {name for name, _ in items}
-        if not items:
-            out = torch.empty(shape, dtype=self.dtype)
-        elif len(names) == 1:
+        if len(names) == 1:
             name = names.pop()
             ds, rows = self.dataset(name), self._rows[name]
             if ds.image_cache is not None and all(p in rows for _, p in items):
-                idx = np.array([rows[p] for _, p in items], np.int64)
-                source, records, _, done = batches.cached_rows_ahead(
-                    ds, idx, out, stream=None, boxes=False, meanwhile=once)
-                once()
-                if done is not None:
-                    return done
-                return self.pipeline.to_tensor(source, self.dtype, rows=records, out=out)
-            out = self.pipeline.to_tensor(self.quantized(items), self.dtype, out=out)
-        else:
-            out = self.pipeline.to_tensor(self.quantized(items), self.dtype, out=out)
+                return self._cached(ds, np.array([rows[p] for _, p in items], np.int64), out,
+                                    once)
+        if items:
+            self.pipeline.to_tensor(self.quantized(items), self.dtype, out=out)
+        once()
+        return out
+
+    def rows_tensor(self, name: str, rows: np.ndarray, meanwhile=None) -> "torch.Tensor":
+        """:meth:`tensor` of source ``name``'s table rows ``rows`` (positions in its
+        dataset, e.g. from :meth:`table_rows`)."""
+        ds = self.dataset(name)
+        if ds.image_cache is None or not len(rows):
+            paths = ds.rows.paths
+            return self.tensor([(name, paths[int(r)]) for r in rows], meanwhile)
+        out = self._batch((len(rows), 1, self.pipeline.size, self.pipeline.size))
+        return self._cached(ds, np.asarray(rows, np.int64), out, _once(meanwhile, out))
+
+    def table_rows(self, names: list, codes: np.ndarray, paths) -> np.ndarray:
+        """Each image's row in its source's table, -1 where the table has none (read by
+        path): ``paths`` an Arrow array of image paths, ``codes`` each one's source as a
+        position in ``names``. Vectorized, for a whole mixture at once."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        out = np.full(len(paths), -1, np.int64)
+        for c, name in enumerate(names):
+            where = np.flatnonzero(codes == c)
+            if name is None or not len(where):
+                continue
+            self.dataset(name)
+            rows = self._rows[name]
+            found = pc.index_in(paths.take(pa.array(where)),
+                                value_set=pa.array(list(rows), pa.string()))
+            found = pc.fill_null(found, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+            table = np.fromiter(rows.values(), np.int64, len(rows))
+            out[where] = np.where(found >= 0, table[np.maximum(found, 0)], -1)
+        return out
+
+    def _batch(self, shape: tuple) -> "torch.Tensor":
+        """This process's next reused batch buffer (a DataLoader worker's: a shared-memory
+        slot, else a new tensor)."""
+        import torch
+
+        from ..data import handoff
+
+        out = handoff.own_batch(shape, self.dtype) if \
+            torch.utils.data.get_worker_info() is None else handoff.worker_batch(shape,
+                                                                                 self.dtype)
+        return torch.empty(shape, dtype=self.dtype) if out is None else out  # no slot: new
+
+    def _cached(self, ds, idx: np.ndarray, out, once) -> "torch.Tensor":
+        """Table rows ``idx`` of ``ds`` (with a cache) into ``out``, converted straight out
+        of the pack when they lie in one, ``once()`` run meanwhile."""
+        from ..data import batches
+
+        source, records, _, done = batches.cached_rows_ahead(
+            ds, idx, out, stream=None, boxes=False, meanwhile=once)
+        if done is None:
+            self.pipeline.to_tensor(source, self.dtype, rows=records, out=out)
         once()
         return out
 
@@ -214,6 +254,16 @@ class SourceImages:
     def file(self, name: str, rel: str) -> Path:
         """The absolute path of source ``name``'s image ``rel`` (refused outside its root)."""
         return safe_path(self.source(name)["root"], rel)
+
+
+def _once(meanwhile, out):
+    """``meanwhile(out)`` the first time the result is called, nothing after."""
+    ran = []
+
+    def once() -> None:
+        if meanwhile is not None and not ran:
+            ran.append(meanwhile(out))
+    return once
 
 
 __all__ = ["DEFAULT_SIZE", "SourceImages", "first_lateral", "image_size",

@@ -1,12 +1,16 @@
 """Reading a mixture's ``records.parquet`` as Arrow (no torch): :func:`read_records` (the
-records of a split, tasks and sources) and :func:`table_records` (rows as dicts, fast), shared
-by :class:`~radharmony.mixture.dataset.MixtureDataset` and
+records of a split, tasks and sources), :func:`table_records` (rows as dicts, fast) and
+:class:`ColumnRows` (any rows' columns as lists, per batch), shared by
+:class:`~radharmony.mixture.dataset.MixtureDataset` and
 :class:`~radharmony.mixture.sampler.MixtureSampler`."""
 
 from __future__ import annotations
 
 import os
+from functools import partial
 from pathlib import Path
+
+import numpy as np
 
 from ..errors import RadHarmonyError
 from .records import RECORD_COLUMNS, RECORDS_NAME
@@ -40,6 +44,103 @@ def _pylist(arr) -> list:
         offsets, flat = arr.offsets.to_numpy().tolist(), _pylist(arr.values)
         return [flat[a:b] for a, b in zip(offsets, offsets[1:])]
     return arr.to_pylist()
+
+
+class ColumnRows:
+    """Columns of an Arrow table as Python lists for any rows (a batch's), the values
+    :func:`table_records` gives for ``table.take(rows)``: a dictionary-encoded column (a
+    string or a list of strings) keeps its codes as NumPy arrays and its few distinct values
+    as Python objects (one indexing per batch); any other column is taken from Arrow. Made once per table; the codes are a few bytes per row,
+    outside Python objects (a forked DataLoader worker shares them).
+
+    >>> import pyarrow as pa
+    >>> t = pa.table({"task": pa.array(["a", "b", None]).dictionary_encode(),
+    ...               "views": pa.array([["PA"], [], None], pa.list_(pa.dictionary(
+    ...                   pa.int32(), pa.string()))), "target": ["x", "y", "z"]})
+    >>> ColumnRows(t).take(np.array([2, 0, 1]))
+    {'task': [None, 'a', 'b'], 'views': [None, ['PA'], []], 'target': ['z', 'x', 'y']}
+    """
+
+    def __init__(self, table):
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        self.names = list(table.column_names)
+        #: a dictionary column's codes (a null: the last distinct value) and distinct values
+        self.codes: dict[str, tuple[np.ndarray, list]] = {}
+        self._coded, self._plain = {}, {}
+        for name, kind in zip(self.names, table.schema.types):
+            column = table.column(name)
+            if pa.types.is_dictionary(kind):  # codes: a few bytes a row
+                self.codes[name] = _codes(column.combine_chunks())
+                self._coded[name] = partial(_decoded, *self.codes[name])
+            elif pa.types.is_list(kind) and pa.types.is_dictionary(kind.value_type):
+                self._coded[name] = _list_reader(column.combine_chunks())
+            elif column.num_chunks == 1:  # the kernel without the wrappers: ~2x faster
+                self._plain[name] = partial(_call, pc.get_function("array_take"),
+                                            column.chunk(0))
+            else:
+                self._plain[name] = column.take
+
+    def take(self, rows: np.ndarray, names=None) -> dict[str, list]:
+        """``{column: [value per row]}`` of ``rows`` (int64 positions, in range), for
+        ``names`` (default: every column), in that order."""
+        import pyarrow as pa
+
+        rows = np.asarray(rows, np.int64)
+        arrow = pa.array(rows) if any(n in self._plain for n in names or self.names) else None
+        return {n: self._coded[n](rows) if n in self._coded else
+                self._plain[n](arrow).to_pylist()
+                for n in (self.names if names is None else names)}
+
+
+def _call(function, arr, rows):
+    return function.call([arr, rows])
+
+
+def _codes(arr) -> tuple[np.ndarray, list]:
+    """A dictionary array's codes (nulls -> the last distinct value, None) and its distinct
+    values."""
+    import pyarrow.compute as pc
+
+    distinct = arr.dictionary.to_pylist() + [None]
+    codes = pc.fill_null(arr.indices, len(distinct) - 1) if arr.null_count else arr.indices
+    return codes.to_numpy(zero_copy_only=False), distinct
+
+
+def _decoded(codes: np.ndarray, distinct: list, rows: np.ndarray) -> list:
+    return [distinct[c] for c in codes[rows].tolist()]
+
+
+def _list_reader(arr):
+    """A function of rows giving the values of a list array of dictionary values: each
+    row's list of codes is numbered among the column's distinct lists once (a list of views
+    takes a few forms), so a batch indexes those."""
+    offsets = arr.offsets.to_numpy().astype(np.int64)
+    codes, distinct = _codes(arr.values)
+    lengths = np.diff(offsets)
+    valid = arr.is_valid().to_numpy(zero_copy_only=False)
+    width = int(lengths.max()) if len(lengths) else 0
+    grid = np.full((len(lengths), width + 1), -1, np.int32)  # each row: length, then codes
+    grid[:, 0] = np.where(valid, lengths, -1)
+    owner = np.repeat(np.arange(len(lengths)), lengths)
+    grid[owner, 1 + np.arange(len(owner)) - np.repeat(offsets[:-1] - offsets[0], lengths)] = \
+        codes[offsets[0]:offsets[-1]] if len(owner) else codes[:0]
+    base = len(distinct) + 2  # a row's values as one number when they fit in 63 bits
+    if (width + 1) * np.log2(base) < 63:
+        key = (grid.astype(np.int64) + 1) @ base ** np.arange(width + 1, dtype=np.int64)
+        _, first, number = np.unique(key, return_index=True, return_inverse=True)
+        forms = grid[first]
+    else:
+        forms, number = np.unique(grid, axis=0, return_inverse=True)
+    lists = [None if n < 0 else [distinct[c] for c in form[1:1 + n]]
+             for n, form in zip(forms[:, 0].tolist(), forms.tolist())]
+    number = number.reshape(-1)
+
+    def read(rows) -> list:
+        return [None if v is None else v.copy() for v in map(lists.__getitem__,
+                                                             number[rows].tolist())]
+    return read
 
 
 def dictionary_paths(columns) -> list[str]:
@@ -95,4 +196,4 @@ def read_records(out: str | os.PathLike, *, split: str | None = "train", tasks=N
     return table.select(list(columns))
 
 
-__all__ = ["DICTIONARY_COLUMNS", "dictionary_paths", "read_records", "table_records"]
+__all__ = ["ColumnRows", "DICTIONARY_COLUMNS", "dictionary_paths", "read_records", "table_records"]

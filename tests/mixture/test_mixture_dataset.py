@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from mixture_fixtures import write_mixture
-from radharmony import pad_packed
+from radharmony import collate, pad_packed
 from radharmony.errors import RadHarmonyError
 from radharmony.mixture.dataset import MixtureDataset, MixtureSampler, mixture_collate
 from radharmony.registry import get_dataset_class
@@ -87,6 +87,74 @@ def test_a_batch_with_and_without_priors(ds):
     assert torch.equal(batch["prior_img"], ds[j]["prior_img"])
     none = mixture_collate(ds.__getitems__([0, 1]))
     assert none["prior_img"].shape == (0, 1, 32, 32) and none["prior_num_images"].tolist() == [0, 0]
+
+
+def _same(a, b) -> bool:
+    """Equal samples or batches: the same keys in the same order, equal values (tensors of
+    the same dtype, shape and values)."""
+    if list(a) != list(b):
+        return False
+    for k in a:
+        x, y = a[k], b[k]
+        if isinstance(x, torch.Tensor):
+            if not (isinstance(y, torch.Tensor) and x.dtype == y.dtype and x.shape == y.shape
+                    and torch.equal(x, y)):
+                return False
+        elif x != y or type(x) is not type(y):
+            return False
+    return True
+
+
+@pytest.mark.parametrize("order", ["all", "reversed", "fast", "mixed", "negative"])
+def test_a_batch_read_equals_its_records_read_apart_and_the_general_path(ds, order,
+                                                                          monkeypatch):
+    n = len(ds)
+    indices = {"all": list(range(n)), "reversed": list(range(n))[::-1],
+               "fast": [12, 11, 14],  # one source's table rows: read with no text first
+               "mixed": [0, 1, 15, 9, 11, 3], "negative": [-1, 2, -18]}[order]
+    fast = ds.__getitems__(indices)
+    with monkeypatch.context() as m:  # every batch through the path that reads text first
+        m.setattr(ds._index, "batch", lambda idx: None)
+        general = ds.__getitems__(indices)
+    apart = [ds[i] for i in indices]
+    assert len(fast) == len(general) == len(apart) == len(indices)
+    assert all(_same(a, b) and _same(a, c) for a, b, c in zip(fast, general, apart))
+    batch = mixture_collate(fast)
+    assert _same(batch, collate(list(fast)))  # the columns handed over = the generic collate
+    assert _same(batch, mixture_collate(general)) and _same(batch, collate(apart))
+
+
+def test_a_changed_sample_is_collated_as_it_now_is(ds):
+    for key, value in (("target", "changed"), ("fields", {}), ("num_images", 2)):
+        samples = ds.__getitems__([11, 12, 13])
+        samples[1][key] = value
+        batch = mixture_collate(samples)
+        assert batch[key][1] == value and _same(batch, collate(list(samples)))
+    samples = ds.__getitems__([11, 12, 13])
+    samples[2]["img"] = torch.zeros_like(samples[2]["img"])
+    batch = mixture_collate(samples)
+    assert not batch["img"][2].any() and _same(batch, collate(list(samples)))
+    added = ds.__getitems__([11, 12])
+    added[0]["extra"] = 1
+    assert mixture_collate(added)["extra"] == [1, None]
+    fewer = ds.__getitems__([11, 12, 13])
+    del fewer[2]  # the list itself changed
+    assert _same(mixture_collate(fewer), collate(list(fewer)))
+
+
+def test_record_columns_equal_the_arrow_rows(ds):
+    import pyarrow as pa
+
+    from radharmony.mixture.reading import ColumnRows, table_records
+
+    table = ds.table
+    chunked = pa.concat_tables([table.slice(0, 5), table.slice(5, 7), table.slice(12)])
+    rows = np.array([17, 0, 5, 4, 12, 11, 3])
+    want = table_records(table.take(rows))
+    for t in (table, chunked):
+        got = ColumnRows(t).take(rows)
+        assert list(got) == table.column_names
+        assert [dict(zip(got, v)) for v in zip(*got.values())] == want
 
 
 def test_columns_choose_what_a_sample_carries(mix):
