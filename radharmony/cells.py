@@ -58,12 +58,30 @@ _LONG_DIGITS = re.compile(r"\d{19}")
 def _loads(value):
     """One cell's JSON text -> its value (orjson, ~2x faster; the standard library's parser for
     what orjson refuses and ``json`` reads: ``NaN``, ``Infinity``, and text holding a long
-    digit run, which may be an integer past 64 bits that orjson would read as a float)."""
+    digit run whose orjson value holds a float: an integer past 64 bits, which orjson reads as
+    a float. A long digit run inside a string -- a DICOM UID in a path -- needs no second
+    parse)."""
     if not isinstance(value, str):
         return None
-    if _LONG_DIGITS.search(value):
-        return json.loads(value)
     try:
-        return orjson.loads(value)
+        out = orjson.loads(value)
     except orjson.JSONDecodeError:
         return json.loads(value)
+    if _has_float(out) and _LONG_DIGITS.search(value):  # the search is the slower test
+        return json.loads(value)
+    return out
+
+
+def _has_float(value) -> bool:
+    """Whether a parsed JSON value is or holds a float (iterative: any nesting depth)."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        kind = type(v)
+        if kind is float:
+            return True
+        if kind is list:
+            stack.extend(v)
+        elif kind is dict:
+            stack.extend(v.values())
+    return False

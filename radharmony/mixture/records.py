@@ -42,6 +42,7 @@ import json
 import os
 from pathlib import Path
 
+import orjson
 import pyarrow as pa
 import xxhash
 
@@ -80,7 +81,17 @@ def record_id(source: str, task: str, item: str, variant: int = 0) -> str:
 
 
 def fields_json(fields: dict) -> str:
-    """``fields`` as canonical JSON text (sorted keys, no spaces: the same bytes every time)."""
+    """``fields`` as canonical JSON text (sorted keys, no spaces: the same bytes every time).
+
+    Fields of text, booleans, None and 64-bit integers (in lists and dicts keyed by text) are
+    written by orjson, whose bytes for them are the standard encoder's; anything else (a
+    float: orjson writes ``1e-5`` where Python writes ``1e-05``; numpy values) by the standard
+    encoder."""
+    if _orjson_ready(fields, 0):
+        try:
+            return orjson.dumps(fields, option=orjson.OPT_SORT_KEYS).decode()
+        except orjson.JSONEncodeError:  # a lone surrogate: the standard encoder decides
+            pass
     return _ENCODER.encode(fields)
 
 
@@ -94,6 +105,33 @@ def _plain(value):
     if hasattr(value, "tolist"):
         return value.tolist()
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+_SCALARS = frozenset({str, bool, type(None)})
+_TEXT_KEYS = frozenset({str})
+
+
+def _orjson_ready(value, depth: int) -> bool:
+    """Whether orjson writes ``value`` as the standard encoder does: text, booleans, None and
+    integers of 64 bits, in lists, tuples and text-keyed dicts (at most 4 deep)."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return True
+    if kind is int:
+        return -2**63 <= value < 2**64
+    if depth > 3:
+        return False
+    if kind is dict:
+        if not set(map(type, value)) <= _TEXT_KEYS:
+            return False
+        items = value.values()
+    elif kind is list or kind is tuple:
+        items = value
+    else:
+        return False
+    if set(map(type, items)) <= _SCALARS:
+        return True
+    return all(_orjson_ready(v, depth + 1) for v in items)
 
 
 #: one encoder for every record (json.dumps with options builds a new one per call)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import string
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -111,7 +112,11 @@ def assemble(ctx, task, draft, units, j: np.ndarray, rep: np.ndarray, prompts: t
 class RecordWriter:
     """``records.parquet`` written to a temporary file beside ``path`` in row groups of
     exactly ``row_group`` rows, renamed into place by :meth:`close`; ``lengths`` tallies the
-    targets' lengths per task as they pass (``mixture.json``'s ``target_lengths``)."""
+    targets' lengths per task as they pass (``mixture.json``'s ``target_lengths``).
+
+    Each full row group is encoded and compressed on one background thread (Arrow releases
+    the GIL) while the next records are assembled; the groups go in order, one at a time, so
+    the bytes are those of writing them inline and memory holds at most two row groups."""
 
     def __init__(self, path: Path, *, row_group: int = ROW_GROUP):
         self.path, self.row_group = Path(path), row_group
@@ -120,6 +125,8 @@ class RecordWriter:
                                         use_dictionary=DICTIONARY, write_statistics=True)
         self._buffer: list[pa.Table] = []
         self._buffered = 0
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="records-parquet")
+        self._pending = None  # the row group being written
         self.rows = 0
         self.lengths = LengthTally()
 
@@ -131,22 +138,40 @@ class RecordWriter:
         self._buffered += len(table)
         while self._buffered >= self.row_group:
             whole = pa.concat_tables(self._buffer)
-            self._writer.write_table(whole.slice(0, self.row_group).combine_chunks(),
-                                     row_group_size=self.row_group)
+            self._submit(whole.slice(0, self.row_group))
             rest = whole.slice(self.row_group)
             self._buffer, self._buffered = ([rest] if len(rest) else []), len(rest)
         self.rows += len(table)
 
+    def _submit(self, group: pa.Table) -> None:
+        """Write ``group`` (one row group) once the previous one is written."""
+        self._wait()
+        self._pending = self._pool.submit(self._write_group, group)
+
+    def _write_group(self, group: pa.Table) -> None:
+        self._writer.write_table(group.combine_chunks(), row_group_size=self.row_group)
+
+    def _wait(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()  # a failed write raises here
+
     def close(self) -> None:
         if self._buffered:
-            self._writer.write_table(pa.concat_tables(self._buffer).combine_chunks(),
-                                     row_group_size=self.row_group)
+            self._submit(pa.concat_tables(self._buffer))
         self._buffer, self._buffered = [], 0
+        self._wait()
+        self._pool.shutdown()
         self._writer.close()
         os.replace(self.tmp, self.path)
 
     def abort(self) -> None:
         try:
+            try:
+                self._wait()
+            except Exception:  # the failure being aborted on, or one of this group's
+                pass
+            self._pool.shutdown()
             self._writer.close()
         finally:
             self.tmp.unlink(missing_ok=True)

@@ -282,3 +282,17 @@ def test_the_manifest_tallies_target_lengths_per_task(built):
             for t, g in records.groupby("task")}
     assert manifest["target_lengths"] == dict(sorted(want.items()))
     assert sum(n for h in manifest["target_lengths"].values() for _, n in h) == len(records)
+
+
+def test_fields_json_writes_the_standard_encoder_s_bytes():
+    from radharmony.mixture.records import fields_json
+
+    plain = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                             allow_nan=False, default=lambda v: v.tolist())
+    cases = [{"b": "x\n\u2028\x7f\"é😀", "a": [True, None, -2**63, 2**64 - 1], "c": {"z": 1}},
+             {"labels": {"edema": 1, "mass": -1}, "silver": False},  # orjson's path
+             {"score": 1e-05, "n": [0.5, 2.5e300]},  # floats: Python writes 1e-05
+             {"big": 2**64, "deep": [[[[["x"]]]]]},  # past 64 bits, past 4 deep
+             {"np": np.int64(3), "t": ("a", "b")}, {"s": "\ud800"}]  # numpy; lone surrogate
+    for f in cases:
+        assert fields_json(f) == plain.encode(f)

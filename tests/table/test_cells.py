@@ -11,7 +11,9 @@ from radharmony.cells import decode_json_columns, encode_json_columns
 
 CELLS = ['[1, 2]', '{"x": NaN, "y": Infinity}', '[123456789012345678901234567890]',
          '[{"x_min": 0.25, "label": "Nodule", "reader": null}]', '"caf\\u00e9"', '[]', '{}',
-         '["1.2.826.0.1.3680043.8.498.1234567890123456789"]', '[-0.0, 1e-310, 2.5e300]']
+         '["1.2.826.0.1.3680043.8.498.1234567890123456789"]', '[-0.0, 1e-310, 2.5e300]',
+         # a UID's long digit run and, deeper, an integer past 64 bits
+         '{"uid": "1.2.3.12345678901234567890", "n": [1, {"b": 99999999999999999999}]}']
 
 
 def test_decoded_cells_equal_the_standard_parser_s():
@@ -19,6 +21,7 @@ def test_decoded_cells_equal_the_standard_parser_s():
     want = [json.loads(c) for c in CELLS] + [None]
     assert json.dumps(got) == json.dumps(want)  # NaN compares by its text
     assert type(got[2][0]) is int  # past 64 bits: still an int, not a float
+    assert type(got[-2]["n"][1]["b"]) is int  # nested too
 
 
 def test_a_round_trip_keeps_nested_cells():
