@@ -47,27 +47,48 @@ def encode_json_columns(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
 def decode_json_columns(df: pd.DataFrame, cols) -> pd.DataFrame:
     """``df`` with the JSON text of ``cols`` parsed back (missing stays None), in place."""
     for c in cols:
-        df[c] = df[c].map(_loads).astype(object)
+        values = df[c].to_numpy(object)
+        long = _long_number_cells(values)
+        df[c] = pd.Series([_loads(v, bool(f)) for v, f in zip(values, long)], index=df.index,
+                          dtype=object)
     return df
 
 
 #: 19 digits in a row: an integer orjson might read as a float (past 64 bits)
 _LONG_DIGITS = re.compile(r"\d{19}")
+#: where a JSON number of 19 digits or more may start: at the start of the text, or after
+#: ``[``, ``,``, ``:`` or white space (and a minus sign). A digit run inside a string (a DICOM
+#: UID in a path: after ``/`` or ``.``) does not match, unless the string itself holds such a
+#: character before it: then the cell only takes the slower, exact test.
+_LONG_NUMBER = r"(?:^|[\[,:\s])-?\d{19}"
 
 
-def _loads(value):
+def _long_number_cells(values):
+    """Per cell, whether its text may hold a JSON number of 19 digits or more (one vectorized
+    regular expression over the column; every cell when the column is not all text)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    try:
+        text = pa.array(values, type=pa.string(), from_pandas=True)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return [True] * len(values)
+    return pc.fill_null(pc.match_substring_regex(text, _LONG_NUMBER), False).to_numpy(
+        zero_copy_only=False)
+
+
+def _loads(value, long: bool = True):
     """One cell's JSON text -> its value (orjson, ~2x faster; the standard library's parser for
     what orjson refuses and ``json`` reads: ``NaN``, ``Infinity``, and text holding a long
-    digit run whose orjson value holds a float: an integer past 64 bits, which orjson reads as
-    a float. A long digit run inside a string -- a DICOM UID in a path -- needs no second
-    parse)."""
+    number (``long``: see :data:`_LONG_NUMBER`) whose orjson value holds a float: an integer
+    past 64 bits, which orjson reads as a float)."""
     if not isinstance(value, str):
         return None
     try:
         out = orjson.loads(value)
     except orjson.JSONDecodeError:
         return json.loads(value)
-    if _has_float(out) and _LONG_DIGITS.search(value):  # the search is the slower test
+    if long and _has_float(out) and _LONG_DIGITS.search(value):
         return json.loads(value)
     return out
 

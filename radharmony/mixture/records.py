@@ -109,6 +109,7 @@ def _plain(value):
 
 _SCALARS = frozenset({str, bool, type(None)})
 _TEXT_KEYS = frozenset({str})
+_LEAVES = _SCALARS | {int}
 
 
 def _orjson_ready(value, depth: int) -> bool:
@@ -129,9 +130,13 @@ def _orjson_ready(value, depth: int) -> bool:
         items = value
     else:
         return False
-    if set(map(type, items)) <= _SCALARS:
+    kinds = set(map(type, items))
+    if kinds <= _SCALARS:
         return True
-    return all(_orjson_ready(v, depth + 1) for v in items)
+    if int in kinds and not all(-2**63 <= v < 2**64 for v in items if type(v) is int):
+        return False
+    return kinds <= _LEAVES or all(_orjson_ready(v, depth + 1) for v in items
+                                   if type(v) not in _LEAVES)  # only the containers
 
 
 #: one encoder for every record (json.dumps with options builds a new one per call)
