@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 from typing import Iterable, Sequence
 
-import cv2
 import numpy as np
 
 from ..errors import MetadataError
@@ -125,6 +124,8 @@ def polygon_mask(polygons: Iterable[Sequence], shape: tuple[int, int], *,
                                 found=repr(poly)[:80], fix=_FIX)
         pts.append(np.round(arr).astype(np.int32))
     if pts:
+        import cv2  # here: the harmonizers import this module without the image stack
+
         cv2.fillPoly(mask, pts, 1)
     return mask
 

@@ -30,7 +30,6 @@ from ..table.harmonizer import BaseHarmonizer, Inputs
 from ..annotations.boxes import box_record
 from ..annotations.coco import ellipse_mask, polygon_mask, rectangle_mask, shape_box
 from ..errors import ImageReadError, MetadataError
-from ..imaging.read import header_size, sniff
 from ..annotations.masks import merge_masks
 from ..cells import parse_literal
 from ..spec import DatasetSpec
@@ -133,6 +132,8 @@ class ObjectCXRDevHarmonizer(ObjectCXRHarmonizer):
 # -- datasets -------------------------------------------------------------------------------------
 class _ObjectCXRMasks:
     def source_mask(self, index: int) -> np.ndarray:
+        from ..imaging.read import header_size, sniff  # the image stack: the torch side's
+
         shapes = self.harmonized_df["shapes"].iat[index]
         if isinstance(shapes, str):  # a table read back from CSV holds the list as text
             shapes = parse_literal(shapes) if shapes.strip() else []
