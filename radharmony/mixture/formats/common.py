@@ -162,6 +162,7 @@ class Export:
     def _look(self, source: str, full: str) -> None:
         """Read the header of ``source``'s first original image: a DICOM is refused, a
         16-bit PNG warned of (an image not on this machine is not looked at)."""
+        from ...export.decoders import DeepImageWarning, bit_depth
         from ...imaging.read import sniff
 
         try:
@@ -169,12 +170,9 @@ class Export:
                 head = fh.read(132)
         except OSError:
             return
-        kind = sniff(head)
-        if kind == "dicom":
+        if sniff(head) == "dicom":
             self._refuse_dicom(source, full)
-        if kind == "png" and len(head) > 24 and head[24] == 16:
-            from ...export.decoders import DeepImageWarning
-
+        if bit_depth(head) > 8:  # the PNG's IHDR depth (the export's own header reader)
             warnings.warn(f"export_mixture({self.fmt or 'trainer'}): source {source!r} "
                           f"holds 16-bit PNGs ({full}, ...). The trainer opens them with PIL, "
                           "whose convert('RGB') clips every value above 255 to white instead "
