@@ -110,6 +110,8 @@ def _plain(value):
 _SCALARS = frozenset({str, bool, type(None)})
 _TEXT_KEYS = frozenset({str})
 _LEAVES = _SCALARS | {int}
+#: the integers orjson writes (64 bits, signed or not)
+_INT_MIN, _INT_END = -2**63, 2**64
 
 
 def _orjson_ready(value, depth: int) -> bool:
@@ -119,7 +121,7 @@ def _orjson_ready(value, depth: int) -> bool:
     if kind in _SCALARS:
         return True
     if kind is int:
-        return -2**63 <= value < 2**64
+        return _INT_MIN <= value < _INT_END
     if depth > 3:
         return False
     if kind is dict:
@@ -133,7 +135,7 @@ def _orjson_ready(value, depth: int) -> bool:
     kinds = set(map(type, items))
     if kinds <= _SCALARS:
         return True
-    if int in kinds and not all(-2**63 <= v < 2**64 for v in items if type(v) is int):
+    if int in kinds and not all(_INT_MIN <= v < _INT_END for v in items if type(v) is int):
         return False
     return kinds <= _LEAVES or all(_orjson_ready(v, depth + 1) for v in items
                                    if type(v) not in _LEAVES)  # only the containers
