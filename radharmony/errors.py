@@ -41,6 +41,18 @@ class RadHarmonyError(Exception):
         self.what, self.expected, self.found, self.fix = what, expected, found, fix
         super().__init__(message(what, expected=expected, found=found, fix=fix))
 
+    def __reduce__(self):
+        """Pickled as its message and attributes, whatever the subclass's constructor takes
+        (so an error raised in a worker process reaches the caller whole)."""
+        return _restore, (type(self), self.args, dict(self.__dict__))
+
+
+def _restore(cls, args, state):
+    error = cls.__new__(cls)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
 
 class MetadataNotFoundError(RadHarmonyError, FileNotFoundError):
     """A metadata file could not be located (lists every place searched)."""

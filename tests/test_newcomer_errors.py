@@ -42,3 +42,19 @@ def test_a_gated_datasets_missing_file_says_where_it_comes_from(tmp_path):
     text = str(info.value)
     assert "mimic-cxr-2.0.0-metadata.csv.gz" in text
     assert "PhysioNet" in text and "credentialed" in text.lower()
+
+
+def test_every_error_crosses_a_process_boundary_whole(tmp_path):
+    """A worker process's error is pickled to the caller: the same class, message and
+    attributes, whatever the subclass's constructor takes."""
+    import pickle
+
+    from radharmony.errors import RadHarmonyError
+
+    errors = [RadHarmonyError("what", expected="e", found="f", fix="x"),
+              MetadataNotFoundError("the metadata", [tmp_path / "a.csv"], fix="pass csv_path"),
+              DatasetFolderNotFoundError("NIH ChestX-ray14", tmp_path / "nope", key="nih_cxr14")]
+    for error in errors:
+        back = pickle.loads(pickle.dumps(error))
+        assert type(back) is type(error) and str(back) == str(error)
+        assert back.__dict__ == error.__dict__

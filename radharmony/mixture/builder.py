@@ -1,12 +1,14 @@
 """``radharmony.mixture.build(spec, out)``: a spec -> ``OUT/records.parquet`` + ``OUT/mixture.json``.
 
-The data flows one way: the hold-out sets are read (patients, image fingerprints); then, one
-source at a time (so memory holds one source's table, never the whole mixture): the dataset
-is built with the spec's arguments (its table harmonized, or read from the table cache), its
-rows of the drawn split kept, every task's eligible items drafted, each task's rule drawn with
-a seed of (spec seed, source, task), ``max_records`` applied, units of hold-out patients and
-images dropped (counted), and the records written in fixed row groups. The file is the same
-bytes for the same spec on the same files, whatever ``workers``.
+The data flows one way: the hold-out sets are read (patients, image fingerprints); then, for
+each source (so memory holds one source's table per process, never the whole mixture): the
+dataset is built with the spec's arguments (its table harmonized, or read from the table
+cache), its rows of the drawn split kept, every task's eligible items drafted, each task's rule
+drawn with a seed of (spec seed, source, task), ``max_records`` applied, units of hold-out
+patients and images dropped (counted), and the records written in fixed row groups. The
+sources are built side by side in forked processes (:mod:`radharmony.mixture.spool`) or one
+after another in this one; either way the file is the same bytes for the same spec on the same
+files, whatever ``workers``.
 """
 
 from __future__ import annotations
@@ -15,10 +17,13 @@ import json
 import os
 import warnings
 from collections import Counter
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from .. import catalog
 from ..errors import RadHarmonyError
 from ..files import atomic_write
 from ..version import __version__
@@ -29,6 +34,7 @@ from .holdout import (HoldOut, dataset_key, input_identity, open_dataset, read_h
 from .records import MANIFEST_FORMAT, MANIFEST_NAME, RECORDS_NAME
 from .rules import derive_seed
 from .spec import load_spec
+from .spool import INHERITED, Spool, fork_pool, freeze, process_count, replay, spool_path, thaw
 from .tasks import TASKS
 from .writer import ROW_GROUP, RecordWriter, assemble, repeat_index
 
@@ -46,8 +52,10 @@ def build(spec, out: str | os.PathLike, *, workers: int | None = None,
     spec, radharmony's version, each input file's identity, the counts per source x task x
     split, every exclusion by reason, the hold-out summary) and returns the manifest.
 
-    ``workers``: threads reading image files for the hold-out check (default: every core);
-    the records do not depend on it. ``progress``: show progress bars.
+    ``workers``: the processes building sources side by side (default: the usable cores, at
+    most :data:`~radharmony.mixture.spool.DEFAULT_PROCESSES`; 1 builds them in this process,
+    as on platforms without ``fork``), and the threads reading image files for the hold-out
+    check; the records do not depend on it. ``progress``: show progress bars.
     """
     spec = load_spec(spec)
     out = Path(out)
@@ -60,19 +68,25 @@ def build(spec, out: str | os.PathLike, *, workers: int | None = None,
     pool: dict = {}  # datasets read for the hold-out that a source reads too
     hold, hold_inputs = read_hold_out(spec.hold_out, workers=workers, progress=progress,
                                       keep={dataset_key(s) for s in spec.sources}, pool=pool)
+    tallies = Tallies()
+    processes = process_count(workers, len(spec.sources))
+    children = _start(spec, hold, pool, out, workers, processes) if processes > 1 else None
     writer = RecordWriter(out / RECORDS_NAME, row_group=ROW_GROUP)
-    counts: Counter = Counter()
-    excluded: Counter = Counter()
-    counted: Counter = Counter()  # what a task counts without excluding (without_prior)
-    sources = []
     try:
-        for s in spec.sources:
-            sources.append(_source(spec, s, hold, writer, counts, excluded, workers, progress,
-                                   pool.pop(dataset_key(s), None), counted))
+        if children is None:
+            sources = [_source(spec, s, hold, writer, tallies, workers, progress,
+                               pool.pop(dataset_key(s), None)) for s in spec.sources]
+        else:
+            sources = _gather(children, writer, tallies, progress)
         writer.close()
     except BaseException:
         writer.abort()
+        if children is not None:
+            _stop(children, out, kill=True)
         raise
+    if children is not None:
+        _stop(children, out, kill=False)
+    counts, excluded, counted = tallies.counts, tallies.excluded, tallies.counted
     manifest = {
         "format": MANIFEST_FORMAT, "radharmony_version": __version__, "name": spec.name,
         "seed": spec.seed, "spec": spec.to_dict(), "images": spec.images, "boxes": spec.boxes,
@@ -93,8 +107,26 @@ def build(spec, out: str | os.PathLike, *, workers: int | None = None,
     return manifest
 
 
-def _source(spec, s, hold: HoldOut, writer: RecordWriter, counts: Counter, excluded: Counter,
-            workers, progress: bool, opened=None, counted: Counter = None) -> dict:
+@dataclass
+class Tallies:
+    """What a build counts, per (source, task, ...): records per split, exclusions by reason,
+    and what a task counts without excluding (``without_prior``)."""
+
+    counts: Counter = field(default_factory=Counter)
+    excluded: Counter = field(default_factory=Counter)
+    counted: Counter = field(default_factory=Counter)
+
+    def merge(self, other: "Tallies") -> None:
+        for mine, theirs in ((self.counts, other.counts), (self.excluded, other.excluded),
+                             (self.counted, other.counted)):
+            mine.update(theirs)
+
+
+def _source(spec, s, hold: HoldOut, sink, tallies: Tallies, workers, progress: bool,
+            opened=None) -> dict:
+    """Build the source ``s``: its records go to ``sink.write``, its counts to ``tallies``;
+    returns its entry of the manifest's ``sources``."""
+    counts, excluded, counted = tallies.counts, tallies.excluded, tallies.counted
     if opened is None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -148,13 +180,90 @@ def _source(spec, s, hold: HoldOut, writer: RecordWriter, counts: Counter, exclu
             for start in range(0, len(p), CHUNK):
                 chunk = assemble(ctx, task, draft, units, p[start:start + CHUNK],
                                  rep[start:start + CHUNK], prompts, source_split=s.split)
-                writer.write(chunk)
+                sink.write(chunk)
                 for split, n in zip(*np.unique(chunk.column("split").to_numpy(
                         zero_copy_only=False), return_counts=True)):
                     counts[(s.name, t, str(split))] += int(n)
                 bar.update(len(chunk))
             bar.update(int((~keep).sum()))
     return info
+
+
+def _start(spec, hold: HoldOut, pool: dict, out: Path, workers, processes: int) -> dict:
+    """Fork ``processes`` processes and give them every source (the longest first): they
+    inherit the spec, the hold-out and the datasets opened for it."""
+    token = f"{os.getpid()}-{id(spec):x}-source"
+    executor = fork_pool(processes, {"spec": spec, "hold": hold, "pool": pool, "out": out,
+                                     "workers": workers, "token": token})
+    freeze()
+    try:
+        futures = {i: executor.submit(_child, i) for i in _longest_first(spec.sources)}
+    finally:
+        thaw()
+    pool.clear()  # the processes have them
+    return {"executor": executor, "futures": futures, "token": token}
+
+
+def _longest_first(sources) -> list[int]:
+    """The sources' positions, the likely longest to build first (so the last to end is not a
+    long one started late): by the release's expected image count times the number of tasks,
+    a dataset without one (question sets) first. Only the order of work depends on it."""
+    def weight(i: int) -> float:
+        s = sources[i]
+        expected = catalog.spec(s.dataset).expected
+        n = expected.get("images") or expected.get("rows")
+        return float("inf") if not n else float(n) * len(s.rules)
+
+    return sorted(range(len(sources)), key=lambda i: (-weight(i), i))
+
+
+def _child(i: int):
+    """In a forked process: build source ``i`` into its spool."""
+    st = INHERITED
+    spec = st["spec"]
+    s = spec.sources[i]
+    tallies = Tallies()
+    spool = Spool(st["out"], f"{st['token']}-{i}")
+    try:
+        info = _source(spec, s, st["hold"], spool, tallies, st["workers"], False,
+                       st["pool"].get(dataset_key(s)))
+    finally:
+        path = spool.close()
+    return info, tallies, path
+
+
+def _gather(children: dict, writer: RecordWriter, tallies: Tallies, progress: bool) -> list:
+    """The sources' records into ``writer`` in the spec's order, as their processes end."""
+    from tqdm.auto import tqdm
+
+    futures, infos = children["futures"], []
+    with tqdm(total=len(futures), desc="mixture: sources", unit="source",
+              disable=not progress) as bar:
+        for i in range(len(futures)):
+            try:
+                info, theirs, path = futures[i].result()
+            except BrokenProcessPool:
+                raise RadHarmonyError(
+                    "A process building the mixture's sources ended without finishing",
+                    expected="each source built in its process",
+                    found="a process killed (most often: out of memory)",
+                    fix="build with fewer processes (workers=1, or --workers 1)") from None
+            tallies.merge(theirs)
+            replay(path, writer.write)
+            infos.append(info)
+            bar.update()
+    return infos
+
+
+def _stop(children: dict, out: Path, *, kill: bool) -> None:
+    """End the processes (``kill``: at once, on an error) and remove what they spooled."""
+    executor = children["executor"]
+    if kill:
+        for p in list((getattr(executor, "_processes", None) or {}).values()):
+            p.terminate()
+    executor.shutdown(wait=True, cancel_futures=True)
+    for left in out.glob(spool_path(Path("."), children["token"] + "-*").name):
+        left.unlink(missing_ok=True)
 
 
 def _cap(picks: dict, cap: int, seed: int, note) -> dict:

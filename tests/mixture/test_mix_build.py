@@ -296,3 +296,24 @@ def test_fields_json_writes_the_standard_encoder_s_bytes():
              {"np": np.int64(3), "t": ("a", "b")}, {"s": "\ud800"}]  # numpy; lone surrogate
     for f in cases:
         assert fields_json(f) == plain.encode(f)
+
+
+def test_a_source_failing_in_its_process_raises_its_error_and_leaves_nothing(replicas, tmp_path):
+    from radharmony.errors import RadHarmonyError
+
+    spec = {"name": "fails", "sources": [
+        {"dataset": "chexpert", "root": replicas["chexpert"], "tasks": {"classify_view": "all"}},
+        {"dataset": "chexpert", "root": replicas["chexpert"], "split": "test", "name": "bad",
+         "tasks": {"classify_view": "all"}}]}
+    with pytest.raises(RadHarmonyError, match=r"'bad': chexpert has no rows in split 'test'"):
+        build(spec, tmp_path / "out", workers=2, progress=False)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == []
+
+
+def test_sources_are_built_in_this_process_where_fork_is_not_the_way(monkeypatch):
+    from radharmony.mixture import spool
+
+    assert spool.process_count(8, 3) == 3 and spool.process_count(1, 3) == 1
+    assert 1 <= spool.process_count(None, 99) <= spool.DEFAULT_PROCESSES
+    monkeypatch.setattr(spool.sys, "platform", "darwin")
+    assert spool.process_count(8, 3) == 1
