@@ -48,10 +48,13 @@ def _pylist(arr) -> list:
 
 class ColumnRows:
     """Columns of an Arrow table as Python lists for any rows (a batch's), the values
-    :func:`table_records` gives for ``table.take(rows)``: a dictionary-encoded column (a
-    string or a list of strings) keeps its codes as NumPy arrays and its few distinct values
-    as Python objects (one indexing per batch); any other column is taken from Arrow. Made once per table; the codes are a few bytes per row,
-    outside Python objects (a forked DataLoader worker shares them).
+    :func:`table_records` gives for ``table.take(rows)``, each column read once per batch by
+    a reader made for it when the table is: a dictionary-encoded column (a string or a list
+    of strings), or a string column whose values repeat (at most :data:`FEW` distinct, on
+    at most half the rows: a task's prompt or target, ``fields`` of ``{}``), keeps its codes
+    as NumPy arrays and its few distinct values as Python objects (one indexing per batch);
+    any other column is taken from Arrow. Made once per table; the codes are a few bytes per row, outside Python
+    objects (a forked DataLoader worker shares them).
 
     >>> import pyarrow as pa
     >>> t = pa.table({"task": pa.array(["a", "b", None]).dictionary_encode(),
@@ -68,19 +71,26 @@ class ColumnRows:
         self.names = list(table.column_names)
         #: a dictionary column's codes (a null: the last distinct value) and distinct values
         self.codes: dict[str, tuple[np.ndarray, list]] = {}
-        self._coded, self._plain = {}, {}
+        #: each column's reader: of the rows as int64 positions, or (``_arrow``) as an Arrow
+        #: array of them
+        self._read: dict = {}
+        self._arrow: set[str] = set()
+        take = pc.get_function("array_take")
         for name, kind in zip(self.names, table.schema.types):
             column = table.column(name)
+            arr = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+            if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+                encoded = _repeating(arr)
+                if encoded is not None:
+                    kind, arr = encoded.type, encoded
             if pa.types.is_dictionary(kind):  # codes: a few bytes a row
-                self.codes[name] = _codes(column.combine_chunks())
-                self._coded[name] = partial(_decoded, *self.codes[name])
+                self.codes[name] = _codes(arr)
+                self._read[name] = _code_reader(*self.codes[name])
             elif pa.types.is_list(kind) and pa.types.is_dictionary(kind.value_type):
-                self._coded[name] = _list_reader(column.combine_chunks())
-            elif column.num_chunks == 1:  # the kernel without the wrappers: ~2x faster
-                self._plain[name] = partial(_call, pc.get_function("array_take"),
-                                            column.chunk(0))
-            else:
-                self._plain[name] = column.take
+                self._read[name] = _list_reader(arr)
+            else:  # the kernel without the wrappers: ~2x faster
+                self._read[name] = partial(_taken, take, arr)
+                self._arrow.add(name)
 
     def take(self, rows: np.ndarray, names=None) -> dict[str, list]:
         """``{column: [value per row]}`` of ``rows`` (int64 positions, in range), for
@@ -88,14 +98,29 @@ class ColumnRows:
         import pyarrow as pa
 
         rows = np.asarray(rows, np.int64)
-        arrow = pa.array(rows) if any(n in self._plain for n in names or self.names) else None
-        return {n: self._coded[n](rows) if n in self._coded else
-                self._plain[n](arrow).to_pylist()
-                for n in (self.names if names is None else names)}
+        names = self.names if names is None else names
+        arrow = pa.array(rows) if not self._arrow.isdisjoint(names) else None
+        read = self._read
+        return {n: read[n](arrow if n in self._arrow else rows) for n in names}
 
 
-def _call(function, arr, rows):
-    return function.call([arr, rows])
+#: the most distinct values a string column is read through as codes (their Python strings
+#: made once, when the table is read)
+FEW = 1024
+
+
+def _repeating(arr):
+    """``arr`` (strings) dictionary-encoded when its values repeat (at most :data:`FEW`
+    distinct, on at most half the rows); else None."""
+    import pyarrow.compute as pc
+
+    if len(arr) < 2 or pc.count_distinct(arr, mode="all").as_py() > min(FEW, len(arr) // 2):
+        return None
+    return pc.dictionary_encode(arr)
+
+
+def _taken(take, arr, rows) -> list:
+    return take.call([arr, rows]).to_pylist()
 
 
 def _codes(arr) -> tuple[np.ndarray, list]:
@@ -108,8 +133,12 @@ def _codes(arr) -> tuple[np.ndarray, list]:
     return codes.to_numpy(zero_copy_only=False), distinct
 
 
-def _decoded(codes: np.ndarray, distinct: list, rows: np.ndarray) -> list:
-    return [distinct[c] for c in codes[rows].tolist()]
+def _code_reader(codes: np.ndarray, distinct: list):
+    """A function of rows giving their values: the distinct values (Python objects, made
+    once) indexed by the rows' codes, in NumPy."""
+    values = np.empty(len(distinct), object)
+    values[:] = distinct
+    return lambda rows: values[codes[rows]].tolist()
 
 
 def _list_reader(arr):

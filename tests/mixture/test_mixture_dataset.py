@@ -157,6 +157,39 @@ def test_record_columns_equal_the_arrow_rows(ds):
         assert [dict(zip(got, v)) for v in zip(*got.values())] == want
 
 
+def test_column_readers_of_every_kind_equal_the_arrow_rows():
+    """Repeating strings (read as codes), unique ones, nulls, lists of any length and null
+    lists (one flat take), on whole, sliced and chunked tables."""
+    import pyarrow as pa
+
+    from radharmony.mixture.reading import ColumnRows, table_records
+
+    n = 40
+    paths = [None if i % 7 == 3 else [f"p{i}/{k}.png" for k in range(i % 3)] for i in
+             range(n)]
+    paths[5] = ["a.png", None]
+    table = pa.table({
+        "record_id": [f"{i:04x}" for i in range(n)],
+        "target": [None if i % 9 == 0 else ("None", "Cardiomegaly")[i % 2] for i in range(n)],
+        "fields": ["{}" if i % 5 else '{"a":1}' for i in range(n)],
+        "image_paths": pa.array(paths, pa.list_(pa.string())),
+        "one": pa.array([[f"x{i}"] for i in range(n)], pa.list_(pa.string())),
+        "variant": pa.array(np.arange(n) % 3, pa.int16())})
+    reader = ColumnRows(table)
+    assert set(reader.codes) == {"target", "fields"}  # the repeating ones, as codes
+    rows = np.array([3, 0, 39, 5, 9, 21, 7, 7, 14])
+    parts = pa.concat_tables([table.slice(0, 11), table.slice(11, 20), table.slice(31)])
+    for t, idx in ((table, rows), (table.slice(10), rows[rows < 30]), (parts, rows),
+                   (table, rows[rows % 3 == 0]), (table, rows[:0])):
+        got = ColumnRows(t).take(idx)
+        assert list(got) == t.column_names
+        assert [dict(zip(got, v)) for v in zip(*got.values())] == \
+            table_records(t.take(pa.array(idx, pa.int64())))
+    got = reader.take(np.array([1, 1]), ["image_paths", "one"])
+    assert got["image_paths"][0] is not got["image_paths"][1]  # each row its own list
+    assert got["one"][0] is not got["one"][1]
+
+
 def test_columns_choose_what_a_sample_carries(mix):
     lean = MixtureDataset(mix.out, columns=("record_id", "prompt"))
     assert set(lean[0]) == {"record_id", "prompt", "source", "task", "image_paths", "fields",
