@@ -75,7 +75,7 @@ def _decode_column(values) -> list:
     repeated = np.bincount(codes[codes >= 0], minlength=len(distinct)) > 1
     make = [_fresh(_loads(t, bool(f)), t, bool(f), bool(r))
             for t, f, r in zip(distinct.tolist(), long, repeated)]
-    make.append(_NONE)  # code -1: a missing cell
+    make.append(_missing)  # code -1: a missing cell
     return [make[k]() for k in codes.tolist()]
 
 
@@ -96,7 +96,8 @@ def _fresh(value, text: str, long: bool, repeated: bool):
 _IMMUTABLE = (str, int, float, bool, type(None))
 
 
-def _NONE():
+def _missing() -> None:
+    """A missing cell's value."""
     return None
 
 
