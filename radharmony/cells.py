@@ -11,6 +11,7 @@ import ast
 import json
 import re
 
+import numpy as np
 import orjson
 import pandas as pd
 
@@ -45,13 +46,59 @@ def encode_json_columns(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
 
 
 def decode_json_columns(df: pd.DataFrame, cols) -> pd.DataFrame:
-    """``df`` with the JSON text of ``cols`` parsed back (missing stays None), in place."""
+    """``df`` with the JSON text of ``cols`` parsed back (missing stays None), in place. Each
+    distinct text is parsed once; every row still gets its own value (no two rows share a list
+    or dict)."""
     for c in cols:
-        values = df[c].to_numpy(object)
-        long = _long_number_cells(values)
-        df[c] = pd.Series([_loads(v, bool(f)) for v, f in zip(values, long)], index=df.index,
-                          dtype=object)
+        df[c] = pd.Series(_decode_column(df[c].to_numpy(object)), index=df.index, dtype=object)
     return df
+
+
+def _decode_column(values) -> list:
+    """The cells of ``values`` parsed (:func:`_loads`). A column of text (and missing cells) is
+    factorized: each distinct text parsed once, each row given a fresh copy of its value."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if pd.api.types.infer_dtype(values, skipna=True) != "string":  # bytes, objects: per cell
+        return [_loads(v) for v in values]
+    # by object first (a dictionary column shares one str per distinct text), then by text
+    by_object = pd.factorize(np.fromiter(map(id, values), np.int64, len(values)))[0]
+    first = np.unique(by_object, return_index=True)[1]
+    by_text, distinct = pd.factorize(values[first])
+    codes = by_text[by_object]  # first-seen order: the first bad text raises as before
+    try:
+        long = pc.match_substring_regex(pa.array(distinct, type=pa.large_string()),
+                                        _LONG_NUMBER).to_numpy(zero_copy_only=False)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):  # text that is not valid UTF-8
+        return [_loads(v) for v in values]
+    repeated = np.bincount(codes[codes >= 0], minlength=len(distinct)) > 1
+    make = [_fresh(_loads(t, bool(f)), t, bool(f), bool(r))
+            for t, f, r in zip(distinct.tolist(), long, repeated)]
+    make.append(_missing)  # code -1: a missing cell
+    return [make[k]() for k in codes.tolist()]
+
+
+def _fresh(value, text: str, long: bool, repeated: bool):
+    """A function giving ``value`` (the parse of ``text``), a new copy at each call where
+    ``repeated``: a shallow copy of a flat list or dict (its items are immutable), the value
+    itself when it is immutable, else a new parse."""
+    kind = type(value)
+    if kind in _IMMUTABLE or not repeated:
+        return lambda: value
+    items = value if kind is list else value.values() if kind is dict else None
+    if items is not None and all(type(x) in _IMMUTABLE for x in items):
+        return value.copy
+    return lambda: _loads(text, long)
+
+
+#: JSON values that are never changed in place: rows may share them
+_IMMUTABLE = (str, int, float, bool, type(None))
+
+
+def _missing() -> None:
+    """A missing cell's value."""
+    return None
 
 
 #: 19 digits in a row: an integer orjson might read as a float (past 64 bits)
@@ -61,20 +108,6 @@ _LONG_DIGITS = re.compile(r"\d{19}")
 #: UID in a path: after ``/`` or ``.``) does not match, unless the string itself holds such a
 #: character before it: then the cell only takes the slower, exact test.
 _LONG_NUMBER = r"(?:^|[\[,:\s])-?\d{19}"
-
-
-def _long_number_cells(values):
-    """Per cell, whether its text may hold a JSON number of 19 digits or more (one vectorized
-    regular expression over the column; every cell when the column is not all text)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    try:
-        text = pa.array(values, type=pa.string(), from_pandas=True)
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        return [True] * len(values)
-    return pc.fill_null(pc.match_substring_regex(text, _LONG_NUMBER), False).to_numpy(
-        zero_copy_only=False)
 
 
 def _loads(value, long: bool = True):

@@ -19,6 +19,7 @@ import gc
 import os
 import sys
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -135,8 +136,9 @@ class BaseHarmonizer:
                          "arguments": self.arguments(), "key": self.spec.key,
                          "module_file": getattr(sys.modules.get(type(self).__module__),
                                                 "__file__", None)}  # its code keys the table
-                self._df = TableCache(cache_dir).get(owner, inputs.identity(),
-                                                     lambda: self._harmonize_inputs(inputs))
+                with _gc_paused():  # the folders' listings, the table and its nested cells
+                    self._df = TableCache(cache_dir).get(owner, inputs.identity(),
+                                                         lambda: self._harmonize_inputs(inputs))
         # pandas >= 3 copies on write: a shallow copy already protects self._df (and is free)
         df = self._df.copy(deep=not _COPY_ON_WRITE)
         if study_ids is None and patient_ids is None and sample_n is None:
@@ -196,13 +198,8 @@ class BaseHarmonizer:
     def _harmonize_inputs(self, inputs: Inputs) -> pd.DataFrame:
         """read -> harmonize_raw -> validate (guarded), with the garbage collector paused
         while the metadata's millions of objects are built (they hold no reference cycles)."""
-        gc_was_on = gc.isenabled()
-        gc.disable()
-        try:
+        with _gc_paused():
             return guarded_harmonize(self, inputs)  # faults -> errors naming file and entry
-        finally:
-            if gc_was_on:
-                gc.enable()
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the table as Parquet with a JSON header (class, version, arguments).
@@ -307,3 +304,18 @@ def guarded_harmonize(harmonizer: BaseHarmonizer, inputs: Inputs) -> pd.DataFram
         warnings.warn(f"{path} holds no image references: the table is empty.", UserWarning,
                       stacklevel=3)
     return df
+
+
+@contextmanager
+def _gc_paused():
+    """The cyclic garbage collector paused (and restored as it was): the millions of objects
+    a table is built from (a metadata file's rows, a cached table's nested cells, a folder's
+    listing) hold no reference cycles, and their allocation would otherwise trigger full
+    collections over every live object (half the time of decoding a large table's cells)."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()

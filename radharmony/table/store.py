@@ -323,8 +323,8 @@ class TableCache:
         df, json_cols = encode_json_columns(df)
         table = pa.Table.from_pandas(df, preserve_index=False)
         for i, (name, col) in enumerate(zip(table.column_names, table.columns)):
-            if name not in json_cols and _is_text(col.type) and col.num_chunks == 1:
-                coded = pc.dictionary_encode(col)  # study-level text repeats on every image
+            if _is_text(col.type) and col.num_chunks == 1:
+                coded = pc.dictionary_encode(col)  # study-level text (and JSON) repeats
                 if len(coded.chunk(0).dictionary) <= 0.8 * len(col):
                     table = table.set_column(i, name, coded)  # read back as one str per value
         head = json.dumps({"rows": len(df), "json_columns": json_cols}).encode()

@@ -502,3 +502,23 @@ def test_dataset_error_without_the_file_name_gets_it(tmp_path):
     path.write_text("{}")
     with pytest.raises(MetadataError, match=r"terse\.json: entry 'k' is not an object"):
         Terse(csv_path=path).harmonize()
+
+
+def test_a_table_read_back_from_the_cache_is_built_with_the_collector_paused(
+        rex, tmp_path, monkeypatch):
+    """The cached table's nested cells are decoded with the cyclic garbage collector paused
+    (its full collections over every live object were half the decode's time), and it is
+    running again afterwards."""
+    import gc
+
+    import radharmony.table.store as store
+
+    cache = tmp_path / "cache"
+    first = ReXGradientValidHarmonizer(csv_path=rex[0]).harmonize(cache_dir=cache)
+    seen = []
+    decode = store.decode_json_columns
+    monkeypatch.setattr(store, "decode_json_columns",
+                        lambda df, cols: seen.append(gc.isenabled()) or decode(df, cols))
+    again = ReXGradientValidHarmonizer(csv_path=rex[0]).harmonize(cache_dir=cache)
+    assert seen == [False] and gc.isenabled()
+    pd.testing.assert_frame_equal(again, first)
