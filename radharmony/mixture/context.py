@@ -24,7 +24,7 @@ from .. import catalog
 from ..errors import StudyWarning
 from ..identity import family_patients
 from ..studies.index import VIEW_ORDER, build_index
-from ..table.schema import canonical_views
+from ..table.schema import view_lists
 
 #: unit kinds (``Draft.unit``)
 UNITS = ("image", "study", "question")
@@ -135,10 +135,8 @@ class SourceContext:
 
     def _questions(self) -> Units:
         t = self.table
-        vmap = self.spec.view_map
-        seen: dict = {}  # a question's views repeat over its study's other questions
-        views = [seen.get(k) or seen.setdefault(k, canonical_views(list(k), vmap).tolist())
-                 for vs in t["view_positions"] for k in (tuple(vs or ()),)]
+        # a question's views repeat over its study's other questions: each list mapped once
+        views = view_lists(t["view_positions"].tolist(), self.spec.view_map, shared=True)
         return Units("question", t["sample_id"].to_numpy(object), t["study_id"].astype(str)
                      .to_numpy(object), self.patients, t["image_paths"].tolist(),
                      views, np.arange(len(t), dtype=np.int64))

@@ -252,6 +252,22 @@ def canonical_views(values, view_map) -> np.ndarray:
     return canon[codes]
 
 
+def view_lists(lists, view_map, *, shared: bool = False) -> list[list]:
+    """Each row's list of raw view names (a question's images) mapped by
+    :func:`canonical_views`, each distinct list mapped once; a missing list is ``[]``. Every
+    row gets a list of its own unless ``shared`` (rows of one distinct list then share it:
+    for read-only use)."""
+    seen: dict = {}
+    out = []
+    for v in lists:
+        k = tuple(v) if v is not None and len(v) else ()
+        mapped = seen.get(k)
+        if mapped is None:
+            mapped = seen[k] = canonical_views(list(k), view_map).tolist() if k else []
+        out.append(mapped if shared else list(mapped))
+    return out
+
+
 def sample_ids(df: pd.DataFrame, spec: DatasetSpec) -> np.ndarray:
     """Deterministic ``"<key>:<native id>"`` for every row (native id from ``spec.id_col``;
     an ``image_path`` id loses its file extension, ``.`` + 2-5 ASCII letters/digits, unless

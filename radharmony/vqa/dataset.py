@@ -18,7 +18,7 @@ from ..data import precache
 from ..data.dataset import BaseRadiologicalDataset
 from ..data.sampling import as_tensor
 from ..errors import ImageReadError, PathSafetyError, check_choice
-from ..table.schema import canonical_views
+from ..table.schema import view_lists
 from .images import absent_questions, report_absent, stack_images
 from .precache import QuestionImages
 from .table import REFERENCE, TAXONOMY
@@ -65,10 +65,7 @@ class VQADataset(BaseRadiologicalDataset):
         cols = [c for c in (*SAMPLE_FIELDS, *OPTIONAL_FIELDS) if c in t.columns]
         self._fields = {c: t[c].to_numpy(dtype=object) for c in cols}
         self._images = t["image_paths"].to_numpy(dtype=object)
-        raw = [v if v else [] for v in t["view_positions"].tolist()]
-        flat = iter(canonical_views([x for v in raw for x in v], self.spec.view_map).tolist()
-                    if any(raw) else ())  # every question's views mapped in one call
-        self._views = [[next(flat) for _ in v] for v in raw]
+        self._views = view_lists(t["view_positions"].tolist(), self.spec.view_map)
         self._key = [p.index(k) for p, k in zip(self._images, t["image_path"])]
         self._refs = t[REFERENCE[1]].to_numpy(dtype=object) if REFERENCE[1] in t.columns \
             else None
