@@ -296,3 +296,32 @@ def test_fields_json_writes_the_standard_encoder_s_bytes():
              {"np": np.int64(3), "t": ("a", "b")}, {"s": "\ud800"}]  # numpy; lone surrogate
     for f in cases:
         assert fields_json(f) == plain.encode(f)
+
+
+def test_fields_json_rows_writes_fields_json_s_text_per_record():
+    import random
+
+    from radharmony.mixture.records import OMIT, fields_json, fields_json_rows
+
+    tricky = ["x\n\u2028\x7f\"é😀\\", "", "%s", "\ud800", "\x00\x1f", None, True, False, 0,
+              -2**63, 2**64 - 1, 2**64, 1e-05, 0.5, float("nan"), ["a", "b"], ("t", "%s"), [], ["\n"],
+              ["x", 1], [True, None], {}, {"z": 1, "a": [2, None]}, {"b": {"y": "é", "x": 1}},
+              [[[["deep"]]]], [[[[["deeper"]]]]], np.int64(3), np.array([1, 2]), {"\ud800": 1},
+              ["\ud800"], OMIT]
+    pools = [tricky, ["plain", "é😀", "quote\"", OMIT], [["a"], ["b", "c"], ("d",)],
+             [1, -2**63, True, None, OMIT], [True, False, None]]
+    keys = ["answer", "a", "é", "Z", "%s", "q\"k", "\u2028k", "😀", "\ud800"]
+    rng = random.Random(0)
+    for _ in range(3000):
+        pool = rng.choice(pools)
+        n = rng.randint(0, 5)
+        cols = {k: [rng.choice(pool) for _ in range(n)]
+                for k in rng.sample(keys, rng.randint(1, 4))}
+        try:
+            want = [fields_json({k: v[i] for k, v in cols.items() if v[i] is not OMIT})
+                    for i in range(n)]
+        except ValueError:  # NaN: refused alike
+            with pytest.raises(ValueError):
+                fields_json_rows(cols)
+            continue
+        assert fields_json_rows(cols) == want, cols
