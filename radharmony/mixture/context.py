@@ -72,6 +72,11 @@ def valid_mask(patients: np.ndarray, *, seed: int, share: float) -> np.ndarray:
     return side[codes]
 
 
+def _cut(values: list, ends: list) -> list:
+    """``values`` cut into consecutive lists ending at ``ends``."""
+    return [values[a:b] for a, b in zip([0, *ends[:-1]], ends)]
+
+
 @dataclass
 class Units:
     """What records stand on, one entry per unit.
@@ -162,10 +167,10 @@ class SourceContext:
         patients = self.patients[firsts]
         ids = studies if pd.Index(studies).is_unique else \
             np.array([f"{p}/{s}" for p, s in zip(patients, studies)], dtype=object)
-        return Units("study", ids, studies, patients,
-                     [paths[r].tolist() for r in index.rows],
-                     [views[r].tolist() for r in index.rows], index.rows,
-                     sections=index.sections)
+        ends = np.cumsum([len(r) for r in index.rows]).tolist()
+        flat = np.concatenate(index.rows) if index.rows else np.zeros(0, np.int64)
+        return Units("study", ids, studies, patients, _cut(paths[flat].tolist(), ends),
+                     _cut(views[flat].tolist(), ends), index.rows, sections=index.sections)
 
     def _mark(self, u: Units) -> None:
         held = np.zeros(len(u), np.int8)
