@@ -25,6 +25,7 @@ from ..errors import StudyWarning
 from ..identity import family_patients
 from ..studies.index import VIEW_ORDER, build_index
 from ..table.schema import canonical_views
+from .pause import paused_gc
 
 #: unit kinds (``Draft.unit``)
 UNITS = ("image", "study", "question")
@@ -124,9 +125,10 @@ class SourceContext:
     def units(self, kind: str) -> Units:
         """The table grouped as ``kind`` (built once, marked for hold-out and split)."""
         if kind not in self._units:
-            u = {"image": self._images, "study": self._studies,
-                 "question": self._questions}[kind]()
-            self._mark(u)
+            with paused_gc():
+                u = {"image": self._images, "study": self._studies,
+                     "question": self._questions}[kind]()
+                self._mark(u)
             self._units[kind] = u
         return self._units[kind]
 

@@ -197,6 +197,8 @@ _SCALARS = frozenset({str, bool, type(None)})
 _TEXT_KEYS = frozenset({str})
 _SEQUENCES = frozenset({list, tuple})
 _LEAVES = _SCALARS | {int}
+#: what a value may be for orjson to write it
+_CONTAINED = _LEAVES | _SEQUENCES | {dict}
 #: the integers orjson writes (64 bits, signed or not)
 _INT_MIN, _INT_END = -2**63, 2**64
 
@@ -230,19 +232,24 @@ def _orjson_ready(value, depth: int) -> bool:
 
 def _column_ready(values: list) -> bool:
     """:func:`_orjson_ready` of every value of a record's key (:data:`OMIT` aside): the
-    lists' and tuples' items checked together, as one list one level down."""
+    items of the lists, tuples and dicts checked together, as one list one level down."""
     found = set(map(type, values))
     kinds = found - {_Omit}
     if kinds <= _SCALARS:
         return True
+    if not kinds <= _CONTAINED:
+        return False
     if int in kinds and not all(_INT_MIN <= v < _INT_END for v in values if type(v) is int):
         return False
     if kinds <= _LEAVES:
         return True
     seqs = values if found <= _SEQUENCES else [v for v in values if type(v) in _SEQUENCES]
-    return _orjson_ready(list(itertools.chain.from_iterable(seqs)), 1) and all(
-        _orjson_ready(v, 1) for v in values
-        if type(v) not in _LEAVES and type(v) not in _SEQUENCES and v is not OMIT)
+    dicts = values if found == {dict} else [v for v in values if type(v) is dict]
+    if not set(map(type, itertools.chain.from_iterable(dicts))) <= _TEXT_KEYS:
+        return False
+    return _orjson_ready(list(itertools.chain(
+        itertools.chain.from_iterable(seqs),
+        itertools.chain.from_iterable(map(dict.values, dicts)))), 1)
 
 
 #: one encoder for every record (json.dumps with options builds a new one per call)

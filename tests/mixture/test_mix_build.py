@@ -307,7 +307,7 @@ def test_fields_json_rows_writes_fields_json_s_text_per_record():
               -2**63, 2**64 - 1, 2**64, 1e-05, 0.5, float("nan"), ["a", "b"], ("t", "%s"), [], ["\n"],
               ["x", 1], [True, None], {}, {"z": 1, "a": [2, None]}, {"b": {"y": "é", "x": 1}},
               [[[["deep"]]]], [[[[["deeper"]]]]], np.int64(3), np.array([1, 2]), {"\ud800": 1},
-              ["\ud800"], OMIT]
+              ["\ud800"], {1: "a"}, {"a": [[["x"]]]}, {"a": [["x"]]}, OMIT]
     pools = [tricky, ["plain", "é😀", "quote\"", OMIT], [["a"], ["b", "c"], ("d",)],
              [1, -2**63, True, None, OMIT], [True, False, None]]
     keys = ["answer", "a", "é", "Z", "%s", "q\"k", "\u2028k", "😀", "\ud800"]
