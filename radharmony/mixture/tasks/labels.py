@@ -49,7 +49,9 @@ def labels_text(values: np.ndarray, names: list[str]) -> str:
     >>> labels_text(np.array([1.0, np.nan, 0.0, -1.0]), ["Edema", "Mass", "Nodule", "Fracture"])
     'Present: Edema\\nAbsent: Nodule\\nUncertain: Fracture'
     """
-    lines, values = [], values.tolist()  # plain floats compare faster
+    lines = []
+    if isinstance(values, np.ndarray):
+        values = values.tolist()  # plain floats compare faster
     for v, head in _HEADS:
         got = [n for n, x in zip(names, values) if x == v]
         if got:
@@ -107,7 +109,7 @@ def _classify(ctx) -> Draft:
     filled = np.where(known, values, 9.0)[pos]
     patterns, inverse = distinct_rows(filled)
     rows = np.where(patterns == 9.0, np.nan, patterns)
-    texts = [labels_text(r, shown) for r in rows]
+    texts = [labels_text(r, shown) for r in rows.tolist()]
     fields = _label_fields(ids, rows, ctx.silver)
 
     def render(j: np.ndarray) -> Rendered:
