@@ -25,6 +25,7 @@ from ..errors import StudyWarning
 from ..identity import family_patients
 from ..studies.index import VIEW_ORDER, build_index
 from ..table.schema import view_lists
+from .pause import paused_gc
 
 #: unit kinds (``Draft.unit``)
 UNITS = ("image", "study", "question")
@@ -70,6 +71,11 @@ def valid_mask(patients: np.ndarray, *, seed: int, share: float) -> np.ndarray:
     side = np.fromiter((xxhash.xxh3_64_intdigest((prefix + str(p)).encode()) < cut
                         for p in uniques), bool, len(uniques))
     return side[codes]
+
+
+def _cut(values: list, ends: list) -> list:
+    """``values`` cut into consecutive lists ending at ``ends``."""
+    return [values[a:b] for a, b in zip([0, *ends[:-1]], ends)]
 
 
 @dataclass
@@ -119,9 +125,10 @@ class SourceContext:
     def units(self, kind: str) -> Units:
         """The table grouped as ``kind`` (built once, marked for hold-out and split)."""
         if kind not in self._units:
-            u = {"image": self._images, "study": self._studies,
-                 "question": self._questions}[kind]()
-            self._mark(u)
+            with paused_gc():
+                u = {"image": self._images, "study": self._studies,
+                     "question": self._questions}[kind]()
+                self._mark(u)
             self._units[kind] = u
         return self._units[kind]
 
@@ -160,10 +167,10 @@ class SourceContext:
         patients = self.patients[firsts]
         ids = studies if pd.Index(studies).is_unique else \
             np.array([f"{p}/{s}" for p, s in zip(patients, studies)], dtype=object)
-        return Units("study", ids, studies, patients,
-                     [paths[r].tolist() for r in index.rows],
-                     [views[r].tolist() for r in index.rows], index.rows,
-                     sections=index.sections)
+        ends = np.cumsum([len(r) for r in index.rows]).tolist()
+        flat = np.concatenate(index.rows) if index.rows else np.zeros(0, np.int64)
+        return Units("study", ids, studies, patients, _cut(paths[flat].tolist(), ends),
+                     _cut(views[flat].tolist(), ends), index.rows, sections=index.sections)
 
     def _mark(self, u: Units) -> None:
         held = np.zeros(len(u), np.int8)

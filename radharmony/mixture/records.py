@@ -38,8 +38,10 @@ task, a histogram ``[[tokens, records], ...]`` of the targets' whitespace-token 
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import re
 from pathlib import Path
 
 import orjson
@@ -95,6 +97,90 @@ def fields_json(fields: dict) -> str:
     return _ENCODER.encode(fields)
 
 
+class _Omit:
+    """The type of :data:`OMIT`."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "OMIT"
+
+
+#: a value of :func:`fields_json_rows`'s columns that leaves its key out of that record
+OMIT = _Omit()
+
+
+def fields_json_rows(columns: dict) -> list[str]:
+    """:func:`fields_json` of each record of ``columns`` (key -> one value per record, lists
+    of one length; a value :data:`OMIT` leaves the key out of that record), the same text.
+
+    What decides orjson's path is checked once per column, and the text is written column
+    by column (:func:`_texts`: text needing no escape, lists of it, integers, booleans and
+    None with no call per value) and joined per record in sorted key order (orjson's: code
+    point order), no dict per record. A column orjson cannot write (a float, a lone
+    surrogate, numpy values, ...) sends the records to :func:`fields_json`."""
+    try:
+        if not (set(map(type, columns)) <= _TEXT_KEYS
+                and all(_column_ready(v) for v in columns.values())):
+            raise TypeError("not orjson's")
+        keys = sorted(columns)
+        heads = [_texts([k]) for k in keys]
+        parts = [_texts(columns[k]) for k in keys]
+    except TypeError:  # orjson.JSONEncodeError is one
+        return [fields_json({k: v for k, v in zip(columns, values) if v is not OMIT})
+                for values in zip(*columns.values())]
+    if not keys:
+        return []
+    heads = [f"{a}{t[0]}{b}:{a_}" for (a, t, b), (a_, _, _) in zip(heads, parts)]
+    if not any(OMIT in t for _, t, _ in parts):  # OMIT compares by identity only
+        template = "{" + ",".join(h.replace("%", "%%") + "%s" + b.replace("%", "%%")
+                                  for h, (_, _, b) in zip(heads, parts)) + "}"
+        return [template % t for t in zip(*(t for _, t, _ in parts))]
+    return ["{" + ",".join([h + x + b for h, x, (_, _, b) in zip(heads, t, parts)
+                            if x is not OMIT]) + "}"
+            for t in zip(*(t for _, t, _ in parts))]
+
+
+#: a character JSON text escapes (or orjson refuses: a lone surrogate)
+_ESCAPED = re.compile('["\\\x00-\x1f\ud800-\udfff]')
+
+
+def _plain_text(text: str) -> bool:
+    """Whether JSON text writes ``text`` as is between quotes (no character escaped, no lone
+    surrogate): printable text without a quote or backslash is (a quick look first)."""
+    if '"' not in text and "\\" not in text and text.isprintable():
+        return True
+    return not _ESCAPED.search(text)
+
+
+_CONSTANTS = {True: "true", False: "false", None: "null"}
+
+
+def _texts(values: list) -> tuple[str, list, str]:
+    """``(opening, texts, closing)``: each value's JSON text as orjson writes it inside a
+    record is ``opening + text + closing`` (:data:`OMIT` stays OMIT). For orjson-ready values
+    (:func:`_column_ready`); a lone surrogate raises ``orjson.JSONEncodeError``."""
+    kinds = set(map(type, values))
+    given = values if _Omit not in kinds else [v for v in values if v is not OMIT]
+    kinds.discard(_Omit)
+
+    def each(text) -> list:
+        return list(map(text, values)) if given is values else \
+            [v if v is OMIT else text(v) for v in values]
+
+    if kinds <= _TEXT_KEYS and _plain_text("".join(given)):
+        return '"', values, '"'
+    if kinds <= _SEQUENCES and all(given):
+        items = list(itertools.chain.from_iterable(given))
+        if set(map(type, items)) <= _TEXT_KEYS and _plain_text("".join(items)):
+            return '["', each('","'.join), '"]'
+    if kinds <= {int}:
+        return "", each(str), ""
+    if kinds <= {bool, type(None)}:
+        return "", each(_CONSTANTS.__getitem__), ""
+    return "", each(lambda v: orjson.dumps(v, option=orjson.OPT_SORT_KEYS).decode()), ""
+
+
 def fields_of(text: str | None) -> dict:
     """The ``fields`` column's JSON text back as a dict (``{}`` for empty)."""
     return json.loads(text) if text else {}
@@ -109,7 +195,10 @@ def _plain(value):
 
 _SCALARS = frozenset({str, bool, type(None)})
 _TEXT_KEYS = frozenset({str})
+_SEQUENCES = frozenset({list, tuple})
 _LEAVES = _SCALARS | {int}
+#: what a value may be for orjson to write it
+_CONTAINED = _LEAVES | _SEQUENCES | {dict}
 #: the integers orjson writes (64 bits, signed or not)
 _INT_MIN, _INT_END = -2**63, 2**64
 
@@ -139,6 +228,28 @@ def _orjson_ready(value, depth: int) -> bool:
         return False
     return kinds <= _LEAVES or all(_orjson_ready(v, depth + 1) for v in items
                                    if type(v) not in _LEAVES)  # only the containers
+
+
+def _column_ready(values: list) -> bool:
+    """:func:`_orjson_ready` of every value of a record's key (:data:`OMIT` aside): the
+    items of the lists, tuples and dicts checked together, as one list one level down."""
+    found = set(map(type, values))
+    kinds = found - {_Omit}
+    if kinds <= _SCALARS:
+        return True
+    if not kinds <= _CONTAINED:
+        return False
+    if int in kinds and not all(_INT_MIN <= v < _INT_END for v in values if type(v) is int):
+        return False
+    if kinds <= _LEAVES:
+        return True
+    seqs = values if found <= _SEQUENCES else [v for v in values if type(v) in _SEQUENCES]
+    dicts = values if found == {dict} else [v for v in values if type(v) is dict]
+    if not set(map(type, itertools.chain.from_iterable(dicts))) <= _TEXT_KEYS:
+        return False
+    return _orjson_ready(list(itertools.chain(
+        itertools.chain.from_iterable(seqs),
+        itertools.chain.from_iterable(map(dict.values, dicts)))), 1)
 
 
 #: one encoder for every record (json.dumps with options builds a new one per call)

@@ -91,13 +91,16 @@ def build_index(df: pd.DataFrame, *, max_images: int | None, view_order=VIEW_ORD
     _check_patients(codes, patients, df["study_id"].to_numpy(object), owner)
     rank = {v: i for i, v in enumerate(view_order)}
     views = df["view"].to_numpy(object)
-    view_rank = np.fromiter((rank.get(v, len(rank)) for v in views), np.int64, len(df))
+    seen, distinct = pd.factorize(views)  # None / NaN: -1, no rank (the last entry)
+    view_rank = np.array([rank.get(v, len(rank)) for v in distinct] + [len(rank)],
+                         np.int64)[seen]
     order = np.lexsort((np.arange(len(df)), view_rank, codes))  # by study, view, table row
     starts = np.flatnonzero(np.r_[True, np.diff(codes[order]) != 0])
-    groups = np.split(order, starts[1:])
-    n_images = np.array([len(g) for g in groups], np.int64)
+    ends = np.r_[starts[1:], len(order)]
+    groups = [order[a:b] for a, b in zip(starts.tolist(), ends.tolist())]
+    n_images = ends - starts
     k = int(n_images.max()) if max_images is None else max_images
-    first = np.array([g[0] for g in groups], np.int64)
+    first = order[starts]
     study_ids = df["study_id"].to_numpy(object)[first]
     over = np.flatnonzero(n_images > k)
     if len(over):
@@ -107,7 +110,7 @@ def build_index(df: pd.DataFrame, *, max_images: int | None, view_order=VIEW_ORD
                       f"out), first: {[str(s) for s in study_ids[over[:SHOW]]]}",
                       StudyWarning, stacklevel=4)
     rows = [g[:k] for g in groups]
-    key_image = np.array([_key_image(views[r]) for r in rows], np.int64)
+    key_image = _key_images(views[order], starts, k)
     has = df["report"].notna().to_numpy(bool)
     _check_reports(codes[has], df["report"].to_numpy(object)[has], study_ids, owner)
     # the report (and its section columns) of the first image in view order that has one
@@ -118,9 +121,17 @@ def build_index(df: pd.DataFrame, *, max_images: int | None, view_order=VIEW_ORD
            SECTION_ALIASES.get(c[8:], c[8:]) in SECTION_KEYS]  # in table order
     own_values = {c[8:]: df[c].to_numpy(object)[told] for c in own}
     sections, source = [], []
+    done: dict = {}  # a report (with its section fields) is split once, however many share it
     for i, report in enumerate(reports):
-        s, src = report_sections(report, {k_: v[i] for k_, v in own_values.items()})
-        sections.append(s)
+        given = {k_: v[i] for k_, v in own_values.items()}
+        try:  # keyed with the types: 1 == 1.0 == True, but not as text
+            key = (type(report), report, *((type(v), v) for v in given.values()))
+            s, src = done[key]
+        except KeyError:
+            s, src = done[key] = report_sections(report, given)
+        except TypeError:  # a value that cannot be a key
+            s, src = report_sections(report, given)
+        sections.append(dict(s))
         source.append(src)
     source = np.array(source, object)
     bare = np.flatnonzero((source == "none") & np.array([isinstance(r, str) and bool(r.strip())
@@ -135,13 +146,16 @@ def build_index(df: pd.DataFrame, *, max_images: int | None, view_order=VIEW_ORD
                       sections=sections, section_source=source, max_images=k)
 
 
-def _key_image(views: np.ndarray) -> int:
-    """ReXrank's frontal choice: the first PA, else the first AP, else the first image."""
-    listed = views.tolist()
-    for want in KEY_VIEWS:
-        if want in listed:
-            return listed.index(want)
-    return 0
+def _key_images(views: np.ndarray, starts: np.ndarray, k: int) -> np.ndarray:
+    """ReXrank's frontal choice of every study: the position of its first PA among its first
+    ``k`` images, else of its first AP, else 0 (``views``: in study and view order, each
+    study's from ``starts``)."""
+    at = np.arange(len(views)) - np.repeat(starts, np.diff(np.r_[starts, len(views)]))
+    out = np.zeros(len(starts), np.int64)
+    for want in reversed(KEY_VIEWS):  # the first PA wins over the first AP
+        hit = np.minimum.reduceat(np.where(views == want, at, k), starts)
+        out = np.where(hit < k, hit, out)
+    return out
 
 
 def _check_reports(codes: np.ndarray, reports: np.ndarray, study_ids: np.ndarray,

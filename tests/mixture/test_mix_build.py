@@ -317,3 +317,32 @@ def test_sources_are_built_in_this_process_where_fork_is_not_the_way(monkeypatch
     assert 1 <= spool.process_count(None, 99) <= spool.DEFAULT_PROCESSES
     monkeypatch.setattr(spool.sys, "platform", "darwin")
     assert spool.process_count(8, 3) == 1
+
+
+def test_fields_json_rows_writes_fields_json_s_text_per_record():
+    import random
+
+    from radharmony.mixture.records import OMIT, fields_json, fields_json_rows
+
+    tricky = ["x\n\u2028\x7f\"é😀\\", "", "%s", "\ud800", "\x00\x1f", None, True, False, 0,
+              -2**63, 2**64 - 1, 2**64, 1e-05, 0.5, float("nan"), ["a", "b"], ("t", "%s"), [], ["\n"],
+              ["x", 1], [True, None], {}, {"z": 1, "a": [2, None]}, {"b": {"y": "é", "x": 1}},
+              [[[["deep"]]]], [[[[["deeper"]]]]], np.int64(3), np.array([1, 2]), {"\ud800": 1},
+              ["\ud800"], {1: "a"}, {"a": [[["x"]]]}, {"a": [["x"]]}, OMIT]
+    pools = [tricky, ["plain", "é😀", "quote\"", OMIT], [["a"], ["b", "c"], ("d",)],
+             [1, -2**63, True, None, OMIT], [True, False, None]]
+    keys = ["answer", "a", "é", "Z", "%s", "q\"k", "\u2028k", "😀", "\ud800"]
+    rng = random.Random(0)
+    for _ in range(3000):
+        pool = rng.choice(pools)
+        n = rng.randint(0, 5)
+        cols = {k: [rng.choice(pool) for _ in range(n)]
+                for k in rng.sample(keys, rng.randint(1, 4))}
+        try:
+            want = [fields_json({k: v[i] for k, v in cols.items() if v[i] is not OMIT})
+                    for i in range(n)]
+        except ValueError:  # NaN: refused alike
+            with pytest.raises(ValueError):
+                fields_json_rows(cols)
+            continue
+        assert fields_json_rows(cols) == want, cols

@@ -117,3 +117,42 @@ def test_source_columns_of_one_key_the_later_with_text_wins():
     assert s["history"] == "Fever."
     s, _ = report_sections(None, {"clinical_history": None, "history": "nan"})
     assert s["history"] is None
+
+
+def test_index_matches_the_plain_grouping_and_splits_a_shared_report_once():
+    import random
+
+    import numpy as np
+
+    from radharmony.studies.index import KEY_VIEWS, VIEW_ORDER
+
+    rng = random.Random(3)
+    views = ["PA", "AP", "LATERAL", "LL", None, float("nan"), "OTHER"]
+    report = "INDICATION:\nCough\n\nFINDINGS:\nClear."
+    n = 400
+    df = pd.DataFrame({"study_id": [f"s{rng.randrange(60)}" for _ in range(n)],
+                       "view": [rng.choice(views) for _ in range(n)],
+                       "report": [rng.choice([report, None, "FINDINGS: other."])
+                                  for _ in range(n)],
+                       "section_history": [rng.choice([1, 1.0, "1", None]) for _ in range(n)]})
+    df["patient_id"] = "p" + df["study_id"]
+    for order, k in [(o, k) for o in (VIEW_ORDER, ("LATERAL", "LL", "AP"))
+                     for k in (None, 1, 2, 3)]:
+        rank = {v: i for i, v in enumerate(order)}
+        ix = build_index(df, max_images=k, view_order=order)
+        seen = list(dict.fromkeys(df["study_id"]))
+        assert ix.study_ids.tolist() == seen
+        for sid, rows, key, sec in zip(ix.study_ids, ix.rows, ix.key_image, ix.sections):
+            mine = sorted(np.flatnonzero(df["study_id"].to_numpy() == sid),
+                          key=lambda r: (rank.get(df["view"][r], len(rank)), r))
+            assert rows.tolist() == mine[:k or None]
+            listed = df["view"].to_numpy(object)[rows].tolist()
+            assert key == next((listed.index(v) for v in KEY_VIEWS if v in listed), 0)
+            first = next((r for r in mine if pd.notna(df["report"][r])), mine[0])
+            want, _ = report_sections(df["report"][first],
+                                      {"history": df["section_history"][first]})
+            assert sec == want
+    ix = build_index(df.drop(columns="section_history"), max_images=None)
+    same = [s for s, r in zip(ix.sections, ix.reports) if r == report]
+    same[0]["findings"] = "changed"  # each study has its own dict
+    assert same[1]["findings"] == "Clear."

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..records import fields_json
+from ..records import fields_json, fields_json_rows
 from .base import Draft, Rendered, Task, register_task
 
 CLASSIFY_PROMPTS = ("List the findings present, absent and uncertain in this chest X-ray.",
@@ -50,6 +50,8 @@ def labels_text(values: np.ndarray, names: list[str]) -> str:
     'Present: Edema\\nAbsent: Nodule\\nUncertain: Fracture'
     """
     lines = []
+    if isinstance(values, np.ndarray):
+        values = values.tolist()  # plain floats compare faster
     for v, head in _HEADS:
         got = [n for n, x in zip(names, values) if x == v]
         if got:
@@ -78,9 +80,12 @@ def distinct_rows(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return values[first], inverse.reshape(-1)
 
 
-def _label_fields(ids, values: np.ndarray, silver: bool) -> str:
-    return fields_json({"labels": {f: int(v) for f, v in zip(ids, values) if v == v},
-                        "silver": silver, "label_space": "canonical"})
+def _label_fields(ids, rows: np.ndarray, silver: bool) -> list[str]:
+    """The fields of each row of label values (NaN: not labelled)."""
+    labels = [{f: int(v) for f, v in zip(ids, r) if v == v} for r in rows.tolist()]
+    n = len(labels)
+    return fields_json_rows({"labels": labels, "silver": [silver] * n,
+                             "label_space": ["canonical"] * n})
 
 
 def _without_normal_doubt(ids, values: np.ndarray) -> np.ndarray:
@@ -104,8 +109,8 @@ def _classify(ctx) -> Draft:
     filled = np.where(known, values, 9.0)[pos]
     patterns, inverse = distinct_rows(filled)
     rows = np.where(patterns == 9.0, np.nan, patterns)
-    texts = [labels_text(r, shown) for r in rows]
-    fields = [_label_fields(ids, r, ctx.silver) for r in rows]
+    texts = [labels_text(r, shown) for r in rows.tolist()]
+    fields = _label_fields(ids, rows, ctx.silver)
 
     def render(j: np.ndarray) -> Rendered:
         k = inverse[j]
@@ -134,7 +139,7 @@ def _question(ctx) -> Draft:
              for v in ANSWERS}
 
     def render(j: np.ndarray) -> Rendered:
-        c, v = col[j], answers[j]
+        c, v = col[j].tolist(), answers[j].tolist()  # plain numbers: faster keys
         return Rendered([ANSWERS[x] for x in v],
                         {"finding": [lower[x] for x in c], "Finding": [names[ids[x]] for x in c]},
                         [cache[(x, y)] for x, y in zip(c, v)])

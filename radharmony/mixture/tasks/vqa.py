@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..records import fields_json
+from ..records import OMIT, fields_json_rows
 from .base import Draft, Rendered, Task, register_task
 
 MCQ_PROMPTS = ("{question}\n{options}\nAnswer with the letter of the correct option.",
@@ -36,28 +36,43 @@ def _vqa(fmt: str):
         def render(j: np.ndarray) -> Rendered:
             p = pos[j]
             if fmt == "mcq":
-                targets = [next((o for o in (op or ()) if o[:1] == lt), ans) if lt else ans
+                targets = [_option(op or (), lt, ans) if lt else ans
                            for op, lt, ans in zip(opts[p], letters[p], a[p])]
                 slots = {"question": list(q[p]),
                          "options": ["\n".join(op or ()) for op in opts[p]]}
             else:
                 targets, slots = list(a[p]), {"question": list(q[p])}
-            fields = []
-            for k in p:
-                f = {"question_id": qid[k], "answer": a[k], "answer_format": fmt}
-                if fmt == "mcq":
-                    f["options"], f["answer_letter"] = list(opts[k] or ()), letters[k]
-                f.update({c: v[k] for c, v in extra.items() if _given(v[k])})
-                fields.append(fields_json(f))
-            return Rendered(targets, slots, fields)
+            cols = {"question_id": qid[p].tolist(), "answer": a[p].tolist(),
+                    "answer_format": [fmt] * len(p)}
+            if fmt == "mcq":
+                cols["options"] = [list(op or ()) for op in opts[p]]
+                cols["answer_letter"] = letters[p].tolist()
+            cols.update({c: _given_or_omit(v[p].tolist()) for c, v in extra.items()})
+            return Rendered(targets, slots, fields_json_rows(cols))
 
         return Draft("question", pos, render)
 
     return build
 
 
+def _option(options, letter: str, answer):
+    """The first option starting with ``letter`` (the correct one's line), else ``answer``."""
+    for o in options:
+        if o[:1] == letter:
+            return o
+    return answer
+
+
 def _given(v) -> bool:
     return v is not None and not (isinstance(v, float) and v != v)
+
+
+def _given_or_omit(values: list) -> list:
+    """``values`` with each one not :func:`_given` (None, NaN) as :data:`OMIT`: its key is
+    left out of the record's fields."""
+    if not any(k is type(None) or issubclass(k, float) for k in set(map(type, values))):
+        return values
+    return [v if _given(v) else OMIT for v in values]
 
 
 for _fmt, _prompts, _what in (("mcq", MCQ_PROMPTS, "multiple-choice questions, options given"),
