@@ -25,6 +25,7 @@ import numpy as np
 
 from .. import catalog
 from ..errors import RadHarmonyError
+from ..gc_pause import paused_gc
 from ..files import atomic_write
 from ..version import __version__
 from .context import HELD_REASONS, SourceContext
@@ -74,8 +75,11 @@ def build(spec, out: str | os.PathLike, *, workers: int | None = None,
     writer = RecordWriter(out / RECORDS_NAME, row_group=ROW_GROUP)
     try:
         if children is None:
-            sources = [_source(spec, s, hold, writer, tallies, workers, progress,
-                               pool.pop(dataset_key(s), None)) for s in spec.sources]
+            sources = []
+            for s in spec.sources:
+                with paused_gc():  # see radharmony.gc_pause: no cycles, millions of objects
+                    sources.append(_source(spec, s, hold, writer, tallies, workers, progress,
+                                           pool.pop(dataset_key(s), None)))
         else:
             sources = _gather(children, writer, tallies, progress)
         writer.close()
@@ -225,8 +229,9 @@ def _child(i: int):
     tallies = Tallies()
     spool = Spool(st["out"], f"{st['token']}-{i}")
     try:
-        info = _source(spec, s, st["hold"], spool, tallies, st["workers"], False,
-                       st["pool"].get(dataset_key(s)))
+        with paused_gc():
+            info = _source(spec, s, st["hold"], spool, tallies, st["workers"], False,
+                           st["pool"].get(dataset_key(s)))
     finally:
         path = spool.close()
     return info, tallies, path

@@ -25,7 +25,7 @@ from ..errors import StudyWarning
 from ..identity import family_patients
 from ..studies.index import VIEW_ORDER, build_index
 from ..table.schema import view_lists
-from .pause import paused_gc
+from ..gc_pause import paused_gc
 
 #: unit kinds (``Draft.unit``)
 UNITS = ("image", "study", "question")

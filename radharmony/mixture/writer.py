@@ -23,7 +23,7 @@ import xxhash
 
 from ..files import TMP_PREFIX
 from .lengths import LengthTally, token_counts
-from .pause import paused_gc
+from ..gc_pause import paused_gc
 from .records import RECORD_SCHEMA
 
 #: rows per Parquet row group
@@ -74,7 +74,7 @@ def assemble(ctx, task, draft, units, j: np.ndarray, rep: np.ndarray, prompts: t
              *, source_split: str) -> pa.Table:
     """The records of draft items ``j`` (their repeat indexes ``rep``) as an Arrow table of
     :data:`~radharmony.mixture.records.RECORD_SCHEMA` (the garbage collector paused:
-    :mod:`radharmony.mixture.pause`)."""
+    :mod:`radharmony.gc_pause`)."""
     with paused_gc():
         return _assemble(ctx, task, draft, units, j, rep, prompts, source_split)
 

@@ -15,11 +15,9 @@ disagree.
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
 import warnings
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -27,6 +25,7 @@ import pandas as pd
 
 from ..errors import (DatasetFolderNotFoundError, MetadataError, MetadataNotFoundError,
                       RadHarmonyError, SavedFileError)
+from ..gc_pause import paused_gc
 from ..spec import DatasetSpec
 from .inputs import Inputs
 from .guard import harmonize_error, locate_entry, merge_duplicate_rows, naming_file, read_error
@@ -136,7 +135,7 @@ class BaseHarmonizer:
                          "arguments": self.arguments(), "key": self.spec.key,
                          "module_file": getattr(sys.modules.get(type(self).__module__),
                                                 "__file__", None)}  # its code keys the table
-                with _gc_paused():  # the folders' listings, the table and its nested cells
+                with paused_gc():  # the folders' listings, the table and its nested cells
                     self._df = TableCache(cache_dir).get(owner, inputs.identity(),
                                                          lambda: self._harmonize_inputs(inputs))
         # pandas >= 3 copies on write: a shallow copy already protects self._df (and is free)
@@ -198,7 +197,7 @@ class BaseHarmonizer:
     def _harmonize_inputs(self, inputs: Inputs) -> pd.DataFrame:
         """read -> harmonize_raw -> validate (guarded), with the garbage collector paused
         while the metadata's millions of objects are built (they hold no reference cycles)."""
-        with _gc_paused():
+        with paused_gc():
             return guarded_harmonize(self, inputs)  # faults -> errors naming file and entry
 
     def save(self, path: str | os.PathLike) -> Path:
@@ -304,18 +303,3 @@ def guarded_harmonize(harmonizer: BaseHarmonizer, inputs: Inputs) -> pd.DataFram
         warnings.warn(f"{path} holds no image references: the table is empty.", UserWarning,
                       stacklevel=3)
     return df
-
-
-@contextmanager
-def _gc_paused():
-    """The cyclic garbage collector paused (and restored as it was): the millions of objects
-    a table is built from (a metadata file's rows, a cached table's nested cells, a folder's
-    listing) hold no reference cycles, and their allocation would otherwise trigger full
-    collections over every live object (half the time of decoding a large table's cells)."""
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_on:
-            gc.enable()

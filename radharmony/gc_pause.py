@@ -1,8 +1,9 @@
-"""The garbage collector paused while a mixture's records are made.
+"""The cyclic garbage collector paused for a step that makes millions of objects.
 
-A build holds the tables of its sources (millions of objects) while it makes millions of
-small lists and strings that hold no reference cycles and die with their chunk; each full
-collection the allocations set off walks every live object, seconds per chunk in all.
+Building a table (a metadata file's rows, a cached table's nested cells, a folder's listing)
+or a mixture's records (millions of small lists and strings that die with their chunk) makes
+objects that hold no reference cycles; their allocation would otherwise set off full
+collections, each walking every live object (seconds per table or chunk in all).
 :func:`paused_gc` keeps it off for one step and restores what it found (a caller that has
 paused it already keeps it paused).
 """
