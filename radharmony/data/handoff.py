@@ -89,10 +89,19 @@ def mark(samples: list[dict], tensors: dict[str, torch.Tensor], rows: dict[str, 
     """``samples`` as :class:`Sample` dicts of one batch: ``tensors`` are its batch tensors
     and ``rows[key]`` the row views of ``tensors[key]`` (``tensors[key].unbind(0)``) that went
     into the samples, in order."""
-    batch = _Batch(tensors, rows, len(samples))
+    return _marked(map(Sample, samples), _Batch(tensors, rows, len(samples)))
+
+
+def mark_rows(keys: tuple, values: list[tuple], tensors: dict[str, torch.Tensor],
+              rows: dict[str, tuple]) -> list[Sample]:
+    """:func:`mark` of the samples ``dict(zip(keys, v))`` for each ``v`` of ``values``, made
+    as :class:`Sample` dicts at once (half the time of making dicts, then Samples of them)."""
+    return _marked((Sample(zip(keys, v)) for v in values), _Batch(tensors, rows, len(values)))
+
+
+def _marked(samples, batch: _Batch) -> list[Sample]:
     out = []
     for j, sample in enumerate(samples):
-        sample = Sample(sample)
         sample._radharmony_batch = (batch, j)
         out.append(sample)
     return out

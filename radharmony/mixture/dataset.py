@@ -156,9 +156,8 @@ class MixtureDataset(torch.utils.data.Dataset):
                 else (tensors["prior_img"],) * len(counts)}  # tensor shared, no views made
         values = [cols[c] for c in self.columns]
         values += [rows["img"], counts, rows["prior_img"], prior_counts]
-        keys = self._keys  # a comprehension: no (key, value) pair made, ~1.5x dict(zip())
-        made = [{k: v for k, v in zip(keys, row)} for row in zip(*values)]
-        return _Read(handoff.mark(made, tensors, rows), made, tensors,
+        made = list(zip(*values))  # each sample's values, in key order
+        return _Read(handoff.mark_rows(self._keys, made, tensors, rows), made, tensors,
                      dict(zip(self._keys, values)))
 
     def _positions(self, indices) -> np.ndarray:
@@ -223,13 +222,14 @@ class _ImageIndex:
 
 class _Read(list):
     """The samples of one :meth:`MixtureDataset.__getitems__`, a list of them in every use,
-    which also keeps what they were made of (the dicts before they became samples, their
-    batch tensors, and ``{key: [value per sample]}``) for :func:`mixture_collate`. Copied or
+    which also keeps what they were made of (each sample's values as made, a tuple in key
+    order; their batch tensors; and ``{key: [value per sample]}``) for
+    :func:`mixture_collate`. Copied or
     pickled it is the plain list it is."""
 
     __slots__ = ("samples", "made", "tensors", "columns")
 
-    def __init__(self, samples: list, made: list[dict], tensors: dict, columns: dict):
+    def __init__(self, samples: list, made: list[tuple], tensors: dict, columns: dict):
         super().__init__(samples)
         self.samples, self.made, self.tensors, self.columns = tuple(samples), made, tensors, \
             columns
@@ -250,7 +250,7 @@ def _untouched(batch) -> dict | None:
         return None
     columns = batch.columns
     try:  # value by value: the same object, else == (a tensor's is ambiguous: raises)
-        same = all(map(eq, batch, batch.made))
+        same = all(map(eq, map(tuple, map(dict.values, batch)), batch.made))
     except (RuntimeError, TypeError, ValueError):
         return None
     if not same or list(batch[0]) != list(columns):
