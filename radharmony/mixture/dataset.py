@@ -87,6 +87,7 @@ class MixtureDataset(torch.utils.data.Dataset):
                                   columns=self.columns)
         self._rows = ColumnRows(self.table)
         self._keys = (*self.columns, "img", "num_images", "prior_img", "prior_num_images")
+        self._but_paths = tuple(c for c in self.columns if c != "image_paths")
         self.images = SourceImages(self.manifest, size=size, cache_dir=cache_dir, dtype=dtype)
         self.dtype = dtype
         for name in sorted(set(self.table.column("source").to_pylist())):
@@ -124,7 +125,11 @@ class MixtureDataset(torch.utils.data.Dataset):
             name, rows, counts = plain
 
             def meanwhile(imgs: torch.Tensor) -> None:  # while the pixels are converted
-                cols = self._rows.take(idx, self.columns)
+                if counts.count(1) == len(counts):  # one table row each: its path, no Arrow
+                    cols = self._rows.take(idx, self._but_paths)
+                    cols["image_paths"] = self.images.one_path_each(name, rows)
+                else:
+                    cols = self._rows.take(idx, self.columns)
                 cols["fields"] = [orjson.loads(t) if t else {} for t in cols["fields"]]
                 made.append(self._samples(cols, imgs, counts, [0] * len(counts), len(rows)))
             self.images.rows_tensor(name, rows, meanwhile)

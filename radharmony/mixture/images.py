@@ -107,6 +107,7 @@ class SourceImages:
         self.dtype = torch.float32 if dtype is None else dtype
         self._datasets: dict[str, object] = {}
         self._rows: dict[str, dict[str, int]] = {}
+        self._paths: dict[str, list[str]] = {}  # each source's table paths, by row
 
     def source(self, name: str) -> dict:
         try:
@@ -133,10 +134,18 @@ class SourceImages:
                     dtype=self.dtype)
             self._datasets[name] = ds
             rows: dict[str, int] = {}
-            for j, p in enumerate(ds.rows.paths.tolist()):
+            paths = ds.rows.paths.tolist()
+            for j, p in enumerate(paths):
                 rows.setdefault(p, j)
-            self._rows[name] = rows
+            self._rows[name], self._paths[name] = rows, paths
         return ds
+
+    def one_path_each(self, name: str, rows: np.ndarray) -> list[list[str]]:
+        """``[[path]]`` of source ``name``'s table rows ``rows``: the ``image_paths`` of
+        records of one image each that :meth:`table_rows` found at those rows (the path
+        found is the row's own text)."""
+        paths = self._paths[name]
+        return [[paths[r]] for r in rows.tolist()]
 
     def quantized(self, items: list[tuple[str, str]]) -> np.ndarray:
         """The quantized ``(n, S, S)`` images of ``items`` (``(source, image_path)`` pairs),
