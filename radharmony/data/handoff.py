@@ -84,27 +84,24 @@ def _nbytes(shape: tuple, dtype: torch.dtype) -> int:
     return math.prod(shape) * torch.empty((), dtype=dtype).element_size()
 
 
-def mark(samples: list[dict], tensors: dict[str, torch.Tensor], rows: dict[str, tuple]
-         ) -> list[Sample]:
+def mark(samples: list[dict], tensors: dict, rows: dict) -> list[Sample]:
     """``samples`` as :class:`Sample` dicts of one batch: ``tensors`` are its batch tensors
     and ``rows[key]`` the row views of ``tensors[key]`` (``tensors[key].unbind(0)``) that went
     into the samples, in order."""
-    return _marked(map(Sample, samples), _Batch(tensors, rows, len(samples)))
+    return _tag([Sample(s) for s in samples], tensors, rows)
 
 
-def mark_rows(keys: tuple, values: list[tuple], tensors: dict[str, torch.Tensor],
-              rows: dict[str, tuple]) -> list[Sample]:
-    """:func:`mark` of the samples ``dict(zip(keys, v))`` for each ``v`` of ``values``, made
-    as :class:`Sample` dicts at once (half the time of making dicts, then Samples of them)."""
-    return _marked((Sample(zip(keys, v)) for v in values), _Batch(tensors, rows, len(values)))
+def mark_rows(keys: tuple, values: list[tuple], tensors: dict, rows: dict) -> list[Sample]:
+    """:func:`mark` of ``dict(zip(keys, v))`` for each ``v`` of ``values``, each made a
+    :class:`Sample` at once (half the time of a dict, then a Sample of it)."""
+    return _tag([Sample(zip(keys, v)) for v in values], tensors, rows)
 
 
-def _marked(samples, batch: _Batch) -> list[Sample]:
-    out = []
+def _tag(samples: list[Sample], tensors: dict, rows: dict) -> list[Sample]:
+    batch = _Batch(tensors, rows, len(samples))
     for j, sample in enumerate(samples):
         sample._radharmony_batch = (batch, j)
-        out.append(sample)
-    return out
+    return samples
 
 
 def batch_of(samples) -> _Batch | None:
