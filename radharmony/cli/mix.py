@@ -45,8 +45,10 @@ def add_parser(subparsers, *, parents=()) -> None:
     b.add_argument("spec", type=Path, metavar="SPEC", help="the mixture spec (YAML or JSON)")
     b.add_argument("out", type=Path, metavar="OUT", help="the mixture folder to write")
     b.add_argument("--workers", type=_workers, default=0, metavar="N",
-                   help="threads reading image files for the hold-out check (default 0: one "
-                   "per core); the records never depend on it")
+                   help="processes building the sources side by side, and threads reading "
+                   "image files for the hold-out check (default 0: the usable cores, at most "
+                   "4 processes; 1: one after another in this process); the records never "
+                   "depend on it")
     b.set_defaults(func=run_build)
 
     i = sub.add_parser("info", parents=list(parents), help="a built mixture's counts",
