@@ -25,8 +25,8 @@ import numpy as np
 
 from .. import catalog
 from ..errors import RadHarmonyError
-from ..gc_pause import paused_gc
 from ..files import atomic_write
+from ..gc_pause import paused_gc
 from ..version import __version__
 from .context import HELD_REASONS, SourceContext
 from .grounding import choose_readers
@@ -35,7 +35,7 @@ from .holdout import (HoldOut, dataset_key, input_identity, open_dataset, read_h
 from .records import MANIFEST_FORMAT, MANIFEST_NAME, RECORDS_NAME
 from .rules import derive_seed
 from .spec import load_spec
-from .spool import INHERITED, Spool, fork_pool, freeze, process_count, replay, spool_path, thaw
+from .spool import INHERITED, Spool, fork_jobs, process_count, remove_spools, replay
 from .tasks import TASKS
 from .writer import ROW_GROUP, RecordWriter, assemble, repeat_index
 
@@ -75,11 +75,8 @@ def build(spec, out: str | os.PathLike, *, workers: int | None = None,
     writer = RecordWriter(out / RECORDS_NAME, row_group=ROW_GROUP)
     try:
         if children is None:
-            sources = []
-            for s in spec.sources:
-                with paused_gc():  # see radharmony.gc_pause: no cycles, millions of objects
-                    sources.append(_source(spec, s, hold, writer, tallies, workers, progress,
-                                           pool.pop(dataset_key(s), None)))
+            sources = [_source(spec, s, hold, writer, tallies, workers, progress,
+                               pool.pop(dataset_key(s), None)) for s in spec.sources]
         else:
             sources = _gather(children, writer, tallies, progress)
         writer.close()
@@ -129,7 +126,14 @@ class Tallies:
 def _source(spec, s, hold: HoldOut, sink, tallies: Tallies, workers, progress: bool,
             opened=None) -> dict:
     """Build the source ``s``: its records go to ``sink.write``, its counts to ``tallies``;
-    returns its entry of the manifest's ``sources``."""
+    returns its entry of the manifest's ``sources``. The garbage collector is paused
+    throughout (:mod:`radharmony.gc_pause`: its units, drafts and records make millions of
+    objects and no cycles)."""
+    with paused_gc():
+        return _build_source(spec, s, hold, sink, tallies, workers, progress, opened)
+
+
+def _build_source(spec, s, hold, sink, tallies, workers, progress, opened) -> dict:
     counts, excluded, counted = tallies.counts, tallies.excluded, tallies.counted
     if opened is None:
         with warnings.catch_warnings():
@@ -197,13 +201,9 @@ def _start(spec, hold: HoldOut, pool: dict, out: Path, workers, processes: int) 
     """Fork ``processes`` processes and give them every source (the longest first): they
     inherit the spec, the hold-out and the datasets opened for it."""
     token = f"{os.getpid()}-{id(spec):x}-source"
-    executor = fork_pool(processes, {"spec": spec, "hold": hold, "pool": pool, "out": out,
-                                     "workers": workers, "token": token})
-    freeze()
-    try:
-        futures = {i: executor.submit(_child, i) for i in _longest_first(spec.sources)}
-    finally:
-        thaw()
+    executor, futures = fork_jobs(processes, {"spec": spec, "hold": hold, "pool": pool,
+                                              "out": out, "workers": workers, "token": token},
+                                  _child, _longest_first(spec.sources))
     pool.clear()  # the processes have them
     return {"executor": executor, "futures": futures, "token": token}
 
@@ -229,9 +229,8 @@ def _child(i: int):
     tallies = Tallies()
     spool = Spool(st["out"], f"{st['token']}-{i}")
     try:
-        with paused_gc():
-            info = _source(spec, s, st["hold"], spool, tallies, st["workers"], False,
-                           st["pool"].get(dataset_key(s)))
+        info = _source(spec, s, st["hold"], spool, tallies, st["workers"], False,
+                       st["pool"].get(dataset_key(s)))
     finally:
         path = spool.close()
     return info, tallies, path
@@ -267,8 +266,7 @@ def _stop(children: dict, out: Path, *, kill: bool) -> None:
         for p in list((getattr(executor, "_processes", None) or {}).values()):
             p.terminate()
     executor.shutdown(wait=True, cancel_futures=True)
-    for left in out.glob(spool_path(Path("."), children["token"] + "-*").name):
-        left.unlink(missing_ok=True)
+    remove_spools(out, children["token"] + "-")
 
 
 def _cap(picks: dict, cap: int, seed: int, note) -> dict:

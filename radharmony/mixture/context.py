@@ -25,7 +25,6 @@ from ..errors import StudyWarning
 from ..identity import family_patients
 from ..studies.index import VIEW_ORDER, build_index
 from ..table.schema import view_lists
-from ..gc_pause import paused_gc
 
 #: unit kinds (``Draft.unit``)
 UNITS = ("image", "study", "question")
@@ -125,10 +124,9 @@ class SourceContext:
     def units(self, kind: str) -> Units:
         """The table grouped as ``kind`` (built once, marked for hold-out and split)."""
         if kind not in self._units:
-            with paused_gc():
-                u = {"image": self._images, "study": self._studies,
-                     "question": self._questions}[kind]()
-                self._mark(u)
+            u = {"image": self._images, "study": self._studies,
+                 "question": self._questions}[kind]()
+            self._mark(u)
             self._units[kind] = u
         return self._units[kind]
 

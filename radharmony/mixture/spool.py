@@ -48,11 +48,9 @@ class Spool:
         self._sink = pa.OSFile(str(self.path), "wb")
         self._writer = pa.ipc.new_stream(self._sink, RECORD_SCHEMA,
                                          options=pa.ipc.IpcWriteOptions(compression="lz4"))
-        self.rows = 0
 
     def write(self, table: pa.Table) -> None:
         self._writer.write_table(table)
-        self.rows += len(table)
 
     def close(self) -> Path:
         self._writer.close()
@@ -79,28 +77,28 @@ def replay(path: Path, write) -> None:
 INHERITED: dict = {}
 
 
-def fork_pool(processes: int, state: dict) -> ProcessPoolExecutor:
-    """A pool of ``processes`` forked processes that see ``state`` as :data:`INHERITED`.
-
-    The processes start at the first ``submit``: submit before starting threads of your own.
-    Objects alive now are frozen out of the garbage collector while they start, so the
-    processes do not copy the pages the collector would touch."""
+def fork_jobs(processes: int, state: dict, job, args) -> tuple[ProcessPoolExecutor, dict]:
+    """``(pool, {arg: future})``: ``job(arg)`` for each of ``args`` (submitted in that order)
+    on a pool of ``processes`` forked processes that see ``state`` as :data:`INHERITED`.
+    The objects alive now are frozen out of the garbage collector while the processes start,
+    so they do not copy the pages the collector would touch."""
     INHERITED.clear()
     INHERITED.update(state)
-    return ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork"))
-
-
-def freeze() -> None:
-    """Before the first submit: keep the inherited objects' pages shared."""
+    pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork"))
     gc.freeze()
+    try:  # the processes start at the first submit
+        futures = {a: pool.submit(job, a) for a in args}
+    finally:
+        gc.unfreeze()
+        INHERITED.clear()  # the processes' now
+    return pool, futures
 
 
-def thaw() -> None:
-    """After it, in the parent: the objects are collectable again; the inherited state is
-    the processes' now."""
-    gc.unfreeze()
-    INHERITED.clear()
+def remove_spools(folder: Path, prefix: str) -> None:
+    """Remove the spools named ``prefix...`` left in ``folder`` (a failed build's)."""
+    for left in Path(folder).glob(spool_path(Path("."), prefix + "*").name):
+        left.unlink(missing_ok=True)
 
 
-__all__ = ["DEFAULT_PROCESSES", "INHERITED", "Spool", "fork_pool", "freeze", "process_count",
-           "replay", "spool_path", "thaw"]
+__all__ = ["DEFAULT_PROCESSES", "INHERITED", "Spool", "fork_jobs", "process_count",
+           "remove_spools", "replay", "spool_path"]

@@ -23,7 +23,6 @@ import xxhash
 
 from ..files import TMP_PREFIX
 from .lengths import LengthTally, token_counts
-from ..gc_pause import paused_gc
 from .records import RECORD_SCHEMA
 
 #: rows per Parquet row group
@@ -73,13 +72,7 @@ def positional(template: str, names: list[str]) -> str:
 def assemble(ctx, task, draft, units, j: np.ndarray, rep: np.ndarray, prompts: tuple,
              *, source_split: str) -> pa.Table:
     """The records of draft items ``j`` (their repeat indexes ``rep``) as an Arrow table of
-    :data:`~radharmony.mixture.records.RECORD_SCHEMA` (the garbage collector paused:
-    :mod:`radharmony.gc_pause`)."""
-    with paused_gc():
-        return _assemble(ctx, task, draft, units, j, rep, prompts, source_split)
-
-
-def _assemble(ctx, task, draft, units, j, rep, prompts, source_split) -> pa.Table:
+    :data:`~radharmony.mixture.records.RECORD_SCHEMA`."""
     out = draft.render(j)
     pos = draft.pos[j]
     if callable(draft.item):
