@@ -14,18 +14,20 @@ images for training against the image-level cached loader.
 (b) **Reading** (target >= 0.8x the image-level loader, per image): an NIH replica of
     ``--patients`` patients is pre-cached (one pack); a mixture of one record per image
     points at it. One epoch of the streaming reader, ``DataLoader(MixtureDataset(...),
-    batch_size=64, sampler=MixtureSampler(ds, seed=0), collate_fn=mixture_collate)``, is
-    timed against one epoch of ``radharmony.CachedLoader(nih_dataset, batch_size=64,
-    shuffle=True)`` on the same cache, and of the image-level dataset in the same harness
-    (``DataLoader(nih_dataset, batch_size=64, shuffle=True, collate_fn=radharmony.collate)``);
-    each in its own shuffled order, all at 224, float32, in this process, after a warm-up
-    epoch; ``--runs`` rounds alternating them. Each batch's best time over the rounds counts
-    (an epoch is 5 batches: one busy moment of a shared machine spoils a whole epoch, so the
-    best whole epoch, also printed in the JSON, swings 2x between runs); the ratio of the
-    median epochs over the rounds is printed beside it (steadier with many rounds: ``--runs
-    200``). One image per
-    record is the worst case for the mixture: its per-record work (the record's 13 text
-    columns, ``fields``, a dict each) weighs most against one small image's conversion.
+    batch_size=None, sampler=MixtureSampler(ds, seed=0, batch_size=64),
+    collate_fn=mixture_collate)`` (each batch read from the columns at once), is timed against
+    one epoch of ``radharmony.CachedLoader(nih_dataset, batch_size=64, shuffle=True)`` on the
+    same cache, of the image-level dataset in the same harness (``DataLoader(nih_dataset,
+    batch_size=64, shuffle=True, collate_fn=radharmony.collate)``), and of the mixture read
+    a sample dict per record (``DataLoader(MixtureDataset(...), batch_size=64,
+    sampler=MixtureSampler(ds, seed=0), collate_fn=mixture_collate)``); each in its own
+    shuffled order, all at 224, float32, in this process, after a warm-up epoch; ``--runs``
+    rounds alternating them. Each batch's best time over the rounds counts (an epoch is 5
+    batches: one busy moment of a shared machine spoils a whole epoch, so the best whole
+    epoch, also printed in the JSON, swings 2x between runs); the ratio of the median epochs
+    over the rounds is printed beside it (steadier with many rounds: ``--runs 200``). One
+    image per record is the worst case for the mixture: its per-record work (the record's 13
+    text columns, ``fields``) weighs most against one small image's conversion.
     ``CachedLoader`` has no ``DataLoader`` around it (no per-batch sampler and fetcher
     calls): the image-level ``DataLoader`` row is the same harness as the mixture's.
 """
@@ -163,7 +165,10 @@ def bench_read(work: Path, patients: int, runs: int) -> dict:
 
     from radharmony import collate
 
-    loaders = {"mixture": torch.utils.data.DataLoader(
+    loaders = {"stream": torch.utils.data.DataLoader(
+                   mix, batch_size=None, sampler=MixtureSampler(mix, seed=0, batch_size=64),
+                   collate_fn=mixture_collate),
+               "samples": torch.utils.data.DataLoader(
                    mix, batch_size=64, sampler=MixtureSampler(mix, seed=0),
                    collate_fn=mixture_collate),
                "cached_loader": CachedLoader(ds, batch_size=64, shuffle=True, progress=False),
@@ -184,12 +189,15 @@ def bench_read(work: Path, patients: int, runs: int) -> dict:
     median = {k: float(np.median(v)) for k, v in epochs.items()}
     best = {k: float(v.sum()) for k, v in batches.items()}
     out = {"images": len(df), **{f"{k}_images_per_s": len(df) / v for k, v in best.items()},
-           **{f"{k}_best_epoch_images_per_s": len(df) / v for k, v in whole.items()},
-           "best_epoch_ratio": whole["cached_loader"] / whole["mixture"],
-           "median_epoch_ratio": median["cached_loader"] / median["mixture"],
-           "median_epoch_ratio_same_harness": median["image_dataloader"] / median["mixture"]}
-    out["ratio"] = best["cached_loader"] / best["mixture"]
-    out["ratio_same_harness"] = best["image_dataloader"] / best["mixture"]
+           **{f"{k}_best_epoch_images_per_s": len(df) / v for k, v in whole.items()}}
+    for reader in ("stream", "samples"):
+        pre = "" if reader == "stream" else "samples_"
+        out[f"{pre}ratio"] = best["cached_loader"] / best[reader]
+        out[f"{pre}ratio_same_harness"] = best["image_dataloader"] / best[reader]
+        out[f"{pre}best_epoch_ratio"] = whole["cached_loader"] / whole[reader]
+        out[f"{pre}median_epoch_ratio"] = median["cached_loader"] / median[reader]
+        out[f"{pre}median_epoch_ratio_same_harness"] = \
+            median["image_dataloader"] / median[reader]
     return out
 
 
@@ -222,14 +230,16 @@ def _print_export(export: dict) -> dict:
 
 
 def _print_read(read: dict) -> dict:
-    print(f"(b) reading {read['images']} cached images: MixtureDataset "
-          f"{read['mixture_images_per_s']:,.0f} images/s, CachedLoader "
-          f"{read['cached_loader_images_per_s']:,.0f} images/s: {read['ratio']:.2f}x "
-          f"(target >= {READ_TARGET}x: {'met' if read['ratio'] >= READ_TARGET else 'NOT met'}); "
-          f"image-level DataLoader {read['image_dataloader_images_per_s']:,.0f} images/s: "
-          f"{read['ratio_same_harness']:.2f}x; median epoch over the rounds: "
-          f"{read['median_epoch_ratio']:.2f}x CachedLoader, "
-          f"{read['median_epoch_ratio_same_harness']:.2f}x the image-level DataLoader")
+    met = "met" if min(read["ratio"], read["median_epoch_ratio"]) >= READ_TARGET else "NOT met"
+    print(f"(b) reading {read['images']} cached images: the streaming reader (MixtureSampler "
+          f"batches) {read['stream_images_per_s']:,.0f} images/s, CachedLoader "
+          f"{read['cached_loader_images_per_s']:,.0f} images/s: {read['ratio']:.2f}x, median "
+          f"epoch {read['median_epoch_ratio']:.2f}x (target >= {READ_TARGET}x: {met}); "
+          f"the image-level DataLoader {read['image_dataloader_images_per_s']:,.0f} images/s: "
+          f"{read['ratio_same_harness']:.2f}x; a sample dict per record (DataLoader "
+          f"batch_size=64) {read['samples_images_per_s']:,.0f} images/s: "
+          f"{read['samples_ratio']:.2f}x CachedLoader, median epoch "
+          f"{read['samples_median_epoch_ratio']:.2f}x")
     return read
 
 

@@ -110,7 +110,12 @@ class MixtureDataset(torch.utils.data.Dataset):
         return (np.asarray(self.table.column("source").to_pylist(), object),
                 np.asarray(self.table.column("task").to_pylist(), object))
 
-    def __getitem__(self, index: int) -> dict:
+    def __getitem__(self, index):
+        """Record ``index`` as a sample; a list (or 1-D array) of indices as their collated
+        batch (:meth:`batch`), which is what a sampler yielding batches hands a
+        ``DataLoader(batch_size=None)``."""
+        if isinstance(index, (list, tuple, range)) or getattr(index, "ndim", 0) >= 1:
+            return self.batch(index)
         return self.__getitems__([index])[0]
 
     def __getitems__(self, indices) -> list[dict]:
@@ -118,6 +123,20 @@ class MixtureDataset(torch.utils.data.Dataset):
         once (``DataLoader(ds, batch_size=B)`` calls this). The batch's columns come out of
         Arrow column by column (:class:`~radharmony.mixture.reading.ColumnRows`), the text
         ones while the pixels are converted."""
+        return self._read(indices, self._samples)
+
+    def batch(self, indices) -> "MixtureBatch":
+        """The records of ``indices`` as one collated batch: what
+        ``mixture_collate(ds.__getitems__(indices))`` gives, read straight from the columns
+        without a sample dict per record (the streaming read:
+        ``MixtureSampler(ds, batch_size=B)`` with ``DataLoader(ds, sampler=...,
+        batch_size=None, collate_fn=mixture_collate)``)."""
+        return self._read(indices, self._collated)
+
+    def _read(self, indices, finish):
+        """``finish(cols, imgs, counts, prior_counts, n)`` of the records ``indices``: their
+        columns, their images (the records' ``n``, then their priors'; ``counts`` and
+        ``prior_counts`` per record), called while the pixels are converted."""
         idx = self._positions(indices)
         made: list = []
         plain = self._index.batch(idx)
@@ -131,7 +150,7 @@ class MixtureDataset(torch.utils.data.Dataset):
                 else:
                     cols = self._rows.take(idx, self.columns)
                 cols["fields"] = [orjson.loads(t) if t else {} for t in cols["fields"]]
-                made.append(self._samples(cols, imgs, counts, [0] * len(counts), len(rows)))
+                made.append(finish(cols, imgs, counts, [0] * len(counts), len(rows)))
             self.images.rows_tensor(name, rows, meanwhile)
             return made[0]
         first = self._rows.take(idx, _FIRST)
@@ -145,9 +164,20 @@ class MixtureDataset(torch.utils.data.Dataset):
 
         def meanwhile_all(imgs: torch.Tensor) -> None:
             first.update(self._rows.take(idx, [c for c in self.columns if c not in first]))
-            made.append(self._samples(first, imgs, counts, prior_counts, len(items)))
+            made.append(finish(first, imgs, counts, prior_counts, len(items)))
         self.images.tensor(items + prior_items, meanwhile=meanwhile_all)
         return made[0]
+
+    def _collated(self, cols: dict, imgs: torch.Tensor, counts: list, prior_counts: list,
+                  n: int) -> "MixtureBatch":
+        """The batch of columns ``cols`` and images ``imgs`` (see :meth:`_read`), as
+        :func:`mixture_collate` gives it."""
+        out = MixtureBatch((c, cols[c]) for c in self.columns)
+        out["img"] = handoff.outgoing(imgs if n == len(imgs) else imgs[:n])
+        out["num_images"] = torch.from_numpy(np.array(counts, np.int64))
+        out["prior_img"] = handoff.outgoing(imgs[n:])
+        out["prior_num_images"] = torch.from_numpy(np.array(prior_counts, np.int64))
+        return out
 
     def _samples(self, cols: dict, imgs: torch.Tensor, counts: list, prior_counts: list,
                  n: int) -> "_Read":
@@ -169,9 +199,19 @@ class MixtureDataset(torch.utils.data.Dataset):
         """``indices`` as int64 positions in range (negative ones from the end)."""
         n = len(self)
         try:
-            idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+            idx = np.asarray(indices, dtype=np.int64)
         except (TypeError, ValueError):
-            idx = np.array([int(i) for i in indices], dtype=np.int64)
+            idx = None
+        if idx is None or idx.ndim != 1:
+            try:
+                idx = np.array([int(i) for i in indices], dtype=np.int64)
+            except (TypeError, ValueError):
+                raise RadHarmonyError("MixtureDataset reads records by whole-number indices",
+                                      expected="a list of record indices",
+                                      found=repr(indices)[:80],
+                                      fix="a sampler yielding batches (MixtureSampler(ds, "
+                                          "batch_size=B)) goes with DataLoader(batch_size=None)"
+                                      ) from None
         lo, hi = (idx.min(), idx.max()) if len(idx) else (0, 0)
         if lo < -n or hi >= n:
             bad = idx[(idx < -n) | (idx >= n)][0]
@@ -225,6 +265,16 @@ class _ImageIndex:
         return self.names[source[0]], rows, count.tolist()
 
 
+class MixtureBatch(dict):
+    """A collated batch of mixture records (:meth:`MixtureDataset.batch`), which
+    :func:`mixture_collate` hands on as it is. Pickled, it is the plain dict it is."""
+
+    __slots__ = ()
+
+    def __reduce__(self):
+        return dict, (dict(self),)
+
+
 class _Read(list):
     """The samples of one :meth:`MixtureDataset.__getitems__`, a list of them in every use,
     which also keeps what they were made of (each sample's values as made, a tuple in key
@@ -276,7 +326,16 @@ def mixture_collate(batch: list[dict]) -> dict:
     packed (``(sum n, 1, S, S)``; ``num_images`` / ``prior_num_images`` ``(B,)`` say whose),
     every text, list and ``fields`` value as a per-record list. A batch read at once is
     handed over without a copy (and, its samples untouched, without gathering each key's
-    values again)."""
+    values again). A batch already collated (:meth:`MixtureDataset.batch`, through
+    ``DataLoader(batch_size=None)``) is returned as it is."""
+    if isinstance(batch, MixtureBatch):
+        return batch
+    if isinstance(batch, dict):
+        raise RadHarmonyError("mixture_collate got one sample, not a list of samples",
+                              expected="a list of MixtureDataset samples, or a MixtureBatch",
+                              found=f"a dict with keys {sorted(batch)[:6]}",
+                              fix="with DataLoader(batch_size=None) use a sampler yielding "
+                                  "batches: MixtureSampler(ds, batch_size=B)")
     whole = _untouched(batch)
     if whole is not None:
         return whole
@@ -290,4 +349,5 @@ def mixture_collate(batch: list[dict]) -> dict:
     return collate(batch)
 
 
-__all__ = ["MixtureDataset", "MixtureSampler", "mixture_collate", "read_records"]
+__all__ = ["MixtureBatch", "MixtureDataset", "MixtureSampler", "mixture_collate",
+           "read_records"]

@@ -94,13 +94,18 @@ class MixtureSampler(torch.utils.data.Sampler[int]):
             when initialized, else 1 and 0).
         drop_last: leave out the stream's tail that does not fill every rank (default: wrap
             around to the stream's start so each rank gets as many).
+        batch_size: None (one index at a time) or B: this rank's share in lists of B indices
+            (the last one shorter), each read as one collated batch by
+            ``DataLoader(dataset, sampler=..., batch_size=None, collate_fn=mixture_collate)``
+            (:meth:`~radharmony.mixture.dataset.MixtureDataset.batch`: no sample dict per
+            record). The stream is the same either way.
     """
 
     def __init__(self, dataset_or_out, *, rates: dict | None = None,
                  num_samples: int | None = None, seed: int = 0,
                  num_replicas: int | None = None, rank: int | None = None,
-                 drop_last: bool = False, split: str | None = "train", tasks=None,
-                 sources=None):
+                 drop_last: bool = False, batch_size: int | None = None,
+                 split: str | None = "train", tasks=None, sources=None):
         if hasattr(dataset_or_out, "groups"):
             sources_col, tasks_col = dataset_or_out.groups()
         else:
@@ -133,6 +138,8 @@ class MixtureSampler(torch.utils.data.Sampler[int]):
                                   expected=f"0 <= rank < num_replicas ({self.num_replicas})",
                                   found=repr(rank), fix="leave rank=None inside torch.distributed")
         self.drop_last = bool(drop_last)
+        self.batch_size = None if batch_size is None else \
+            _check_int("batch_size", batch_size, low=1)
         self.epoch = 0
         self.position = 0   # the global stream position the next iteration starts at
         self._start = 0     # ... and the one the running (or last) iteration started at
@@ -166,16 +173,25 @@ class MixtureSampler(torch.utils.data.Sampler[int]):
             rest = torch.cat([rest, full.repeat(-(-pad // len(full)))[:pad]])
         return rest
 
-    def __iter__(self) -> Iterator[int]:
+    def __iter__(self) -> Iterator[int] | Iterator[list[int]]:
         self._start, self._yielded = self.position, 0
         mine = self._rest()[self.rank::self.num_replicas].tolist()
-        for index in mine:
-            self._yielded += 1
-            yield index
+        if self.batch_size is None:
+            for index in mine:
+                self._yielded += 1
+                yield index
+        else:
+            b = self.batch_size
+            for start in range(0, len(mine), b):
+                batch = mine[start:start + b]
+                self._yielded += len(batch)
+                yield batch
         self.position = 0  # a whole pass: iterating again starts the epoch over
 
     def __len__(self) -> int:
-        return len(self._rest()) // self.num_replicas
+        """This rank's indices this epoch (with ``batch_size``: its batches)."""
+        n = len(self._rest()) // self.num_replicas
+        return n if self.batch_size is None else -(-n // self.batch_size)
 
     def set_epoch(self, epoch: int) -> None:
         """Use ``epoch``'s stream (call before each epoch, on every rank); the epoch a state
@@ -189,7 +205,8 @@ class MixtureSampler(torch.utils.data.Sampler[int]):
     def state_dict(self, consumed: int | None = None) -> dict:
         """Where this rank is: ``epoch`` and the global ``position`` the next sample comes from.
         ``consumed``: samples this rank has taken from its loader this epoch (needed when the
-        loader reads ahead, ``num_workers > 0``); default: the samples handed out. A state
+        loader reads ahead, ``num_workers > 0``); default: the samples handed out. Samples, not
+        batches, whatever ``batch_size``: a state resumes on any batch size. A state
         taken at an epoch's end resumes at its end: call ``set_epoch(epoch + 1)`` next."""
         taken = self._yielded if consumed is None else _check_int("consumed", consumed, low=0)
         return {"format": STATE_FORMAT, "epoch": self.epoch, "seed": self.seed,
@@ -217,7 +234,8 @@ class MixtureSampler(torch.utils.data.Sampler[int]):
     def __repr__(self) -> str:
         return (f"MixtureSampler({self.num_records} records, {self.num_samples} per epoch, "
                 f"rates={'drawn' if self.weights is None else 'given'}, seed={self.seed}, "
-                f"epoch={self.epoch}, rank {self.rank} of {self.num_replicas})")
+                f"epoch={self.epoch}, rank {self.rank} of {self.num_replicas}"
+                f"{'' if self.batch_size is None else f', batches of {self.batch_size}'})")
 
 
 __all__ = ["MixtureSampler", "record_weights"]

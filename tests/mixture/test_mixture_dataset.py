@@ -14,7 +14,8 @@ import torch
 from mixture_fixtures import write_mixture
 from radharmony import collate, pad_packed
 from radharmony.errors import RadHarmonyError
-from radharmony.mixture.dataset import MixtureDataset, MixtureSampler, mixture_collate
+from radharmony.mixture.dataset import (MixtureBatch, MixtureDataset, MixtureSampler,
+                                        mixture_collate)
 from radharmony.registry import get_dataset_class
 from radharmony.imaging.pipeline import DefaultTransform
 
@@ -77,6 +78,8 @@ def test_collate_packs_images_of_mixed_tasks(ds):
     assert torch.equal(padded[2, :3], ds[2]["img"])
     with pytest.raises(RadHarmonyError, match="not a mixture record"):
         mixture_collate([{"img": torch.zeros(1)}])
+    with pytest.raises(RadHarmonyError, match="one sample, not a list"):  # batch_size=None
+        mixture_collate(ds[0])  # with a sampler of single indices
 
 
 def test_a_batch_with_and_without_priors(ds):
@@ -122,6 +125,23 @@ def test_a_batch_read_equals_its_records_read_apart_and_the_general_path(ds, ord
     batch = mixture_collate(fast)
     assert _same(batch, collate(list(fast)))  # the columns handed over = the generic collate
     assert _same(batch, mixture_collate(general)) and _same(batch, collate(apart))
+    # the batch read straight from the columns (no sample dicts) is that batch too
+    read = ds[indices]
+    assert isinstance(read, MixtureBatch) and _same(read, batch)
+    assert mixture_collate(read) is read  # DataLoader(batch_size=None) hands it on
+    with monkeypatch.context() as m:
+        m.setattr(ds._index, "batch", lambda idx: None)
+        assert _same(ds.batch(np.array(indices)), batch)
+
+
+def test_a_batch_of_no_records_and_indices_that_are_not_a_list(ds):
+    empty = ds.batch([])
+    assert empty["img"].shape == (0, 1, 32, 32) and empty["record_id"] == []
+    assert empty["num_images"].tolist() == []
+    with pytest.raises(RadHarmonyError, match="batch_size=None"):
+        ds.__getitems__([[0, 1], [2, 3]])  # batches from the sampler, batched again
+    with pytest.raises(RadHarmonyError, match="whole-number indices"):
+        ds.batch(["a"])
 
 
 def test_a_changed_sample_is_collated_as_it_now_is(ds):
@@ -241,6 +261,12 @@ def test_ranks_partition_one_stream_whatever_their_number(ds):
     dropped = [list(MixtureSampler(ds, seed=5, num_replicas=4, rank=k, drop_last=True))
                for k in range(4)]
     assert sorted(sum(dropped, [])) == sorted(stream[:16])
+    for k in range(3):  # in batches: the same share, cut in lists (the last one shorter)
+        batched = MixtureSampler(ds, seed=5, num_replicas=3, rank=k, batch_size=4)
+        assert list(batched) == [list(MixtureSampler(ds, seed=5, num_replicas=3, rank=k))[j:j + 4]
+                                 for j in (0, 4)] and len(batched) == 2
+    with pytest.raises(RadHarmonyError, match="batch_size must be an integer >= 1"):
+        MixtureSampler(ds, batch_size=0)
 
 
 def _ids(loader, skip_batches=None):
@@ -253,23 +279,35 @@ def _ids(loader, skip_batches=None):
 
 
 @pytest.mark.parametrize("workers", [0, 2])
-def test_a_resumed_stream_equals_the_uninterrupted_one(ds, workers):
+@pytest.mark.parametrize("batches", [False, True], ids=["samples", "batches"])
+def test_a_resumed_stream_equals_the_uninterrupted_one(ds, workers, batches):
     def loader(sampler):
+        if batches:  # the sampler yields lists of 4: each read as one batch
+            return torch.utils.data.DataLoader(ds, batch_size=None, sampler=sampler,
+                                               collate_fn=mixture_collate, num_workers=workers,
+                                               timeout=60 if workers else 0)
         return torch.utils.data.DataLoader(ds, batch_size=4, sampler=sampler,
                                            collate_fn=mixture_collate, num_workers=workers,
                                            timeout=60 if workers else 0)  # a hang fails
     rates = {"rexgradient_train": 1, "mimic_cxr_jpg": 1, "rexvqa_train": 1}
-    whole = MixtureSampler(ds, rates=rates, num_samples=24, seed=9)
+    size = 4 if batches else None
+    whole = MixtureSampler(ds, rates=rates, num_samples=24, seed=9, batch_size=size)
     full = _ids(loader(whole))
     whole.set_epoch(1)
     full_next = _ids(loader(whole))
+    if batches:  # the same records, in the same batches, as the sample-by-sample stream
+        plain = MixtureSampler(ds, rates=rates, num_samples=24, seed=9)
+        assert full == _ids(torch.utils.data.DataLoader(ds, batch_size=4, sampler=plain,
+                                                        collate_fn=mixture_collate))
+        assert len(whole) == 6 and all(len(b) == 4 for b in whole)
 
-    first = MixtureSampler(ds, rates=rates, num_samples=24, seed=9)
+    first = MixtureSampler(ds, rates=rates, num_samples=24, seed=9, batch_size=size)
     head = _ids(loader(first), skip_batches=2)  # stop after 2 batches (read ahead: workers)
     state = first.state_dict(consumed=len(head))
     assert state["position"] == 8 and state["epoch"] == 0
 
-    resumed = MixtureSampler(ds, rates=rates, num_samples=24, seed=9)
+    resumed = MixtureSampler(ds, rates=rates, num_samples=24, seed=9,  # another batch size
+                             batch_size=2 if batches else None)
     resumed.load_state_dict(state)
     resumed.set_epoch(0)  # a training loop's call at the top of the epoch keeps the place
     tail = _ids(loader(resumed))
@@ -306,3 +344,13 @@ def test_a_sampler_from_the_folder_reads_no_images(mix, ds):
     from_folder = MixtureSampler(mix.out, split=None, seed=4)
     assert list(from_folder) == list(MixtureSampler(ds, seed=4))
     assert np.array_equal(from_folder.stream().numpy(), MixtureSampler(ds, seed=4).stream())
+
+
+def test_batches_from_workers_equal_the_batches_read_here(ds):
+    sampler = MixtureSampler(ds, seed=1, batch_size=5)
+    loader = torch.utils.data.DataLoader(ds, batch_size=None, sampler=sampler, num_workers=2,
+                                         collate_fn=mixture_collate, timeout=60)
+    got = [dict(b) for b in loader]  # each worker's batch, handed over in its slot
+    want = [ds.batch(idx) for idx in sampler]
+    assert len(got) == len(want) == 4
+    assert all(_same(g, w) for g, w in zip(got, want))
