@@ -85,12 +85,14 @@ class ColumnRows:
                     kind, arr = encoded.type, encoded
             if pa.types.is_dictionary(kind):  # codes: a few bytes a row
                 self.codes[name] = _codes(arr)
-                self._read[name] = _code_reader(*self.codes[name])
             elif pa.types.is_list(kind) and pa.types.is_dictionary(kind.value_type):
                 self._read[name] = _list_reader(arr)
             else:  # the kernel without the wrappers: ~2x faster
                 self._read[name] = partial(_taken, take, arr)
                 self._arrow.add(name)
+        self._together = _CodeGrid(self.codes) if len(self.codes) > 1 else None
+        for name, (codes, distinct) in self.codes.items():  # (the grid's views, if any)
+            self._read[name] = _code_reader(codes, distinct)
 
     def take(self, rows: np.ndarray, names=None) -> dict[str, list]:
         """``{column: [value per row]}`` of ``rows`` (int64 positions, in range), for
@@ -101,7 +103,36 @@ class ColumnRows:
         names = self.names if names is None else names
         arrow = pa.array(rows) if not self._arrow.isdisjoint(names) else None
         read = self._read
+        coded = [n for n in names if n in self.codes]
+        if len(coded) > 1 and self._together is not None:  # one indexing for all of them
+            done = self._together.take(rows, coded)
+            return {n: done[n] if n in done else read[n](arrow if n in self._arrow else rows)
+                    for n in names}
         return {n: read[n](arrow if n in self._arrow else rows) for n in names}
+
+
+class _CodeGrid:
+    """The codes of a table's dictionary columns side by side (one row of codes per table row,
+    the columns' :attr:`ColumnRows.codes` being views of it: no more memory) and all their
+    distinct values in one object array: a batch's values of several such columns come out
+    of one indexing."""
+
+    def __init__(self, codes: dict):
+        self.where = {name: j for j, name in enumerate(codes)}
+        sizes = [len(distinct) for _, distinct in codes.values()]
+        n = len(next(iter(codes.values()))[0])
+        self.grid = np.empty((n, len(codes)), np.int32 if sum(sizes) < 2 ** 31 else np.int64)
+        self.start = np.cumsum([0, *sizes[:-1]]).astype(self.grid.dtype)
+        self.values = np.empty(sum(sizes), object)
+        for j, (name, (own, distinct)) in enumerate(list(codes.items())):
+            self.grid[:, j] = own
+            self.values[self.start[j]:self.start[j] + len(distinct)] = distinct
+            codes[name] = (self.grid[:, j], distinct)
+
+    def take(self, rows: np.ndarray, names: list) -> dict[str, list]:
+        cols = np.array([self.where[n] for n in names])
+        codes = self.grid[rows][:, cols] + self.start[cols]
+        return dict(zip(names, self.values[codes].T.tolist()))
 
 
 #: the most distinct values a string column is read through as codes (their Python strings
