@@ -9,7 +9,7 @@ never touching a hold-out set's patients or images (``docs/mixtures.md``).
 * :data:`TASKS` (``radharmony tasks``): the task registry, :func:`register_task` to add one;
 * :func:`export_mixture` (``radharmony mix export``): the trainers' formats;
   :class:`MixtureDataset`, :func:`mixture_collate` and :class:`MixtureSampler`: reading a
-  mixture for training, resumable;
+  mixture for training, resumable, a record or a whole batch (:class:`MixtureBatch`) at a time;
 * boxes as text (:class:`ImageFrame`, :func:`box_to_text`, :func:`parse_boxes`) and
   :func:`grounding_metrics`: grounded records and their scores;
 * :func:`plot_composition` (``radharmony mix info --plot``) and ``radharmony mix view``: looking
@@ -26,7 +26,8 @@ from .tasks import TASKS, Task, capabilities, register_task
 #: names imported on first use (they need torch, the image stack or matplotlib): name -> module
 _LAZY = {
     "build": "builder",
-    "MixtureDataset": "dataset", "mixture_collate": "dataset", "read_records": "dataset",
+    "MixtureDataset": "dataset", "MixtureBatch": "dataset", "mixture_collate": "dataset",
+    "read_records": "dataset",
     "MixtureSampler": "sampler",
     "export_mixture": "formats", "render_record": "formats",
     "plot_composition": "plots", "target_lengths": "plots",
