@@ -27,6 +27,7 @@ from types import SimpleNamespace
 
 from ...errors import check_choice
 from ...export.codec import ExportError
+from ...gc_pause import paused_gc
 from ..records import read_manifest
 from . import hf_chat, llava, llava_rad, maira2, r2gen
 from .common import Export, Output, dumps, record_batches
@@ -94,7 +95,8 @@ def export_mixture(out: str | os.PathLike, fmt: str, dest: str | os.PathLike, *,
     try:
         batches = tqdm(record_batches(out, spec.columns, split), unit="row group",
                        desc=f"exporting {out.name} ({fmt})", disable=not progress)
-        entries = (_r2gen if fmt == "r2gen" else _list)(batches, dest, ex, spec)
+        with paused_gc():  # a row group's records and entries: ~10 objects each, no cycles
+            entries = (_r2gen if fmt == "r2gen" else _list)(batches, dest, ex, spec)
     finally:
         ex.close()
     return ex.summary(fmt, entries, split)
