@@ -33,6 +33,7 @@ from ..data.handoff import PACKED_KEYS
 from ..errors import RadHarmonyError
 from .images import SourceImages
 from .reading import ColumnRows, read_records, table_records  # noqa: F401 (re-exported)
+from .reading import column_objects, distinct_values
 from .records import RECORD_COLUMNS, read_manifest
 from .sampler import MixtureSampler
 
@@ -90,7 +91,7 @@ class MixtureDataset(torch.utils.data.Dataset):
         self._but_paths = tuple(c for c in self.columns if c != "image_paths")
         self.images = SourceImages(self.manifest, size=size, cache_dir=cache_dir, dtype=dtype)
         self.dtype = dtype
-        for name in sorted(set(self.table.column("source").to_pylist())):
+        for name in distinct_values(self.table.column("source")):
             self.images.dataset(name)  # built now, so DataLoader workers inherit them
         self._index = _ImageIndex(self.table, self._rows, self.images)
 
@@ -107,8 +108,8 @@ class MixtureDataset(torch.utils.data.Dataset):
 
     def groups(self) -> tuple[np.ndarray, np.ndarray]:
         """Each record's ``(source, task)``, as two arrays (what the sampler weighs)."""
-        return (np.asarray(self.table.column("source").to_pylist(), object),
-                np.asarray(self.table.column("task").to_pylist(), object))
+        return (column_objects(self.table.column("source")),
+                column_objects(self.table.column("task")))
 
     def __getitem__(self, index):
         """Record ``index`` as a sample; a list (or 1-D array) of indices as their collated

@@ -26,11 +26,12 @@ import math
 from typing import Iterator
 
 import numpy as np
+import pandas as pd
 import torch
 
 from ..data.samplers import _mix
 from ..errors import RadHarmonyError
-from .reading import read_records
+from .reading import column_objects, read_records
 
 STATE_FORMAT = "radharmony-mixture-sampler"
 
@@ -61,23 +62,30 @@ def record_weights(sources, tasks, rates: dict) -> np.ndarray:
                                   fix="pass e.g. rates={'mimic_cxr_jpg': 2, "
                                       "'rexgradient_train/findings': 1}")
         keys[norm] = float(rate)
-    which = [(s, t) if (s, t) in keys else s if s in keys else None
-             for s, t in zip(sources, tasks)]
+    # each (source, task) group once: a record weighs what its group does
+    s_codes, s_names = pd.factorize(np.asarray(sources, object), use_na_sentinel=False)
+    t_codes, t_names = pd.factorize(np.asarray(tasks, object), use_na_sentinel=False)
+    pairs, inverse = np.unique(s_codes.astype(np.int64) * len(t_names) + t_codes,
+                               return_inverse=True)
+    groups = list(zip(s_names[pairs // len(t_names)].tolist(),
+                      t_names[pairs % len(t_names)].tolist()))
+    which = [(s, t) if (s, t) in keys else s if s in keys else None for s, t in groups]
     held = set(which)
     unknown = [k for k in keys if k not in held]
     if unknown:
-        groups = sorted({f"{s}/{t}" for s, t in zip(sources, tasks)})
+        names = sorted(f"{s}/{t}" for s, t in groups)
         raise RadHarmonyError(f"MixtureSampler: rates name {unknown[0]!r}, which no record of "
-                              "the dataset has", expected=f"sources or source/task of {groups}",
+                              "the dataset has", expected=f"sources or source/task of {names}",
                               found=repr(unknown), fix="rate groups the mixture holds")
     count: dict = {}
-    for k in which:
-        count[k] = count.get(k, 0) + 1
+    for k, n in zip(which, np.bincount(inverse.reshape(-1), minlength=len(groups)).tolist()):
+        count[k] = count.get(k, 0) + n
     total = sum(keys.values())
     if not total > 0:
         raise RadHarmonyError("MixtureSampler: every rate is 0", expected="a positive share",
                               found=repr(rates), fix="give at least one group a share > 0")
-    return np.array([0.0 if k is None else keys[k] / total / count[k] for k in which])
+    weight = np.array([0.0 if k is None else keys[k] / total / count[k] for k in which])
+    return weight[inverse.reshape(-1)] if len(groups) else np.zeros(0)
 
 
 class MixtureSampler(torch.utils.data.Sampler[int]):
@@ -111,8 +119,8 @@ class MixtureSampler(torch.utils.data.Sampler[int]):
         else:
             table = read_records(dataset_or_out, split=split, tasks=tasks, sources=sources,
                                  columns=("source", "task"))
-            sources_col = np.asarray(table.column("source").to_pylist(), object)
-            tasks_col = np.asarray(table.column("task").to_pylist(), object)
+            sources_col = column_objects(table.column("source"))
+            tasks_col = column_objects(table.column("task"))
         n = len(sources_col)
         if not n:
             raise RadHarmonyError("MixtureSampler has no records to draw",
