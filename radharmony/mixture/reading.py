@@ -279,24 +279,45 @@ def read_records(out: str | os.PathLike, *, split: str | None = "train", tasks=N
     return _compact(table.select(list(columns)), keep)
 
 
+#: the most bytes a string column (or a list column's strings) holds in one chunk with 32-bit
+#: offsets; a column over it is read as ``large_string`` (the image paths of ~10 M records)
+OFFSET_LIMIT = 2**31 - 1
+
+
 def _compact(table, keep=None):
     """``table``'s rows where ``keep`` (None: all), each column in one chunk (what
     :class:`ColumnRows` and a DataLoader worker read without copying again), made a column
     at a time so that only one column is ever held twice."""
     import pyarrow as pa
 
-    names, schema, arrays = table.column_names, table.schema, []
+    names, arrays = table.column_names, []
     for _ in names:
         column = table.column(0)
         if keep is not None:
             column = column.filter(keep)
-        arrays.append(column.chunk(0) if column.num_chunks == 1 else
-                      column.combine_chunks() if column.num_chunks else
-                      pa.array([], column.type))
+        arrays.append(_one_chunk(column))
         table = table.remove_column(0)  # its buffers go unless still held
     del table
     pa.default_memory_pool().release_unused()  # the read's and the copies' freed pages
-    return pa.Table.from_arrays(arrays, schema=schema)
+    return pa.table(dict(zip(names, arrays)))
+
+
+def _one_chunk(column):
+    """``column`` as one array; its strings as ``large_string`` when they would overflow 32-bit
+    offsets (:data:`OFFSET_LIMIT`)."""
+    import pyarrow as pa
+
+    if column.num_chunks == 1:
+        return column.chunk(0)
+    if not column.num_chunks:
+        return pa.array([], column.type)
+    kind = column.type
+    if column.nbytes > OFFSET_LIMIT:
+        if pa.types.is_string(kind):
+            column = column.cast(pa.large_string())
+        elif pa.types.is_list(kind) and pa.types.is_string(kind.value_type):
+            column = column.cast(pa.list_(pa.large_string()))
+    return column.combine_chunks()
 
 
 __all__ = ["ColumnRows", "DICTIONARY_COLUMNS", "dictionary_paths", "read_records", "table_records"]

@@ -354,3 +354,29 @@ def test_batches_from_workers_equal_the_batches_read_here(ds):
     want = [ds.batch(idx) for idx in sampler]
     assert len(got) == len(want) == 4
     assert all(_same(g, w) for g, w in zip(got, want))
+
+
+def test_records_too_large_for_32_bit_offsets_read_as_large_strings(mix, ds, monkeypatch):
+    """Past 2 GB of strings in a column (~10 M records' image paths) the records are read as
+    ``large_string``; samples and batches are the same (the limit lowered to show it)."""
+    import pyarrow as pa
+
+    from radharmony.mixture import reading
+
+    monkeypatch.setattr(reading, "OFFSET_LIMIT", 0)
+    table = ds.table
+    chunked = pa.concat_tables([table.slice(0, 7), table.slice(7)])
+    wide = reading._compact(chunked)
+    assert wide.schema.field("image_paths").type == pa.list_(pa.large_string())
+    assert wide.schema.field("record_id").type == pa.large_string()
+    monkeypatch.setattr("radharmony.mixture.dataset.read_records",
+                        lambda *a, **k: reading._compact(pa.concat_tables(
+                            [reading.read_records(*a, **k).slice(0, 7),
+                             reading.read_records(*a, **k).slice(7)])))
+    large = MixtureDataset(mix.out, split=None, cache_dir=ds.images.cache_dir)
+    assert large.table.schema.field("fields").type == pa.large_string()
+    assert np.array_equal(large._index.row, ds._index.row)  # each image found in its table
+    everything = list(range(len(ds)))
+    assert _same(large[everything], ds[everything])
+    assert all(_same(a, b) for a, b in zip(large.__getitems__(everything),
+                                            ds.__getitems__(everything)))
