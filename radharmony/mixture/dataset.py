@@ -33,7 +33,7 @@ from ..data.handoff import PACKED_KEYS
 from ..errors import RadHarmonyError
 from .images import SourceImages
 from .reading import ColumnRows, read_records, table_records  # noqa: F401 (re-exported)
-from .reading import column_objects, distinct_values
+from .reading import column_objects, distinct_values, one_chunk
 from .records import RECORD_COLUMNS, read_manifest
 from .sampler import MixtureSampler
 
@@ -173,20 +173,16 @@ class MixtureDataset(torch.utils.data.Dataset):
                   n: int) -> "MixtureBatch":
         """The batch of columns ``cols`` and images ``imgs`` (see :meth:`_read`), as
         :func:`mixture_collate` gives it."""
-        out = MixtureBatch((c, cols[c]) for c in self.columns)
-        out["img"] = handoff.outgoing(imgs if n == len(imgs) else imgs[:n])
-        out["num_images"] = torch.from_numpy(np.array(counts, np.int64))
-        out["prior_img"] = handoff.outgoing(imgs[n:])
-        out["prior_num_images"] = torch.from_numpy(np.array(prior_counts, np.int64))
-        return out
+        columns = dict(zip(self._keys, [*(cols[c] for c in self.columns), None, counts,
+                                        None, prior_counts]))
+        return _gathered(columns, _split_images(imgs, n), into=MixtureBatch)
 
     def _samples(self, cols: dict, imgs: torch.Tensor, counts: list, prior_counts: list,
                  n: int) -> "_Read":
         """The batch's samples from its columns ``cols`` and its images ``imgs`` (the
         records' ``n`` images, then their prior images; ``counts`` and ``prior_counts`` per
         record), as views of ``imgs`` (the values need not be there yet)."""
-        tensors = {"img": imgs if n == len(imgs) else imgs[:n],  # the buffer itself (a
-                   "prior_img": imgs[n:]}  # worker's slot: handed over as the image level)
+        tensors = _split_images(imgs, n)
         rows = {"img": tensors["img"].split(counts),  # no prior (most batches): one empty
                 "prior_img": tensors["prior_img"].split(prior_counts) if len(imgs) > n
                 else (tensors["prior_img"],) * len(counts)}  # tensor shared, no views made
@@ -229,7 +225,7 @@ class _ImageIndex:
         import pyarrow.compute as pc
 
         self.source, self.names = columns.codes["source"]
-        paths = table.column("image_paths").combine_chunks()
+        paths = one_chunk(table.column("image_paths"))
         offsets = paths.offsets.to_numpy().astype(np.int64)  # positions in paths.values
         valid = paths.is_valid().to_numpy(zero_copy_only=False)
         self.start, self.count = offsets[:-1], np.where(valid, np.diff(offsets), 0)
@@ -311,10 +307,23 @@ def _untouched(batch) -> dict | None:
         return None
     if not same or list(batch[0]) != list(columns):
         return None
-    out = {}
+    return _gathered(columns, batch.tensors)
+
+
+def _split_images(imgs: torch.Tensor, n: int) -> dict:
+    """A batch's ``img`` (its records' ``n`` images: the buffer itself when there is no
+    prior, a worker's slot handed over as the image level) and ``prior_img`` (the rest)."""
+    return {"img": imgs if n == len(imgs) else imgs[:n], "prior_img": imgs[n:]}
+
+
+def _gathered(columns: dict, tensors: dict, into=dict) -> dict:
+    """The collated batch of ``columns`` (key -> one value per record), an ``into``: the
+    packed image keys are their batch ``tensors`` (as handed over,
+    :func:`handoff.outgoing`), their counts int64 tensors, every other key a list."""
+    out = into()
     for key, values in columns.items():
         if key in PACKED_KEYS:  # its rows untouched: the batch tensor (as handoff.whole)
-            out[key] = handoff.outgoing(batch.tensors[key])
+            out[key] = handoff.outgoing(tensors[key])
         elif key in PACKED_KEYS.values():  # as torch.tensor(values) (int64), ~2x faster
             out[key] = torch.from_numpy(np.array(values, np.int64))
         else:

@@ -26,8 +26,7 @@ def table_records(table) -> list[dict]:
     shared by its rows."""
     values = []
     for column in table.columns:
-        arr = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
-        values.append(_pylist(arr))
+        values.append(_pylist(one_chunk(column)))
     names = table.column_names
     return [dict(zip(names, row)) for row in zip(*values)]
 
@@ -78,7 +77,7 @@ class ColumnRows:
         take = pc.get_function("array_take")
         for name, kind in zip(self.names, table.schema.types):
             column = table.column(name)
-            arr = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+            arr = one_chunk(column)
             if pa.types.is_string(kind) or pa.types.is_large_string(kind):
                 encoded = _repeating(arr)
                 if encoded is not None:
@@ -123,10 +122,9 @@ class _CodeGrid:
         n = len(next(iter(codes.values()))[0])
         self.grid = np.empty((n, len(codes)), np.int32 if sum(sizes) < 2 ** 31 else np.int64)
         self.start = np.cumsum([0, *sizes[:-1]]).astype(self.grid.dtype)
-        self.values = np.empty(sum(sizes), object)
+        self.values = _objects([v for _, distinct in codes.values() for v in distinct])
         for j, (name, (own, distinct)) in enumerate(list(codes.items())):
             self.grid[:, j] = own
-            self.values[self.start[j]:self.start[j] + len(distinct)] = distinct
             codes[name] = (self.grid[:, j], distinct)
 
     def take(self, rows: np.ndarray, names: list) -> dict[str, list]:
@@ -170,9 +168,15 @@ def _codes(arr) -> tuple[np.ndarray, list]:
 def _code_reader(codes: np.ndarray, distinct: list):
     """A function of rows giving their values: the distinct values (Python objects, made
     once) indexed by the rows' codes, in NumPy."""
-    values = np.empty(len(distinct), object)
-    values[:] = distinct
+    values = _objects(distinct)
     return lambda rows: values[codes[rows]].tolist()
+
+
+def _objects(values: list) -> np.ndarray:
+    """``values`` as a NumPy object array (lists stay values, not a dimension)."""
+    out = np.empty(len(values), object)
+    out[:] = values
+    return out
 
 
 def _list_reader(arr):
@@ -212,15 +216,11 @@ def column_objects(column) -> np.ndarray:
     milliseconds, not the seconds of ``to_pylist``)."""
     import pyarrow as pa
 
-    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    arr = one_chunk(column) if isinstance(column, pa.ChunkedArray) else column
     if pa.types.is_dictionary(arr.type):
         codes, distinct = _codes(arr)
-        values = np.empty(len(distinct), object)
-        values[:] = distinct
-        return values[codes]
-    out = np.empty(len(arr), object)
-    out[:] = arr.to_pylist()
-    return out
+        return _objects(distinct)[codes]
+    return _objects(arr.to_pylist())
 
 
 def distinct_values(column) -> list:
@@ -295,14 +295,14 @@ def _compact(table, keep=None):
         column = table.column(0)
         if keep is not None:
             column = column.filter(keep)
-        arrays.append(_one_chunk(column))
+        arrays.append(one_chunk(column))
         table = table.remove_column(0)  # its buffers go unless still held
     del table
     pa.default_memory_pool().release_unused()  # the read's and the copies' freed pages
     return pa.table(dict(zip(names, arrays)))
 
 
-def _one_chunk(column):
+def one_chunk(column):
     """``column`` as one array; its strings as ``large_string`` when they would overflow 32-bit
     offsets (:data:`OFFSET_LIMIT`)."""
     import pyarrow as pa
@@ -320,4 +320,5 @@ def _one_chunk(column):
     return column.combine_chunks()
 
 
-__all__ = ["ColumnRows", "DICTIONARY_COLUMNS", "dictionary_paths", "read_records", "table_records"]
+__all__ = ["ColumnRows", "DICTIONARY_COLUMNS", "column_objects", "dictionary_paths",
+           "distinct_values", "one_chunk", "read_records", "table_records"]

@@ -67,6 +67,7 @@ def record_weights(sources, tasks, rates: dict) -> np.ndarray:
     t_codes, t_names = pd.factorize(np.asarray(tasks, object), use_na_sentinel=False)
     pairs, inverse = np.unique(s_codes.astype(np.int64) * len(t_names) + t_codes,
                                return_inverse=True)
+    inverse = inverse.reshape(-1)
     groups = list(zip(s_names[pairs // len(t_names)].tolist(),
                       t_names[pairs % len(t_names)].tolist()))
     which = [(s, t) if (s, t) in keys else s if s in keys else None for s, t in groups]
@@ -78,14 +79,14 @@ def record_weights(sources, tasks, rates: dict) -> np.ndarray:
                               "the dataset has", expected=f"sources or source/task of {names}",
                               found=repr(unknown), fix="rate groups the mixture holds")
     count: dict = {}
-    for k, n in zip(which, np.bincount(inverse.reshape(-1), minlength=len(groups)).tolist()):
+    for k, n in zip(which, np.bincount(inverse, minlength=len(groups)).tolist()):
         count[k] = count.get(k, 0) + n
     total = sum(keys.values())
     if not total > 0:
         raise RadHarmonyError("MixtureSampler: every rate is 0", expected="a positive share",
                               found=repr(rates), fix="give at least one group a share > 0")
     weight = np.array([0.0 if k is None else keys[k] / total / count[k] for k in which])
-    return weight[inverse.reshape(-1)] if len(groups) else np.zeros(0)
+    return weight[inverse]
 
 
 class MixtureSampler(torch.utils.data.Sampler[int]):
