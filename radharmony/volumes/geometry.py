@@ -1,0 +1,65 @@
+"""Voxel order: bringing any array + affine to the canonical order without resampling."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .volume import CANONICAL_AXES
+
+#: world axis index and sign of each canonical array axis, in LPS (S = +z, P = +y, L = +x)
+_TARGET = {"S": (2, 1.0), "P": (1, 1.0), "L": (0, 1.0)}
+
+
+def axis_codes(affine: np.ndarray, space: str = "LPS") -> tuple[str, str, str]:
+    """The world direction each array axis runs toward (closest of the six), e.g.
+    ``("S", "P", "L")``, for an affine in ``space``."""
+    letters = {"LPS": (("R", "L"), ("A", "P"), ("I", "S")),
+               "RAS": (("L", "R"), ("P", "A"), ("I", "S"))}[space]
+    out = []
+    for column in _dominant(affine):
+        axis, sign = column
+        out.append(letters[axis][1 if sign > 0 else 0])
+    return tuple(out)
+
+
+def _dominant(affine: np.ndarray) -> list[tuple[int, float]]:
+    """(world axis, sign) of each array axis: a one-to-one assignment by largest cosines
+    (greedy over |cos| descending, so oblique volumes get a permutation, never a repeat)."""
+    m = np.asarray(affine, dtype=np.float64)[:3, :3]
+    m = m / np.linalg.norm(m, axis=0)
+    order = np.dstack(np.unravel_index(np.argsort(-np.abs(m), axis=None), m.shape))[0]
+    taken_world, taken_axis, out = set(), set(), {}
+    for world, axis in order:
+        if world in taken_world or axis in taken_axis:
+            continue
+        taken_world.add(world)
+        taken_axis.add(axis)
+        out[axis] = (int(world), float(np.sign(m[world, axis]) or 1.0))
+    return [out[a] for a in range(3)]
+
+
+def to_canonical(array: np.ndarray, affine: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``array`` (3-D) and its LPS ``affine`` (array index -> world) reordered so that the axes
+    run toward :data:`CANONICAL_AXES` (flips and transposes only: every voxel keeps its exact
+    world position). Returns views where no copy is needed."""
+    affine = np.asarray(affine, dtype=np.float64)
+    dom = _dominant(affine)
+    perm, flips = [], []
+    for letter in CANONICAL_AXES:
+        world, sign = _TARGET[letter]
+        axis = next(a for a, (w, _) in enumerate(dom) if w == world)
+        perm.append(axis)
+        flips.append(dom[axis][1] * sign < 0)
+    out = np.transpose(array, perm)
+    new = np.eye(4)
+    new[:3, 3] = affine[:3, 3]
+    for k, (axis, flip) in enumerate(zip(perm, flips)):
+        column = affine[:3, axis]
+        if flip:
+            n = out.shape[k]
+            new[:3, 3] = new[:3, 3] + column * (n - 1)
+            column = -column
+        new[:3, k] = column
+    if any(flips):
+        out = out[tuple(slice(None, None, -1) if f else slice(None) for f in flips)]
+    return out, new

@@ -1,0 +1,53 @@
+"""The volume model: canonical order and exact geometry under every signed axis order."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from radharmony.volumes import Volume
+from radharmony.volumes.geometry import axis_codes, to_canonical
+from radharmony.volumes.volume import VolumeGeometryError
+
+ORDERS = [(perm, signs) for perm in itertools.permutations(range(3))
+          for signs in itertools.product((1, -1), repeat=3)]
+
+
+def _affine(perm, signs, spacing=(0.7, 1.25, 2.5), origin=(3.0, -2.0, 7.5)):
+    m = np.eye(4)
+    m[:3, :3] = 0
+    for axis, (world, sign) in enumerate(zip(perm, signs)):
+        m[world, axis] = sign * spacing[axis]
+    m[:3, 3] = origin
+    return m
+
+
+@pytest.mark.parametrize("perm,signs", ORDERS)
+def test_every_signed_axis_order_becomes_canonical_with_each_voxel_in_place(perm, signs):
+    source = np.arange(4 * 5 * 6, dtype=np.int16).reshape(4, 5, 6)
+    affine = _affine(perm, signs)
+    array, canon = to_canonical(source, affine)
+    assert axis_codes(canon) == ("S", "P", "L")
+    volume = Volume.from_array(array, canon)
+    index = np.argwhere(np.ones(source.shape, bool))
+    world = index @ affine[:3, :3].T + affine[:3, 3]
+    back = np.rint(volume.voxel(world)).astype(int)
+    assert np.array_equal(array[tuple(back.T)], source[tuple(index.T)])
+    assert np.allclose(volume.world(back), world, atol=1e-9)
+    assert np.all(np.diag(canon[:3, :3]) > 0)
+
+
+def test_spacing_follows_the_array_axes_and_ras_flips_x_and_y():
+    volume = Volume.from_array(np.zeros((2, 3, 4), np.int16),
+                               np.diag([2.5, 0.75, 0.5, 1.0]))
+    assert volume.spacing == (2.5, 0.75, 0.5)
+    ras = volume.in_space("RAS")
+    assert ras.space == "RAS" and ras.array is volume.array
+    assert np.allclose(ras.world([[1, 1, 1]]), [[-2.5, -0.75, 0.5]])
+    assert volume.tensor().shape == (1, 2, 3, 4)
+
+
+@pytest.mark.parametrize("affine", [np.zeros((4, 4)), np.full((4, 4), np.nan)])
+def test_a_zero_or_non_finite_affine_is_refused_with_the_fix(affine):
+    with pytest.raises(VolumeGeometryError, match="affine.*Fix: check the file's header"):
+        Volume.from_array(np.zeros((2, 2, 2)), affine)
