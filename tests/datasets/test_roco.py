@@ -74,6 +74,7 @@ def test_caption_and_keyword_tasks_in_a_mixture(tmp_path):
     from radharmony.mixture.tasks import TASKS, capabilities
 
     assert {"caption", "keywords"} <= capabilities(SPEC)
+    assert not {"report", "findings"} & capabilities(SPEC)  # captions are not reports
     assert TASKS["caption_image"].needs == ("images", "caption")
     root = write_roco(tmp_path / "roco")
     spec = {"name": "roco-mix", "seed": 1, "valid": 0.0, "cache_dir": str(tmp_path / "cache"),
