@@ -48,7 +48,8 @@ KINDS = ("captions", "keywords", "cuis", "dlinks")
 #: modality -> the caption terms that name it (whole words, any case), in tie-break order
 MODALITY_TERMS = {
     "CT": r"ct|cta|hrct|mdct|cbct|cone[- ]beam|computed tomograph\w*|computeri[sz]ed tomograph\w*",
-    "MRI": r"mri|mra|mrcp|magnetic resonance|t[12][- ]?weighted|t[12]w\w*|flair|dwi",
+    "MRI": r"mri|mra|mrcp|magnetic resonance|t[12][- ]?weighted|t[12]w\w*|flair|dwi|gadolinium|"
+           r"diffusion[- ]weighted",
     "PET/nuclear": r"pet|spect|scintigra\w*|scintiscan",
     "ultrasound": r"ultrasound\w*|ultrasonogra\w*|sonogra\w*|echocardiogra\w*|doppler",
     "angiography": r"angiogra\w*|arteriogra\w*|venogra\w*|dsa",
@@ -68,16 +69,19 @@ SPEC = DatasetSpec(
     expected={"images": 81_807, "train": 65_448, "valid": 8_180, "test": 8_179},
     access=("github.com/razorx89/roco-dataset (captions, keywords, links); images from the PMC "
             "open-access subset, each under its article's licence (licences.txt)"))
-_MODALITY_RX = {m: re.compile(rf"\b(?:{t})\b", re.I) for m, t in MODALITY_TERMS.items()}
+#: one search finds the earliest mention (the first alternative wins at one position)
+_MODALITY_RX = re.compile(r"\b(?:" + "|".join(f"(?P<m{i}>{t})" for i, t in
+                                             enumerate(MODALITY_TERMS.values())) + r")\b", re.I)
+_MODALITY_NAMES = {f"m{i}": name for i, name in enumerate(MODALITY_TERMS)}
 _CHEST_RX = re.compile(rf"\b(?:{CHEST_TERMS})\b", re.I)
 _PMC_RX = re.compile(r"/(PMC\d+)\.tar\.gz")
+_ID_RX = re.compile(r"ROCO_\d+")
 
 
 def modality(caption: str) -> str | None:
     """The earliest-mentioned modality of :data:`MODALITY_TERMS` in ``caption`` (None)."""
-    found = [(m.start(), i, name) for i, (name, rx) in enumerate(_MODALITY_RX.items())
-             for m in [rx.search(caption)] if m]
-    return min(found)[2] if found else None
+    m = _MODALITY_RX.search(caption)
+    return None if m is None else _MODALITY_NAMES[m.lastgroup]
 
 
 def parse_lines(text: str, *, source: str) -> dict[str, list[str]]:
@@ -87,10 +91,11 @@ def parse_lines(text: str, *, source: str) -> dict[str, list[str]]:
         if not line.strip():
             continue
         rid, _, rest = line.partition("\t")
-        if not re.fullmatch(r"ROCO_\d+", rid.strip()):
+        rid = rid.strip()
+        if not _ID_RX.fullmatch(rid):
             raise MetadataError(f"{source}, line {n}: no ROCO id", expected="ROCO_<n> TAB ...",
                                 found=repr(line[:80]), fix="re-clone the roco-dataset repository")
-        out[rid.strip()] = [f.strip() for f in rest.split("\t") if f.strip()]
+        out[rid] = [f for f in map(str.strip, rest.split("\t")) if f]
     return out
 
 
