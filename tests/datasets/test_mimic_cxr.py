@@ -93,3 +93,21 @@ def test_dicom_pixels_monochrome1_inverted(tmp_path):
         img = ds[i]["img"][0].numpy()
         mid, lung = img[:, 105:119].mean(), img[:, 50:70].mean()
         assert mid > lung  # the mediastinum is brighter than the lungs either way
+
+
+def test_merged_with_its_family_one_patient_namespace(tmp_path):
+    import radharmony
+    from radharmony.datasets.cxr_lt import CXRLTDataset
+    from radharmony.fake.cxr_lt import write_cxr_lt
+
+    base = write_mimic_cxr(tmp_path / "dcm", images=False)
+    lt_root = write_cxr_lt(tmp_path / "dcm" / "mimic-cxr-jpg" / "2.1.0", images=False)
+    kw = dict(cache_dir=None, dtype=torch.float32, output_cls=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        merged = radharmony.merge([MIMICCXRDataset(base, **kw), CXRLTDataset(lt_root, **kw)])
+    df = merged.harmonized_df
+    assert set(df["source"]) == {"mimic_cxr", "cxr_lt"}
+    assert df["patient_id"].str.startswith("mimic_cxr_jpg:").all()
+    by = df.groupby("source")["patient_id"].apply(set)
+    assert by["mimic_cxr"] == by["cxr_lt"]  # the same MIMIC subjects, one namespace
