@@ -2,7 +2,8 @@
 MIMIC-CXR-JPG -- 45 labels (CXR-LT 2024, key ``cxr_lt``) and 26 labels (CXR-LT 2023, key
 ``cxr_lt_2023``) for the 377,110 MIMIC-CXR-JPG images.
 
-Layout (the release, beside or above the MIMIC-CXR-JPG root)::
+Layout (the release, under the MIMIC-CXR-JPG root or, as PhysioNet's download puts it, in
+``cxr-lt-iccv-workshop-cvamd/2.0.0/`` beside ``mimic-cxr-jpg/2.1.0/``)::
 
     cxr-lt-2024/labels.csv                    one row per image, 45 labels + split
     cxr-lt-2023/train.csv, development.csv, test.csv   one row per image, 26 labels
@@ -96,19 +97,23 @@ SPLIT_MAP = {"train": "train", "val": "valid", "validate": "valid", "validation"
 #: CXR-LT 2023's files and the split each holds, best first (train.csv is the metadata)
 FILES_2023 = {"development": ("cxr-lt-2023/development.csv", "development.csv"),
               "test": ("cxr-lt-2023/test.csv", "test.csv")}
+#: the release folder as PhysioNet's download lays it out beside ``mimic-cxr-jpg/<version>``
+RELEASE = "cxr-lt-iccv-workshop-cvamd/2.0.0"
 ACCESS = ("PhysioNet cxr-lt-iccv-workshop-cvamd 2.0.0, credentialed access (PhysioNet "
           "Credentialed Health Data License 1.5.0); images: mimic-cxr-jpg 2.1.0")
 SPEC = DatasetSpec(
     identity=Identity("mimic_cxr_jpg"),
     key="cxr_lt", title="CXR-LT 2024 (45 long-tail labels on MIMIC-CXR-JPG)",
-    metadata_files=("cxr-lt-2024/labels.csv", "labels.csv"), label_cols=LABELS_2024,
+    metadata_files=("cxr-lt-2024/labels.csv", f"{RELEASE}/cxr-lt-2024/labels.csv"),
+    label_cols=LABELS_2024,
     label_map={c: LABEL_MAP_ALL[c] for c in LABELS_2024},
     extra_cols=("dicom_id", "split", "split_raw"), outputs=frozenset({"cls"}),
     view_map=VIEW_MAP, id_col="dicom_id", access=ACCESS,
     expected={"images": 377_110, "labels": 45})
 SPEC_2023 = replace(
     SPEC, key="cxr_lt_2023", title="CXR-LT 2023 (26 long-tail labels on MIMIC-CXR-JPG)",
-    metadata_files=("cxr-lt-2023/train.csv",), label_cols=LABELS_2023,
+    metadata_files=("cxr-lt-2023/train.csv", f"{RELEASE}/cxr-lt-2023/train.csv"),
+    label_cols=LABELS_2023,
     label_map={c: LABEL_MAP_ALL[c] for c in LABELS_2023}, expected={"images": 377_110,
                                                                     "labels": 26})
 

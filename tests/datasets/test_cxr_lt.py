@@ -107,3 +107,18 @@ def test_label_maps_cover_the_labels_and_the_hierarchy():
     assert ("fracture", "narrower") in set(zip(rib["finding"], rib["relation"]))
     lobar = m[m["source_label"] == "Lobar Atelectasis"]
     assert ("atelectasis", "narrower") in set(zip(lobar["finding"], lobar["relation"]))
+
+
+def test_found_in_physionets_download_layout_beside_mimic_cxr_jpg(tmp_path):
+    files = tmp_path / "physionet.org" / "files"
+    jpg = write_cxr_lt(files / "mimic-cxr-jpg" / "2.1.0", images=False)
+    release = files / "cxr-lt-iccv-workshop-cvamd" / "2.0.0"
+    release.mkdir(parents=True)
+    for name in ("cxr-lt-2024", "cxr-lt-2023"):
+        (jpg / name).rename(release / name)
+    with pytest.warns(UnverifiedFormatWarning):
+        h = CXRLTHarmonizer(base_image_dir=jpg)
+        assert len(h.harmonize()) == 12
+    assert h.csv_path == release / "cxr-lt-2024" / "labels.csv"
+    with pytest.warns(UnverifiedFormatWarning):
+        assert len(CXRLT2023Harmonizer(base_image_dir=jpg).harmonize()) == 12
