@@ -37,7 +37,6 @@ from ..annotations.labels import UncertainLabelsMixin, decode_cells
 from ..errors import warn_unverified
 from ..spec import DatasetSpec
 from ..table.harmonizer import BaseHarmonizer, Inputs
-from ..table.locate import find_optional
 from ..table.read_csv import check_cells, read_table, require_columns
 from .chexpert import LABEL_CODES, LABELS
 from .chexpert import LABEL_MAP as CHEXPERT_LABEL_MAP
@@ -52,8 +51,7 @@ REQUIRED = ("empi_anon", STUDY, "ImagePath")
 OPTIONAL = {"Sex": "patient_sex", "Age": "patient_age", "BMI": "bmi", "Race": "race",
             "Ethnicity": "ethnicity", "Frontal": "frontal",
             "InstitutionName_anon": "institution", "StudyDate_anon": "study_date"}
-SIDE_FILES = {"labels": ("TABLES/finding_labels.csv", "finding_labels.csv"),
-              "reports": ("TABLES/reports.csv", "reports.csv")}
+SIDE_FILES = {"labels": "finding_labels.csv", "reports": "reports.csv"}  # beside metadata.csv
 SEX_MAP = {"M": "M", "F": "F", "MALE": "M", "FEMALE": "F"}
 FRONTAL_MAP = {"TRUE": 1, "1": 1, "1.0": 1, "Y": 1, "YES": 1, "FALSE": 0, "0": 0, "0.0": 0, "N": 0,
                "NO": 0}
@@ -61,7 +59,7 @@ FRONTAL_MAP = {"TRUE": 1, "1": 1, "1.0": 1, "Y": 1, "YES": 1, "FALSE": 0, "0": 0
 LABEL_MAP = CHEXPERT_LABEL_MAP
 SPEC = DatasetSpec(
     key="emory_cxr", title="EmoryCXR v2",
-    metadata_files=("TABLES/metadata.csv", "metadata.csv"), label_cols=LABELS,
+    metadata_files=("TABLES/metadata.csv",), label_cols=LABELS,
     label_map=LABEL_MAP, extra_cols=tuple(OPTIONAL.values()),
     outputs=frozenset({"cls", "report"}), view_map=VIEW_MAP,
     column_types={"patient_age": "float64", "bmi": "float64", "frontal": "Int64"},
@@ -78,9 +76,10 @@ class EmoryCXRHarmonizer(ReportLabelsHarmonizer, BaseHarmonizer):
     metadata_description = "the EmoryCXR v2 image table TABLES/metadata.csv"
 
     def inputs(self, path: Path) -> Inputs:
-        """``metadata.csv`` and, beside it, the label and report tables."""
-        return Inputs(path, {role: find_optional([Path(n).name for n in names], path.parent)
-                             for role, names in SIDE_FILES.items()})
+        """``metadata.csv`` and, beside it (only: the names are generic), the label and report
+        tables."""
+        return Inputs(path, {role: path.parent / name if (path.parent / name).is_file() else None
+                             for role, name in SIDE_FILES.items()})
 
     def read(self, inputs: Inputs) -> dict:
         warn_unverified(inputs.metadata, "the EmoryCXR column list (metadata, labels, "
@@ -88,10 +87,10 @@ class EmoryCXRHarmonizer(ReportLabelsHarmonizer, BaseHarmonizer):
         raw = {"metadata": read_table(inputs.metadata, description=self.metadata_description,
                                       columns=REQUIRED, dtype=str, keep_default_na=False,
                                       na_values=[""])}
-        for role, names in SIDE_FILES.items():
+        for role, name in SIDE_FILES.items():
             found = inputs.file(role)
             raw[role] = None if found is None else read_table(
-                found, description=f"the EmoryCXR {names[1]}", columns=(STUDY,), dtype=str,
+                found, description=f"the EmoryCXR {name}", columns=(STUDY,), dtype=str,
                 keep_default_na=False, na_values=[""])
         return raw
 
