@@ -66,3 +66,17 @@ def test_sample_ids_and_pixels_match_the_png_key(replica):
         [s.split(":", 1)[1] for s in png.harmonized_df["sample_id"]]
     for i in (0, 2):  # a foldered and a flat file; MONOCHROME1 inverted back
         assert float((dcm[i]["img"] - png[i]["img"]).abs().mean()) < 0.02
+
+
+def test_merged_with_the_png_key_one_patient_namespace(replica):
+    import radharmony
+
+    kw = dict(cache_dir=None, dtype=torch.float32, output_cls=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        merged = radharmony.merge([OpenIDicomDataset(replica / "NLMCXR_dcm", **kw),
+                                   OpenIDataset(replica / "NLMCXR_png", **kw)])
+    df = merged.harmonized_df
+    assert df["patient_id"].str.startswith("openi:").all()
+    by = df.groupby("source")["patient_id"].apply(set)
+    assert by["openi"] == by["openi_dicom"]
