@@ -128,7 +128,10 @@ class CXRLTHarmonizer(BaseHarmonizer):
     def read(self, inputs: Inputs) -> pd.DataFrame:
         warn_unverified(inputs.metadata, "the CXR-LT column list (fpath/path, ViewPosition, "
                                          "split spellings) is")
-        return read_table(inputs.metadata, description=self.metadata_description, columns=IDS,
+        return self._read_labels(inputs.metadata)
+
+    def _read_labels(self, path: Path) -> pd.DataFrame:
+        return read_table(path, description=self.metadata_description, columns=IDS,
                           dtype={c: str for c in (*IDS, "fpath", "path", "ViewPosition", "split")})
 
     @classmethod
@@ -182,14 +185,11 @@ class CXRLT2023Harmonizer(CXRLTHarmonizer):
                              for part, names in FILES_2023.items()})
 
     def read(self, inputs: Inputs) -> pd.DataFrame:
+        warn_unverified(inputs.metadata, "the CXR-LT 2023 column list (fpath/path, "
+                                         "ViewPosition; development.csv, test.csv alike) is")
         parts = [("train", inputs.metadata)] + [(p, inputs.file(p)) for p in FILES_2023]
-        frames = []
-        for part, path in parts:
-            if path is None:
-                continue
-            frame = super().read(Inputs(path, {}))
-            frames.append(frame.assign(split=part))
-        return pd.concat(frames, ignore_index=True)
+        return pd.concat([self._read_labels(path).assign(split=part) for part, path in parts
+                          if path is not None], ignore_index=True)
 
 
 # -- dataset --------------------------------------------------------------------------------------
