@@ -147,6 +147,21 @@ class StudyWarning(UserWarning):
     (images beyond ``max_images``, reports without sections, dates that cannot be read)."""
 
 
+class UnverifiedFormatWarning(UserWarning):
+    """A file was read whose column list no real copy has confirmed (third-party sources
+    only; the dataset's page says which): columns are found by name, so check the harmonized
+    table against the release the first time."""
+
+
+def warn_unverified(path, what: str) -> None:
+    """Warn (:class:`UnverifiedFormatWarning`) that ``path``'s ``what`` is not verified."""
+    import warnings
+
+    warnings.warn(f"{path}: {what} not verified on a real copy of the file (third-party "
+                  f"sources only); columns are found by name -- compare the harmonized table "
+                  f"with the release", UnverifiedFormatWarning, stacklevel=3)
+
+
 def check_choice(name: str, value, choices: Iterable, *, what: str | None = None,
                  error: type[RadHarmonyError] = RadHarmonyError):
     """``value`` when it is one of ``choices``, else a four-part error listing them."""

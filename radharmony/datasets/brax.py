@@ -32,7 +32,7 @@ import pandas as pd
 from ..table.harmonizer import BaseHarmonizer, Inputs
 from ..errors import RowsDroppedWarning
 from ..annotations.labels import UncertainLabelsMixin, decode_cells
-from ..spec import DatasetSpec
+from ..spec import DatasetSpec, Identity
 from ..table.read_csv import check_cells, read_table, require_columns
 from .chexpert import LABEL_MAP as CHEXPERT_LABEL_MAP
 from .chexpert import LABEL_CODES, LABELS
@@ -50,6 +50,7 @@ EXTRA_COLS = ("patient_sex", "patient_age", "patient_age_group", "rows", "column
 #: the CheXpert labeler's 14 observations, mapped as CheXpert's (radharmony.vocabulary)
 LABEL_MAP = CHEXPERT_LABEL_MAP
 SPEC = DatasetSpec(
+    identity=Identity("brax"),  # its DICOM key (brax_dicom) has the same patients
     column_types={"patient_age": "Int64", "rows": "Int64", "columns": "Int64"},
     label_map=LABEL_MAP, key="brax", title="BRAX, Brazilian labeled chest X-ray dataset",
     metadata_files=("master_spreadsheet_update.csv", "master_spreadsheet.csv"),

@@ -34,7 +34,7 @@ import pandas as pd
 
 from ..table.harmonizer import BaseHarmonizer, Inputs
 from ..errors import MetadataError
-from ..spec import DatasetSpec
+from ..spec import DatasetSpec, Identity
 from .report_labels import ReportLabelsDataset, ReportLabelsHarmonizer
 from ..table.locate import find_optional
 from ..table.read_csv import read_table
@@ -98,6 +98,7 @@ LABEL_MAP = {
 VIEW_MAP = {"PA": "PA", "AP": "AP", "LATERAL": "LATERAL", "LL": "LATERAL", "RL": "LATERAL",
             "LARGE LATERAL": "LATERAL"}
 SPEC = DatasetSpec(
+    identity=Identity("openi"),  # its DICOM key (openi_dicom) has the same patients
     key="openi", title="OpenI Indiana University chest X-rays",
     metadata_files=("NLMCXR_reports.tgz",), label_cols=LABEL_COLS, label_map=LABEL_MAP,
     extra_cols=("mesh_major", "mesh_automatic", "dicom_imageid"),

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..datasets.chexpert import LABELS
 from . import register_fake
+from .dicom import write_dicom
 from .images import synthetic_cxr, write_png
 from .tables import write_csv
 
@@ -32,8 +33,10 @@ def _uid(rng: np.random.Generator) -> str:
 
 
 def write_brax(root: str | Path, *, n_patients: int = 4, seed: int = 0, images: bool = True,
-               name: str = "master_spreadsheet_update.csv") -> Path:
-    """Write the replica under ``root`` and return ``root``; the last row is a thin strip."""
+               name: str = "master_spreadsheet_update.csv", dicom: bool = False) -> Path:
+    """Write the replica under ``root`` and return ``root``; the last row is a thin strip.
+    ``dicom=True`` also writes each image as a DICOM at its ``DicomPath`` (the same pixels,
+    16-bit; every third one MONOCHROME1)."""
     root = Path(root)
     rng = np.random.default_rng(seed)
     rows = []
@@ -52,8 +55,15 @@ def write_brax(root: str | Path, *, n_patients: int = 4, seed: int = 0, images: 
                              str(int(rng.integers(10**7, 10**8))) + str(s), f"2019{p + 1:02d}15",
                              "MF"[p % 2], ages[p % 4], views[(p + s + v) % 4], "FUJIFILM", h, w,
                              *labels])
+                img = synthetic_cxr(h, w, rng=rng) if images or dicom else None
                 if images:
-                    write_png(root / f"images/{rel}.png", synthetic_cxr(h, w, rng=rng, bits=8))
+                    write_png(root / f"images/{rel}.png", (img >> 4).astype(np.uint8))
+                if dicom:
+                    mono1 = len(rows) % 3 == 0
+                    write_dicom(root / f"Anonymized_DICOMs/{rel}.dcm",
+                                4095 - img if mono1 else img, bits_stored=12, Modality="DX",
+                                photometric="MONOCHROME1" if mono1 else "MONOCHROME2",
+                                PatientID=pid, Manufacturer="FUJIFILM")
     strip = list(rows[-1])
     strip[1] = strip[1].replace(".png", "9.png")
     strip[0] = strip[0].replace(".dcm", "9.dcm")

@@ -75,8 +75,11 @@ def report_xml(n: int, sections, major, automatic, image_ids) -> str:
             f"   <MeSH>\n{mesh}\n   </MeSH>\n{images}\n</eCitation>")
 
 
-def write_openi(root: str | Path, *, seed: int = 0, images: bool = True) -> Path:
-    """Write the replica (6 reports, 10 images) under ``root``; returns ``root/NLMCXR_png``."""
+def write_openi(root: str | Path, *, seed: int = 0, images: bool = True,
+                dicom: bool = False) -> Path:
+    """Write the replica (6 reports, 10 images) under ``root``; returns ``root/NLMCXR_png``.
+    ``dicom=True`` also writes each image as the DICOM release has it (see
+    :func:`write_openi_dicom`), under ``root/NLMCXR_dcm``."""
     root = Path(root)
     rng = np.random.default_rng(seed)
     image_dir = root / "NLMCXR_png"
@@ -94,9 +97,12 @@ def write_openi(root: str | Path, *, seed: int = 0, images: bool = True) -> Path
                     dicom_rows.append([f"CXR{n}_{stem}", str(rng.integers(10**15, 10**16)), 16,
                                        12, 2320, "CR", n, "M", "MONOCHROME1", 2828, 20110328,
                                        view, f"./{n}_{stem}.dcm"])
+                img = synthetic_cxr(int(rng.integers(260, 320)), 256, rng=rng) \
+                    if images or dicom else None
                 if images:
-                    write_png(image_dir / f"{xml_id}.png",
-                              synthetic_cxr(int(rng.integers(260, 320)), 256, rng=rng, bits=8))
+                    write_png(image_dir / f"{xml_id}.png", (img >> 4).astype(np.uint8))
+                if dicom:
+                    write_openi_dicom(root / "NLMCXR_dcm", n, f"{n}_{stem}", img)
             serial += 1
             data = report_xml(n, sections, major, automatic, ids).encode()
             info = tarfile.TarInfo(f"ecgen-radiology/{n}.xml")
@@ -105,6 +111,18 @@ def write_openi(root: str | Path, *, seed: int = 0, images: bool = True) -> Path
     pd.DataFrame(dicom_rows, columns=DICOM_COLUMNS).to_csv(
         root / "nlmcxr_dicom_metadata.csv.gz", index=False)
     return image_dir
+
+
+def write_openi_dicom(dicom_dir: Path, n: int, name: str, img: np.ndarray) -> Path:
+    """One image as ``NLMCXR_dcm.tgz`` holds it: ``<n>/<name>.dcm``, CR, 12 bits stored,
+    MONOCHROME1 (``img`` inverted) with a VOI window; every other report's files sit flat in
+    the root (the form torchxrayvision's header table names: ``./<name>.dcm``)."""
+    from .dicom import write_dicom
+
+    folder = dicom_dir / str(n) if n % 2 else dicom_dir
+    return write_dicom(folder / f"{name}.dcm", (4095 - img).astype(np.uint16),
+                       photometric="MONOCHROME1", bits_stored=12, PatientID=str(n),
+                       ViewPosition="PA", WindowCenter="2048", WindowWidth="4096")
 
 
 @register_fake("openi")

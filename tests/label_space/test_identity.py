@@ -83,7 +83,7 @@ def test_every_declared_family_member_links_by_its_rule():
     expected = {"mimic_cxr_jpg": {"mimic_cxr_jpg", "mimic_cxr_jpg_test", "ms_cxr", "ms_cxr_t",
                                   "chest_imagenome", "chest_imagenome_gold", "chexmask_mimic",
                                   "mimic_cxr_vqa", "medical_diff_vqa", "gemex_vqa",
-                                  "mimic_ext_cxr_qba"},
+                                  "mimic_ext_cxr_qba", "mimic_cxr", "cxr_lt", "cxr_lt_2023"},
                 "chexpert": {"chexpert", "chexpert_valid", "chexlocalize_val",
                              "chexlocalize_test", "chexpert_plus", "chexmask_chexpert"},
                 "padchest": {"padchest", "padchest_gr", "chexmask_padchest"},
@@ -91,6 +91,7 @@ def test_every_declared_family_member_links_by_its_rule():
                               "chexmask_vindr"},
                 "nih_cxr14": {"nih_cxr14", "nih_cxr14_google", "chexmask_nih", "rsna_pneumonia",
                               "siim_acr_ptx"},
+                "openi": {"openi", "openi_dicom"}, "brax": {"brax", "brax_dicom"},
                 "rexgradient": {"rexgradient_train", "rexgradient_valid", "rexgradient_test",
                                 "rexvqa_train", "rexvqa_valid", "rexvqa_test"}}
     got: dict[str, set] = {}

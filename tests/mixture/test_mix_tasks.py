@@ -23,7 +23,9 @@ TASK_NAMES = ["report_findings", "report_findings_indication", "report_impressio
               # issue 42: grounding and temporal families
               "detect_findings", "detect_no_finding", "grounded_diagnosis", "phrase_grounding",
               "grounded_captioning", "anatomical_grounding", "locate_foreign_objects",
-              "grounded_report", "report_findings_with_prior", "progression", "vqa_difference"]
+              "grounded_report", "report_findings_with_prior", "progression", "vqa_difference",
+              # issue 54: figure captions (ROCO)
+              "caption_image", "image_keywords"]
 
 
 def test_the_registry_holds_the_text_and_label_tasks():

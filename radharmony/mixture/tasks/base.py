@@ -51,7 +51,9 @@ def _image_level(spec) -> bool:
 
 
 def _has_report(spec, kwargs) -> bool:
-    return _image_level(spec) and "report" in spec.outputs
+    # a dataset of figure captions (a caption column: ROCO) has no sectioned report to
+    # generate or match; it feeds the captioning tasks (tasks/captions.py) instead
+    return _image_level(spec) and "report" in spec.outputs and "caption" not in spec.columns
 
 
 def _has_labels(spec, kwargs) -> bool:
