@@ -130,7 +130,11 @@ class ObjectCXRDevHarmonizer(ObjectCXRHarmonizer):
 
 
 # -- datasets -------------------------------------------------------------------------------------
-class _ObjectCXRMasks:
+class ShapeMasks:
+    """``source_mask`` for a table whose ``shapes`` column holds each image's shapes
+    (:func:`parse_annotation`'s records): their union at the image's size, read from its
+    header."""
+
     def source_mask(self, index: int) -> np.ndarray:
         from ..imaging.read import header_size, sniff  # the image stack: the torch side's
 
@@ -154,13 +158,13 @@ def _dataset_classes():
     :mod:`radharmony.datasets.torch_side`."""
     from ..data.dataset import BaseRadiologicalDataset
 
-    class ObjectCXRDataset(_ObjectCXRMasks, BaseRadiologicalDataset):
+    class ObjectCXRDataset(ShapeMasks, BaseRadiologicalDataset):
         """Object-CXR train; ``base_image_dir`` is the release root holding ``train.csv`` and the
         extracted ``train/`` folder."""
 
         harmonizer_class = ObjectCXRHarmonizer
 
-    class ObjectCXRDevDataset(_ObjectCXRMasks, BaseRadiologicalDataset):
+    class ObjectCXRDevDataset(ShapeMasks, BaseRadiologicalDataset):
         """Object-CXR dev; ``base_image_dir`` is the release root (``dev.csv``, ``dev/``)."""
 
         harmonizer_class = ObjectCXRDevHarmonizer
