@@ -81,3 +81,14 @@ def mask_output(mask: np.ndarray, box) -> "torch.Tensor":  # noqa: F821
     if box is not None:
         mask = box.mask(mask)
     return torch.from_numpy(np.ascontiguousarray(mask)).unsqueeze(0)
+
+
+def channels_output(masks: np.ndarray, box) -> "torch.Tensor":  # noqa: F821
+    """A sample's ``masks``: ``(height, width, C)`` uint8 source masks, one channel per
+    structure, as ``(C, size, size)`` through ``box`` (``(C, H, W)`` when ``box`` is None)."""
+    import torch
+
+    masks = np.asarray(masks, dtype=np.uint8)
+    if box is not None:
+        masks = box.mask(masks)
+    return torch.from_numpy(np.ascontiguousarray(masks.transpose(2, 0, 1)))

@@ -110,6 +110,20 @@ def entry_shapes(entry: dict, *, where: str) -> tuple[list[str], list[dict], lis
     return list(syms), out_boxes, shapes
 
 
+def read_split_files(inputs: Inputs, splits: tuple[str, str], files: dict, *, what: str) -> dict:
+    """``{split: parsed JSON (None when absent), "files": PNG name -> path}`` for a release of
+    one JSON per split: the first is the metadata file, the second the side file declared under
+    its split's name (warned when missing), the PNGs the listed ``images`` folder."""
+    first, second = splits
+    other = inputs.file(second)
+    if other is None:
+        warnings.warn(f"No {files[second]} beside {inputs.metadata}: only the {first} split is "
+                      "read", stacklevel=3)
+    return {first: read_json_file(inputs.metadata, what=what),
+            second: None if other is None else read_json_file(other, what=what),
+            "files": inputs.by_name("images")}
+
+
 # -- harmonizer -----------------------------------------------------------------------------------
 class ChestXDetHarmonizer(BaseHarmonizer):
     """ChestX-Det: 3,578 NIH images (3,025 train, 553 test), 13 findings drawn."""
@@ -126,14 +140,8 @@ class ChestXDetHarmonizer(BaseHarmonizer):
                                   (".png",))})
 
     def read(self, inputs: Inputs) -> dict:
-        what = "a JSON array of {file_name, syms, boxes, polygons}"
-        test = inputs.file("test")
-        if test is None:
-            warnings.warn(f"No {FILES['test']} beside {inputs.metadata}: only the train split "
-                          "is read", stacklevel=2)
-        return {"train": read_json_file(inputs.metadata, what=what),
-                "test": None if test is None else read_json_file(test, what=what),
-                "files": inputs.by_name("images")}
+        return read_split_files(inputs, ("train", "test"), FILES,
+                                what="a JSON array of {file_name, syms, boxes, polygons}")
 
     @classmethod
     def harmonize_raw(cls, raw: dict, *, source: str = "metadata") -> pd.DataFrame:

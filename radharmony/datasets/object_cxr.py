@@ -133,24 +133,28 @@ class ObjectCXRDevHarmonizer(ObjectCXRHarmonizer):
 class ShapeMasks:
     """``source_mask`` for a table whose ``shapes`` column holds each image's shapes
     (:func:`parse_annotation`'s records): their union at the image's size, read from its
-    header."""
+    header (:meth:`source_size`)."""
 
-    def source_mask(self, index: int) -> np.ndarray:
+    def source_size(self, index: int) -> tuple[int, int]:
+        """Row ``index``'s image (height, width), read from the file's header."""
         from ..imaging.read import header_size, sniff  # the image stack: the torch side's
 
-        shapes = self.harmonized_df["shapes"].iat[index]
-        if isinstance(shapes, str):  # a table read back from CSV holds the list as text
-            shapes = parse_literal(shapes) if shapes.strip() else []
         path = self.image_file(index)
         try:
             with open(path, "rb") as fh:
                 head = fh.read(132)
-            h, w = header_size(path, sniff(head), head)[:2]
+            return tuple(header_size(path, sniff(head), head)[:2])
         except (OSError, ValueError) as exc:
             raise ImageReadError(f"Image {path}: its size cannot be read for the mask",
                                  expected="a readable JPEG, PNG or DICOM", found=str(exc),
-                                 fix="extract train.zip / dev.zip into the release root")
-        return shapes_mask(shapes or [], (h, w))
+                                 fix="extract the release's image archives into "
+                                     "base_image_dir") from None
+
+    def source_mask(self, index: int) -> np.ndarray:
+        shapes = self.harmonized_df["shapes"].iat[index]
+        if isinstance(shapes, str):  # a table read back from CSV holds the list as text
+            shapes = parse_literal(shapes) if shapes.strip() else []
+        return shapes_mask(shapes or [], self.source_size(index))
 
 
 def _dataset_classes():
