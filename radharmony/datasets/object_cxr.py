@@ -30,7 +30,7 @@ from ..table.harmonizer import BaseHarmonizer, Inputs
 from ..annotations.boxes import box_record
 from ..annotations.coco import ellipse_mask, polygon_mask, rectangle_mask, shape_box
 from ..errors import ImageReadError, MetadataError
-from ..annotations.masks import merge_masks
+from ..annotations.masks import channels_output, merge_masks
 from ..cells import parse_literal
 from ..spec import DatasetSpec
 from ..table.read_csv import read_table
@@ -155,6 +155,19 @@ class ShapeMasks:
         if isinstance(shapes, str):  # a table read back from CSV holds the list as text
             shapes = parse_literal(shapes) if shapes.strip() else []
         return shapes_mask(shapes or [], self.source_size(index))
+
+
+class ChannelMasks(ShapeMasks):
+    """Beside ``mask``, a sample's ``masks`` (C, S, S): one 0/1 channel per structure, from
+    ``source_masks(index)`` (``(height, width, C)`` at the source size) through the letterbox."""
+
+    def source_masks(self, index: int) -> np.ndarray:
+        raise NotImplementedError(f"{type(self).__name__} declares no source_masks")
+
+    def add_outputs(self, index: int, sample: dict, box) -> None:
+        super().add_outputs(index, sample, box)
+        if "mask" in sample:
+            sample["masks"] = channels_output(self.source_masks(index), box)
 
 
 def _dataset_classes():

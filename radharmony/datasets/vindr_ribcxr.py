@@ -35,14 +35,13 @@ import pandas as pd
 
 from ..annotations.boxes import box_record
 from ..annotations.coco import polygon_mask, shape_box
-from ..annotations.masks import channels_output
 from ..cells import parse_literal
 from ..errors import MetadataError
 from ..spec import DatasetSpec, Identity
 from ..table.harmonizer import BaseHarmonizer, Inputs
 from ..table.locate import find_optional
 from .chestx_det import read_split_files
-from .object_cxr import ShapeMasks
+from .object_cxr import ChannelMasks
 from .torch_side import torch_side
 
 # -- declarative spec ----------------------------------------------------------------------------
@@ -163,7 +162,7 @@ def _dataset_classes():
     :mod:`radharmony.datasets.torch_side`."""
     from ..data.dataset import BaseRadiologicalDataset
 
-    class VinDrRibCXRDataset(ShapeMasks, BaseRadiologicalDataset):
+    class VinDrRibCXRDataset(ChannelMasks, BaseRadiologicalDataset):
         """VinDr-RibCXR; ``base_image_dir`` holds the PNGs (found by name). ``output_mask=True``
         gives ``mask`` (rib numbers 1-20) and ``masks`` (20 channels, :data:`RIBS` order)."""
 
@@ -178,11 +177,6 @@ def _dataset_classes():
 
         def source_mask(self, index: int) -> np.ndarray:
             return numbered_mask(self.source_masks(index))
-
-        def add_outputs(self, index: int, sample: dict, box) -> None:
-            super().add_outputs(index, sample, box)
-            if "mask" in sample:
-                sample["masks"] = channels_output(self.source_masks(index), box)
 
     return VinDrRibCXRDataset,
 
