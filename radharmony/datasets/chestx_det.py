@@ -24,10 +24,12 @@ names to NIH's ``Image Index`` (``<patient>_<follow-up>.png``), so they cannot b
 ``Data_Entry_2017``. Where a ``file_name`` *is* an NIH Image Index (as in ChestX-Det10's files),
 ``nih_image_index`` holds it and ``patient_id`` is NIH's patient, so a merge with ``nih_cxr14``
 puts that patient on one side of every split; every other row is its own patient
-(``patient_id`` is its ``file_name``) and the harmonizer warns how many are unlinked (``radharmony.audit`` finds their NIH originals as
-near-duplicates). Verified: the keys and their meaning (the authors' README), empty ``syms``
-(a public converter skips them). Unverified (no real file here): the counts per split and the
-folder names inside the zips.
+(``patient_id`` is its ``file_name``) and the harmonizer warns how many are unlinked
+(``radharmony.audit`` finds their NIH originals as near-duplicates).
+
+Verified: the keys and their meaning (the authors' README), empty ``syms`` (a public converter
+skips them). Unverified (no real file here): the counts per split and the folder names inside
+the zips.
 """
 
 from __future__ import annotations
@@ -73,7 +75,8 @@ SPEC = DatasetSpec(
     label_cols=LABELS, label_map=LABEL_MAP,
     extra_cols=("file_name", "nih_image_index", "split", "split_raw", "shapes", "boxes"),
     outputs=frozenset({"cls", "bbox", "mask"}), column_types={"shapes": "json"},
-    zero_pad={"patient_id": 8}, box_units="pixel", id_col="study_id",  # the file name's stem, whatever the folders
+    zero_pad={"patient_id": 8}, box_units="pixel",
+    id_col="study_id",  # the file name's stem, whatever the folders
     expected={"images": 3_578, "train": 3_025, "test": 553},
     access="Deepwise AI Lab, github.com/Deepwise-AILab/ChestX-Det-Dataset (annotations); the "
            "images are NIH ChestX-ray14's (public domain), downloaded as train_data.zip / "
