@@ -64,6 +64,7 @@ LABEL_FILES = ("labels_covid19_posi.tsv", "labels_covid_posi.tsv")
 COLUMNS = ("PatientID", "ReportID", "Report", "Labels")
 PARTICIPANT_COLUMNS = ("participant", "age", "gender")
 LISTING = ".tar-tvf.txt"
+LISTING_ROLE = "listing "  # + the file name: one side-file role per archive listing
 IMAGE_SUFFIXES = (".png", ".dcm")
 COVID = "COVID 19"
 LABEL_TERMS = {**PADCHEST_TERMS, COVID: (COVID,)}
@@ -122,16 +123,16 @@ class BIMCVCOVID19Harmonizer(BaseHarmonizer):
     metadata_description = f"the BIMCV-COVID19+ labels table {LABEL_FILES[0]}"
 
     def inputs(self, path: Path) -> Inputs:
-        """The labels table, ``participants.tsv`` (above it or near the images), the folder
-        holding the ``*.tar-tvf.txt`` listings (``base_image_dir`` or above the table) and the
-        image folder, listed for PNGs and DICOMs."""
+        """The labels table, ``participants.tsv`` (above it or near the images), every
+        ``*.tar-tvf.txt`` listing (in ``base_image_dir`` or the first folder above the table
+        holding one) and the image folder, listed for PNGs and DICOMs."""
         root = self.base_image_dir
         above = [path.parents[k] for k in range(min(4, len(path.parents)))]
-        listings = next((d for d in (root, *above) if d is not None and d.is_dir()
-                         and any(d.glob(f"*{LISTING}"))), None)
-        return Inputs(path, {"participants": find_optional(("participants.tsv",), *above, root)},
-                      {"listings": (listings, (LISTING,)),
-                       "images": (root if root is not None and root.is_dir() else None,
+        listings = next((sorted(d.glob(f"*{LISTING}")) for d in (root, *above)
+                         if d is not None and d.is_dir() and any(d.glob(f"*{LISTING}"))), [])
+        return Inputs(path, {"participants": find_optional(("participants.tsv",), *above, root),
+                             **{f"{LISTING_ROLE}{p.name}": p for p in listings}},
+                      {"images": (root if root is not None and root.is_dir() else None,
                                   IMAGE_SUFFIXES)})
 
     def read(self, inputs: Inputs) -> dict:
@@ -142,9 +143,9 @@ class BIMCVCOVID19Harmonizer(BaseHarmonizer):
                       "name", stacklevel=2)
         part = inputs.file("participants")
         lines: list[str] = []
-        root = inputs.folders["listings"][0]
-        for rel in inputs.listing("listings"):
-            lines += (root / rel).read_text(encoding="utf-8", errors="replace").splitlines()
+        for role, path in inputs.files.items():
+            if role.startswith(LISTING_ROLE):
+                lines += path.read_text(encoding="utf-8", errors="replace").splitlines()
         files = inputs.by_name("images")
         if not lines:
             warnings.warn(f"No *{LISTING} archive listings beside {inputs.metadata} or in "

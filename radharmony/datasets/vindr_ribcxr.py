@@ -19,6 +19,8 @@ Harmonized: one row per image (``split`` ``train`` / ``valid``, ``split_raw`` ``
 ``output_mask=True`` gives ``mask`` (1, S, S): 0 background, 1-10 R1-R10, 11-20 L1-L10 (drawn in
 that order, a later rib over an earlier one where they cross), and ``masks`` (20, S, S), one 0/1
 channel per rib in :data:`RIBS` order, overlaps kept. No labels: the dataset labels anatomy.
+Every image is posteroanterior (the authors' paper), but no file says so: ``view_position``
+is empty.
 
 The images are VinDr-CXR's (the authors' page: "sourced from VinDrCXR dataset"), but the
 release names no VinDr-CXR ``image_id``: each image is its own patient. Verified: the JSON keys,
@@ -61,7 +63,6 @@ SPEC = DatasetSpec(
     extra_cols=("split", "split_raw", "n_ribs", "ribs", "boxes"),
     outputs=frozenset({"bbox", "mask"}),
     column_types={"n_ribs": "Int64", "ribs": "json"}, box_units="pixel", id_col="study_id",
-    view_map={"PA": "PA"},
     expected={"images": 245, "train": 196, "valid": 49, "ribs": 20},
     access="VinBigData (vindr.ai/datasets/ribcxr): a signed Data Use Agreement sent to the "
            "authors; research and education only")
@@ -147,7 +148,7 @@ class VinDrRibCXRHarmonizer(BaseHarmonizer):
         df = pd.DataFrame({"patient_id": stems, "study_id": stems,
                            "image_path": pd.Series([files.get(n, r[1].lstrip("./"))
                                                     for n, r in zip(names, rows)], dtype=object),
-                           "view_position": "PA", "report": None})
+                           "view_position": None, "report": None})
         df["split"] = pd.Series([SPLITS[r[0]] for r in rows], dtype=object)
         df["split_raw"] = pd.Series([r[0] for r in rows], dtype=object)
         df["n_ribs"] = pd.array([len(r[2]) for r in rows], dtype="Int64")
