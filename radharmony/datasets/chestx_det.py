@@ -17,7 +17,8 @@ path is ``train_data/<file_name>`` / ``test_data/<file_name>``, the zips' names)
 Harmonized: one row per image; ``split`` ``train`` / ``test``; the 13 labels 1 when an instance
 of it is drawn, else 0; ``boxes`` every instance's box in source pixels
 (``box_units="pixel"``); ``shapes`` its polygon (``{"type": "polygon", "label", "points"}``),
-which ``output_mask=True`` rasterizes (the union) at the image's size.
+which ``output_mask=True`` rasterizes at the image's size: ``mask`` the union of every
+instance, ``masks`` (13, S, S) one channel per finding in :data:`LABELS` order.
 
 NIH identity: ChestX-Det renamed the images (``36199.png``), and nothing released maps these
 names to NIH's ``Image Index`` (``<patient>_<follow-up>.png``), so they cannot be joined to
@@ -41,13 +42,13 @@ import numpy as np
 import pandas as pd
 
 from ..annotations.boxes import box_record
-from ..annotations.coco import shape_box
+from ..annotations.coco import polygon_mask, shape_box
 from ..errors import MetadataError
 from ..spec import DatasetSpec, Identity
 from ..table.harmonizer import BaseHarmonizer, Inputs
 from ..table.locate import find_optional
 from ..table.read_json import read_json_file
-from .object_cxr import ShapeMasks
+from .object_cxr import ChannelMasks
 from .torch_side import torch_side
 
 # -- declarative spec ----------------------------------------------------------------------------
@@ -193,12 +194,23 @@ def _dataset_classes():
     :mod:`radharmony.datasets.torch_side`."""
     from ..data.dataset import BaseRadiologicalDataset
 
-    class ChestXDetDataset(ShapeMasks, BaseRadiologicalDataset):
+    class ChestXDetDataset(ChannelMasks, BaseRadiologicalDataset):
         """ChestX-Det; ``base_image_dir`` holds the extracted ``train_data/`` and ``test_data/``
         PNGs; ``output_bbox=True`` gives the instances' boxes, ``output_mask=True`` the union
-        of their polygons."""
+        of their polygons (``mask``) and one channel per finding (``masks``, 13 in
+        :data:`LABELS` order)."""
 
         harmonizer_class = ChestXDetHarmonizer
+
+        def source_masks(self, index: int) -> np.ndarray:
+            """Row ``index``'s ``(height, width, 13)`` masks, one per finding, at the image's
+            size."""
+            shape = self.source_size(index)
+            out = np.zeros((*shape, len(LABELS)), np.uint8)
+            for s in self.source_shapes(index):
+                k = LABELS.index(s["label"])
+                np.maximum(out[..., k], polygon_mask([s["points"]], shape), out=out[..., k])
+            return out
 
     return ChestXDetDataset,
 

@@ -150,11 +150,15 @@ class ShapeMasks:
                                  fix="extract the release's image archives into "
                                      "base_image_dir") from None
 
-    def source_mask(self, index: int) -> np.ndarray:
+    def source_shapes(self, index: int) -> list[dict]:
+        """Row ``index``'s ``shapes`` cell as a list."""
         shapes = self.harmonized_df["shapes"].iat[index]
         if isinstance(shapes, str):  # a table read back from CSV holds the list as text
             shapes = parse_literal(shapes) if shapes.strip() else []
-        return shapes_mask(shapes or [], self.source_size(index))
+        return list(shapes) if shapes is not None else []
+
+    def source_mask(self, index: int) -> np.ndarray:
+        return shapes_mask(self.source_shapes(index), self.source_size(index))
 
 
 class ChannelMasks(ShapeMasks):

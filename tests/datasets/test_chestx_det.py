@@ -94,6 +94,11 @@ def test_fake_reads_both_splits_with_boxes_and_polygon_masks(tmp_path):
     for b in df["boxes"].iat[1]:  # each polygon lies inside its box
         boxed[int(b["y_min"]):int(b["y_max"]) + 1, int(b["x_min"]):int(b["x_max"]) + 1] = 1
     assert src.sum() > 0 and not (src & (1 - boxed)).any()
+    per = ds.source_masks(1)  # one channel per finding, their union the mask
+    assert per.shape == (*src.shape, 13) and (per.max(axis=2) == src).all()
+    drawn = {LABELS[k] for k in np.flatnonzero(per.sum(axis=(0, 1)))}
+    assert drawn == {b["label"] for b in df["boxes"].iat[1]}
+    assert two["masks"].shape == (13, 224, 224)
 
 
 def test_without_the_test_file_only_train_is_read(tmp_path):
