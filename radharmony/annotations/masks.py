@@ -64,6 +64,38 @@ def rle_encode(mask: np.ndarray, *, relative: bool = False, order: str = "C") ->
     return " ".join(f"{s} {n}" for s, n in zip(starts, lengths))
 
 
+def rle_is_monotone(rle: str) -> bool | None:
+    """Whether a code's starts read as *absolute* offsets: each start at or past the previous
+    run's end. None for a code of fewer than two runs (or not pairs of integers), which any
+    convention reads alike."""
+    try:
+        nums = np.asarray(str(rle).split(), dtype=np.int64)
+    except ValueError:
+        return None
+    if nums.size < 4 or nums.size % 2:
+        return None
+    starts, lengths = nums[0::2], nums[1::2]
+    return bool((starts[1:] >= starts[:-1] + lengths[:-1]).all())
+
+
+def detect_rle_relative(codes) -> bool | None:
+    """The start convention of a file's run-length codes, from the codes alone.
+
+    Absolute codes (CheXmask, most Kaggle kernels) always have increasing starts; relative codes
+    (SIIM-ACR: each start counts from the previous run's end) of a real region repeat about one
+    column's (or row's) gap per run, so starts fall back below the previous run's end. Returns
+    True (relative) when any multi-run code is not monotone, False (absolute) when every
+    multi-run code is, None when no code has two runs (undecidable: the conventions agree).
+    """
+    seen = False
+    for code in codes:
+        mono = rle_is_monotone(code)
+        if mono is False:
+            return True
+        seen = seen or mono is True
+    return False if seen else None
+
+
 def merge_masks(masks, *, shape: tuple[int, int]) -> np.ndarray:
     """The union (pixel-wise OR) of several uint8 masks; zeros of ``shape`` when none."""
     out = np.zeros(shape, np.uint8)
@@ -81,3 +113,14 @@ def mask_output(mask: np.ndarray, box) -> "torch.Tensor":  # noqa: F821
     if box is not None:
         mask = box.mask(mask)
     return torch.from_numpy(np.ascontiguousarray(mask)).unsqueeze(0)
+
+
+def channels_output(masks: np.ndarray, box) -> "torch.Tensor":  # noqa: F821
+    """A sample's ``masks``: ``(height, width, C)`` uint8 source masks, one channel per
+    structure, as ``(C, size, size)`` through ``box`` (``(C, H, W)`` when ``box`` is None)."""
+    import torch
+
+    masks = np.asarray(masks, dtype=np.uint8)
+    if box is not None:
+        masks = box.mask(masks)
+    return torch.from_numpy(np.ascontiguousarray(masks.transpose(2, 0, 1)))

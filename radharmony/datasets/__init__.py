@@ -12,11 +12,14 @@ or :func:`dataset_classes`, imports torch.
 from importlib import import_module
 
 #: every built-in dataset module; each has a fake writer of the same name in radharmony.fake
-MODULES = ("rexgradient", "xraydar", "nih", "chexpert", "padchest", "vindr", "rsna", "siim",
-           "openi", "mimic", "vindr_physionet", "chexpert_plus", "ranzcr", "vindr_pcxr", "ms_cxr",
-           "chexmask", "tbx11k", "nlm_tb", "siim_covid", "brax", "object_cxr", "chexlocalize",
-           "chest_imagenome", "padchest_gr", "rexvqa", "medical_diff_vqa", "vqa_rad", "slake",
-           "mimic_cxr_vqa", "gemex", "mimic_ext_cxr_qba", "cxr_lt", "emory_cxr", "openi_dicom", "brax_dicom", "mimic_cxr", "roco")
+MODULES = ("rexgradient", "xraydar", "nih", "chexpert", "padchest", "vindr", "rsna",
+           "siim", "openi", "mimic", "vindr_physionet", "chexpert_plus", "ranzcr",
+           "vindr_pcxr", "ms_cxr", "chexmask", "tbx11k", "nlm_tb", "siim_covid", "brax",
+           "object_cxr", "chexlocalize", "chest_imagenome", "padchest_gr", "rexvqa",
+           "medical_diff_vqa", "vqa_rad", "slake", "mimic_cxr_vqa", "gemex",
+           "mimic_ext_cxr_qba", "cxr_lt", "emory_cxr", "openi_dicom", "brax_dicom",
+           "mimic_cxr", "roco", "chestx_det", "vindr_ribcxr", "candid_ptx",
+           "bimcv_covid19")
 
 __all__: list[str] = []
 #: dataset class name -> its module (the class is made when first looked up)

@@ -48,6 +48,7 @@ import numpy as np
 import pandas as pd
 
 from ..annotations.coco import coco_rle_decode
+from ..annotations.masks import channels_output
 from ..annotations.labels import decode_cells
 from ..cells import parse_literal
 from ..errors import MetadataError, RadHarmonyError
@@ -280,12 +281,7 @@ def _dataset_classes():
         def add_outputs(self, index: int, sample: dict, box) -> None:
             super().add_outputs(index, sample, box)
             if "mask" in sample:
-                import torch
-
-                masks = self.source_masks(index)
-                if box is not None:
-                    masks = box.mask(masks)
-                sample["masks"] = torch.from_numpy(np.ascontiguousarray(masks.transpose(2, 0, 1)))
+                sample["masks"] = channels_output(self.source_masks(index), box)
 
     class CheXlocalizeTestDataset(CheXlocalizeValDataset):
         """CheXlocalize test; ``base_image_dir`` is CheXlocalize's ``CheXpert/`` folder

@@ -30,7 +30,7 @@ from ..table.harmonizer import BaseHarmonizer, Inputs
 from ..annotations.boxes import box_record
 from ..annotations.coco import ellipse_mask, polygon_mask, rectangle_mask, shape_box
 from ..errors import ImageReadError, MetadataError
-from ..annotations.masks import merge_masks
+from ..annotations.masks import channels_output, merge_masks
 from ..cells import parse_literal
 from ..spec import DatasetSpec
 from ..table.read_csv import read_table
@@ -130,23 +130,48 @@ class ObjectCXRDevHarmonizer(ObjectCXRHarmonizer):
 
 
 # -- datasets -------------------------------------------------------------------------------------
-class _ObjectCXRMasks:
-    def source_mask(self, index: int) -> np.ndarray:
+class ShapeMasks:
+    """``source_mask`` for a table whose ``shapes`` column holds each image's shapes
+    (:func:`parse_annotation`'s records): their union at the image's size, read from its
+    header (:meth:`source_size`)."""
+
+    def source_size(self, index: int) -> tuple[int, int]:
+        """Row ``index``'s image (height, width), read from the file's header."""
         from ..imaging.read import header_size, sniff  # the image stack: the torch side's
 
-        shapes = self.harmonized_df["shapes"].iat[index]
-        if isinstance(shapes, str):  # a table read back from CSV holds the list as text
-            shapes = parse_literal(shapes) if shapes.strip() else []
         path = self.image_file(index)
         try:
             with open(path, "rb") as fh:
                 head = fh.read(132)
-            h, w = header_size(path, sniff(head), head)[:2]
+            return tuple(header_size(path, sniff(head), head)[:2])
         except (OSError, ValueError) as exc:
             raise ImageReadError(f"Image {path}: its size cannot be read for the mask",
                                  expected="a readable JPEG, PNG or DICOM", found=str(exc),
-                                 fix="extract train.zip / dev.zip into the release root")
-        return shapes_mask(shapes or [], (h, w))
+                                 fix="extract the release's image archives into "
+                                     "base_image_dir") from None
+
+    def source_shapes(self, index: int) -> list[dict]:
+        """Row ``index``'s ``shapes`` cell as a list."""
+        shapes = self.harmonized_df["shapes"].iat[index]
+        if isinstance(shapes, str):  # a table read back from CSV holds the list as text
+            shapes = parse_literal(shapes) if shapes.strip() else []
+        return list(shapes) if shapes is not None else []
+
+    def source_mask(self, index: int) -> np.ndarray:
+        return shapes_mask(self.source_shapes(index), self.source_size(index))
+
+
+class ChannelMasks(ShapeMasks):
+    """Beside ``mask``, a sample's ``masks`` (C, S, S): one 0/1 channel per structure, from
+    ``source_masks(index)`` (``(height, width, C)`` at the source size) through the letterbox."""
+
+    def source_masks(self, index: int) -> np.ndarray:
+        raise NotImplementedError(f"{type(self).__name__} declares no source_masks")
+
+    def add_outputs(self, index: int, sample: dict, box) -> None:
+        super().add_outputs(index, sample, box)
+        if "mask" in sample:
+            sample["masks"] = channels_output(self.source_masks(index), box)
 
 
 def _dataset_classes():
@@ -154,13 +179,13 @@ def _dataset_classes():
     :mod:`radharmony.datasets.torch_side`."""
     from ..data.dataset import BaseRadiologicalDataset
 
-    class ObjectCXRDataset(_ObjectCXRMasks, BaseRadiologicalDataset):
+    class ObjectCXRDataset(ShapeMasks, BaseRadiologicalDataset):
         """Object-CXR train; ``base_image_dir`` is the release root holding ``train.csv`` and the
         extracted ``train/`` folder."""
 
         harmonizer_class = ObjectCXRHarmonizer
 
-    class ObjectCXRDevDataset(_ObjectCXRMasks, BaseRadiologicalDataset):
+    class ObjectCXRDevDataset(ShapeMasks, BaseRadiologicalDataset):
         """Object-CXR dev; ``base_image_dir`` is the release root (``dev.csv``, ``dev/``)."""
 
         harmonizer_class = ObjectCXRDevHarmonizer

@@ -29,7 +29,9 @@ from ..records import fields_json
 from .base import Draft, Rendered, Task, register_capability, register_task
 
 #: datasets whose boxes ground phrases / anatomical regions / foreign objects (spec keys)
-PHRASE_SETS, REGION_PREFIX, OBJECT_PREFIX = ("ms_cxr",), "chest_imagenome", "object_cxr"
+PHRASE_SETS, OBJECT_PREFIX = ("ms_cxr",), "object_cxr"
+#: key prefixes of datasets whose boxes are anatomical regions (named by their labels)
+REGION_PREFIX = ("chest_imagenome", "vindr_ribcxr")
 NO_FINDING, NO_OBJECT = "No finding.", "No foreign object."
 
 DETECT_PROMPTS = ("Detect every abnormality in this chest X-ray and give its boxes.",
@@ -68,7 +70,7 @@ register_capability("boxes", lambda s, kw: _boxed(s) and not _key(s).startswith(
 register_capability("phrases", lambda s, kw: _boxed(s) and _key(s) in PHRASE_SETS,
                     meaning="phrases grounded by boxes (MS-CXR)")
 register_capability("regions", lambda s, kw: _boxed(s) and _key(s).startswith(REGION_PREFIX),
-                    meaning="anatomical regions with boxes (Chest ImaGenome)")
+                    meaning="anatomical regions with boxes (Chest ImaGenome, VinDr-RibCXR ribs)")
 register_capability("foreign_objects",
                     lambda s, kw: _boxed(s) and _key(s).startswith(OBJECT_PREFIX),
                     meaning="boxes of foreign objects (Object-CXR)")
