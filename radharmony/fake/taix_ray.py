@@ -1,0 +1,116 @@
+"""A TAIX-Ray replica in the real on-disk format (the Hugging Face release).
+
+Layout::
+
+    <root>/README.md                                   the dataset card (configs: default, original)
+    <root>/data/{train,val,test}-00000-of-00001.parquet     512 px configuration
+    <root>/original/{train,val,test}-00000-of-00001.parquet  original resolution
+
+Each shard: the card's columns in its order, ``Age`` in days (int64), the eight grades int64
+0-4, ``Image`` a struct ``{bytes: binary, path: string}`` holding an encoded PNG (``path``
+null). Quirks reproduced: 64-hex ids (SHA-256 text), a patient with two images, a questionable
+grade on one side only, a finding graded on both sides, the split ``val`` (not ``valid``). With ``extract=True`` (the maker) the
+images are then written out by :func:`radharmony.datasets.taix_ray.extract_images`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from . import register_fake
+from .images import synthetic_cxr
+
+#: (split, patient, grades of the eight findings in the card's order)
+ROWS = (
+    ("train", 0, (2, 1, 3, 0, 0, 0, 2, 2)),  # right effusion moderate; atelectasis both
+    ("train", 0, (2, 2, 0, 1, 0, 3, 0, 0)),  # left effusion questionable; left opacity
+    ("train", 1, (0, 0, 0, 0, 0, 0, 0, 0)),  # nothing
+    ("val", 2, (4, 3, 2, 2, 1, 0, 0, 1)),    # severe heart; both effusions; right opacity ?
+    ("test", 3, (1, 0, 0, 4, 0, 0, 2, 0)),   # questionable heart; severe left effusion
+    ("test", 3, (3, 1, 0, 0, 0, 0, 0, 0)),
+)
+GRADE_COLUMNS = ("HeartSize", "PulmonaryCongestion", "PleuralEffusion_Right",
+                 "PleuralEffusion_Left", "PulmonaryOpacities_Right", "PulmonaryOpacities_Left",
+                 "Atelectasis_Right", "Atelectasis_Left")
+CARD = """---
+license: cc-by-nc-4.0
+configs:
+  - config_name: default
+    data_files:
+      - split: train
+        path: data/train-*
+      - split: test
+        path: data/test-*
+      - split: val
+        path: data/val-*
+  - config_name: original
+    data_files:
+      - split: train
+        path: original/train-*
+      - split: test
+        path: original/test-*
+      - split: val
+        path: original/val-*
+---
+# TAIX-Ray Dataset (replica)
+"""
+
+
+def _hex(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def write_taix_ray(root: str | Path, *, seed: int = 0, extract: bool = True,
+                   sizes: dict | None = None) -> Path:
+    """Write the replica under ``root`` (both configurations); returns ``root``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "README.md").write_text(CARD)
+    sizes = sizes or {"data": 96, "original": 144}
+    image_type = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    for config, side in sizes.items():
+        rng = np.random.default_rng(seed)
+        for split in ("train", "val", "test"):
+            rows = [(i, r) for i, r in enumerate(ROWS) if r[0] == split]
+            cols: dict[str, list] = {c: [] for c in ("UID", "Fold", "Split", "PatientID",
+                                                     "PhysicianID", "StudyDate", "Age", "Sex",
+                                                     *GRADE_COLUMNS, "Image")}
+            for i, (_, patient, grades) in rows:
+                ok, png = cv2.imencode(".png", synthetic_cxr(side, int(side * 0.9), rng=rng,
+                                                             bits=8))
+                cols["UID"].append(_hex(f"image{i}"))
+                cols["Fold"].append(0)
+                cols["Split"].append(split)
+                cols["PatientID"].append(_hex(f"patient{patient}"))
+                cols["PhysicianID"].append(_hex(f"physician{i % 2}"))
+                cols["StudyDate"].append(f"2013-05-{10 + i:02d}")
+                cols["Age"].append(20_000 + 365 * patient + i)
+                cols["Sex"].append("M" if patient % 2 == 0 else "F")
+                for c, g in zip(GRADE_COLUMNS, grades):
+                    cols[c].append(g)
+                cols["Image"].append({"bytes": png.tobytes(), "path": None})
+            types = {c: pa.int64() for c in ("Fold", "Age", *GRADE_COLUMNS)}
+            table = pa.table({c: pa.array(v, type=image_type if c == "Image" else
+                                          types.get(c, pa.string())) for c, v in cols.items()})
+            path = root / config / f"{split}-00000-of-00001.parquet"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            pq.write_table(table, path)
+    if extract:
+        from ..datasets.taix_ray import extract_images
+
+        for config in sizes:
+            extract_images(root, config=config, progress=False)
+    return root
+
+
+@register_fake("taix_ray", "taix_ray_original")
+def make(root: Path) -> dict:
+    """Contract-suite maker: 6 images of 4 patients in both configurations, extracted."""
+    return {"base_image_dir": write_taix_ray(root)}
