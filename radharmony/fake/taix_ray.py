@@ -114,3 +114,56 @@ def write_taix_ray(root: str | Path, *, seed: int = 0, extract: bool = True,
 def make(root: Path) -> dict:
     """Contract-suite maker: 6 images of 4 patients in both configurations, extracted."""
     return {"base_image_dir": write_taix_ray(root)}
+
+
+#: how the fake reports name each finding (two-sided ones take a side word)
+REPORT_NAMES = {"HeartSize": ("cardiomegaly", "enlarged cardiac silhouette"),
+                "PulmonaryCongestion": ("pulmonary congestion", "pulmonary venous congestion"),
+                "PleuralEffusion": ("pleural effusion", "effusion"),
+                "PulmonaryOpacities": ("airspace opacity", "opacity"),
+                "Atelectasis": ("atelectasis", "atelectasis")}
+SEVERITY_WORDS = {2: ("mild", "small", "minimal"), 3: ("moderate",),
+                  4: ("severe", "large", "extensive")}
+#: the heart and the congestion are not "small" or "large"
+WHOLE_WORDS = {2: ("mild",), 3: ("moderate",), 4: ("severe", "marked")}
+
+
+def taix_style_reports(n: int, *, seed: int = 0):
+    """``(texts, grades)``: ``n`` short structured reports written from random TAIX-Ray grades
+    (the eight findings 0-4, zeros most often), one sentence per finding in the template's
+    order ("Moderate right and small left pleural effusions.", "Questionable left
+    atelectasis.", "No pulmonary congestion."), and the grades as a DataFrame of the card's
+    eight columns: what :func:`radharmony.reports.report_grades` should read back."""
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    grades = rng.choice(5, size=(n, len(GRADE_COLUMNS)), p=(0.45, 0.1, 0.2, 0.15, 0.1))
+    texts = []
+    for row in grades:
+        g = dict(zip(GRADE_COLUMNS, row.tolist()))
+        parts = []
+        for label, names in REPORT_NAMES.items():
+            name = names[int(rng.integers(2))]
+            if label in g:
+                parts.append(_sentence(rng, name, {"": g[label]}, WHOLE_WORDS))
+            else:
+                parts.append(_sentence(rng, name, {"right": g[f"{label}_Right"],
+                                                   "left": g[f"{label}_Left"]}))
+        texts.append("FINDINGS: " + " ".join(parts))
+    return texts, pd.DataFrame(grades, columns=list(GRADE_COLUMNS))
+
+
+def _sentence(rng, name: str, by_side: dict, severity: dict = SEVERITY_WORDS) -> str:
+    worst = max(by_side.values())
+    if worst == 0:
+        return f"No {name}."
+    sides = [s for s, v in by_side.items() if v == worst or worst >= 2 and v >= 2]
+    if worst == 1:
+        where = " ".join(s for s, v in by_side.items() if v == 1 and s)
+        return f"Questionable {where + ' ' if where else ''}{name}."
+    words = {s: severity[v][int(rng.integers(len(severity[v])))]
+             for s, v in by_side.items() if v >= 2}
+    if len(sides) == 2:
+        return f"{words['right'].capitalize()} right and {words['left']} left {name}."
+    side = sides[0]
+    return f"{words[side].capitalize()} {side + ' ' if side else ''}{name}."
