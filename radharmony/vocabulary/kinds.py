@@ -33,23 +33,26 @@ from .table import VocabularyError, finding_ids
 
 
 class Target(NamedTuple):
-    """A canonical regression target: its unit and what it measures."""
+    """A canonical regression target: its display name, unit, and what it measures."""
 
+    name: str
     unit: str
     definition: str
 
 
 #: canonical regression targets, by the name a ``reg_cols`` column carries
 TARGETS = {
-    "bone_age_months": Target("months", "Skeletal age read from a left-hand radiograph "
-                              "(Greulich and Pyle), in months."),
-    "lung_extent_score": Target("score 0-8", "RALO geographic extent: per lung 0-4 (none, "
-                                "<25 %, 25-50 %, 50-75 %, >75 % involved by ground glass or "
-                                "consolidation), summed over both lungs."),
-    "lung_opacity_score": Target("score 0-8", "RALO opacity: per lung 0-4 (none, ground glass, "
-                                 "consolidation, mixed >50 % consolidation, white-out), summed "
-                                 "over both lungs."),
+    "bone_age_months": Target("Bone age", "months", "Skeletal age read from a left-hand "
+                              "radiograph (Greulich and Pyle), in months."),
+    "lung_extent_score": Target("Lung extent score", "of 8", "RALO geographic extent: per "
+                                "lung 0-4 (none, <25 %, 25-50 %, 50-75 %, >75 % involved by "
+                                "ground glass or consolidation), summed over both lungs."),
+    "lung_opacity_score": Target("Lung opacity score", "of 8", "RALO opacity: per lung 0-4 "
+                                 "(none, ground glass, consolidation, mixed >50 % "
+                                 "consolidation, white-out), summed over both lungs."),
 }
+
+
 def check_kinds(spec) -> None:
     """Raise :class:`VocabularyError` unless every ``reg_cols`` name is a canonical target and
     every graded or sided finding a canonical finding."""
