@@ -45,7 +45,7 @@ READER_COLS = tuple(f"{name}_reader{r}" for r in READERS for name in SCORES)
 EXTRA_COLS = tuple(SCORES) + READER_COLS + ("exam_datetime", "study_date")
 COLUMN_TYPES = {c: "float64" for c in READER_COLS}
 ACCESS = ("Zenodo 10.5281/zenodo.4633999 (Stony Brook Medicine COVID-19 positive cases, "
-          "RALO scores; CC BY 4.0); cite Cohen et al., Cureus 2020")
+          "RALO scores; the record's terms); cite Cohen et al., Cureus 2020")
 
 SPEC = DatasetSpec(
     key="ralo", title="Stony Brook RALO (lung opacity scores)",

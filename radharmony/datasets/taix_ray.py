@@ -1,4 +1,4 @@
-"""TAIX-Ray (2025): bedside chest radiographs of intensive-care patients with graded findings.
+"""TAIX-Ray: bedside chest radiographs of intensive-care patients with graded findings.
 
 Source of truth, the Hugging Face release ``TLAIM/TAIX-Ray`` as shipped: Parquet shards in two
 configurations, ``data/{train,val,test}-NNNNN-of-NNNNN.parquet`` (the images at 512 px, the
@@ -68,7 +68,7 @@ EXTRA_COLS = (tuple(map(grade_column, FINDINGS)) + tuple(map(side_column, LATERA
 COLUMN_TYPES = {"grades_raw": "json", "fold": "Int64", "age_days": "Int64",
                 "patient_age_years": "float64"}
 ACCESS = ("Hugging Face 'TLAIM/TAIX-Ray' (CC BY-NC 4.0); cite the TAIX-Ray paper, Scientific "
-          "Data 2025 (University Hospital RWTH Aachen)")
+          "Data (University Hospital RWTH Aachen)")
 
 
 def _spec(key: str, title: str) -> DatasetSpec:
