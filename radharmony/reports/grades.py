@@ -61,33 +61,48 @@ QUESTIONABLE = GRADE_LEVELS.index("questionable")
 _RANK = {1.0: 2, -1.0: 1, 0.0: 0}  # the deciding value: positive, else uncertain, else negated
 
 
-def _words(pattern: re.Pattern, low: str, start: int, ms: int, me: int, end: int) -> list:
-    """The matches of ``pattern`` between ``start`` (or :data:`REACH_BEFORE` characters back)
-    and the mention ``[ms, me)``; else the first one after it in ``[me, end)`` (up to
+def sentence_words(low: str, ss: int, se: int) -> tuple[list, list]:
+    """The severity and side words of the sentence ``[ss, se)`` of ``low``, found once for
+    all its mentions: ``(start, end, grade)`` and ``(start, end, side bits)`` each."""
+    sev = []
+    for m in _SEVERITY.finditer(low, ss, se):
+        g = SEVERITY[m.group(0).split()[0].split("-")[0]]
+        sev.append((m.start(), m.end(), max(g, SEVERITY[m.group(1)]) if m.group(1) else g))
+    side = []
+    for m in _SIDE.finditer(low, ss, se):
+        word = m.group(0).removesuffix("-sided")
+        side.append((m.start(), m.end(), 3 if " " in word else _BITS[SIDE_WORDS[word]]))
+    return sev, side
+
+
+def _pick(words: list, start: int, ms: int, me: int, end: int) -> list:
+    """The values of ``words`` between ``start`` (or :data:`REACH_BEFORE` characters back)
+    and the mention ``[ms, me)``; else that of the first one after it in ``[me, end)`` (up to
     :data:`REACH_AFTER` characters); [] when neither."""
-    before = list(pattern.finditer(low, max(start, ms - REACH_BEFORE), ms))
+    lo = max(start, ms - REACH_BEFORE)
+    before = [v for s, e, v in words if s >= lo and e <= ms]
     if before:
         return before
-    after = pattern.search(low, me, min(end, me + REACH_AFTER))
-    return [after] if after is not None else []
+    hi = min(end, me + REACH_AFTER)
+    for s, e, v in words:
+        if s >= me:
+            return [v] if e <= hi else []
+    return []
 
 
-def mention_kinds(low: str, start: int, ms: int, me: int, end: int, *, lateral: bool
-                  ) -> tuple[float, int]:
-    """``(severity grade or NaN, side bits 0-3)`` of the mention ``[ms, me)`` of ``low`` in
-    its window ``[start, end)``: the worst severity and every side its words give ("moderate
-    right and small left effusions": moderate, both; see the module doc)."""
-    grade = np.nan
-    for m in _words(_SEVERITY, low, start, ms, me, end):
-        g = SEVERITY[m.group(0).split()[0].split("-")[0]]
-        g = max(g, SEVERITY[m.group(1)]) if m.group(1) else g
-        grade = g if grade != grade else max(grade, g)
+def mention_kinds(words: tuple[list, list], start: int, ms: int, me: int, end: int, *,
+                  lateral: bool) -> tuple[float, int]:
+    """``(severity grade or NaN, side bits 0-3)`` of the mention ``[ms, me)`` in its window
+    ``[start, end)``, from its sentence's :func:`sentence_words`: the worst severity and every
+    side its words give ("moderate right and small left effusions": moderate, both; see the
+    module doc)."""
+    sev, side = words
+    grades = _pick(sev, start, ms, me, end) if sev else ()
     bits = 0
-    if lateral:
-        for m in _words(_SIDE, low, start, ms, me, end):
-            word = m.group(0).removesuffix("-sided")
-            bits |= 3 if " " in word else _BITS[SIDE_WORDS[word]]
-    return float(grade), bits
+    if lateral and side:
+        for b in _pick(side, start, ms, me, end):
+            bits |= b
+    return (float(max(grades)) if grades else np.nan), bits
 
 
 class KindNotes:

@@ -39,7 +39,7 @@ from ..errors import RadHarmonyError, check_choice
 from .rules import Rules, resolve_rules
 from .sections import LABELLED, section_name, section_spans
 from .findings import NO_FINDING, NOT_ABNORMAL, VOCABULARIES, columns, feeds
-from .grades import LATERAL, mention_kinds
+from .grades import LATERAL, mention_kinds, sentence_words
 
 _SENTENCE_END = re.compile(r"(?<!\bvs)[.!?]+(?=\s|$)|\n[ \t]*\n")  # "vs." goes on
 _RANK = {1.0: 3, -1.0: 2, 0.0: 1}
@@ -81,6 +81,7 @@ class _Labeler:
         for section, s, e in spans:
             sentences = None
             cue_cache: dict[int, list] = {}
+            word_cache: dict[int, tuple] = {}
             prev_end = prev_start = s
             for ms, me, rule in mentions.finditer(low, s, e):
                 # a grade's or side's words reach back to the previous mention, or past it to
@@ -107,17 +108,24 @@ class _Labeler:
                     if value is None:
                         continue
                 if self.kinds:
-                    self._note(low, rule, value, max(ss, last), ms, me, se, cues)
+                    words = word_cache.get(k)
+                    if words is None:
+                        words = word_cache[k] = sentence_words(low, ss, se)
+                    self._note(words, rule, value, max(ss, last), ms, me, se, cues)
                 for finding in rule.findings:
                     old = out.get(finding)
                     if old is None or _RANK[value] > _RANK[old[0]]:
                         ev = (text, section, ss, se, ms, me, rule, cue) if self.explain else None
                         out[finding] = (value, ev)
 
-    def _note(self, low: str, rule, value: float, start: int, ms: int, me: int, end: int,
+    def _note(self, words: tuple, rule, value: float, start: int, ms: int, me: int, end: int,
               cues) -> None:
         """Note the grade and side of a decided mention in the window ``[start, end)`` cut
         at the clause's terminators (see :mod:`radharmony.reports.grades`)."""
+        if not (words[0] or words[1]):  # a sentence without severity or side words
+            for finding in rule.findings:
+                self.notes.add(finding, value, math.nan, 0)
+            return
         for cs, ce, cue_rule in cues or ():
             if cue_rule.kind == "terminator":
                 if ce <= ms:
@@ -126,7 +134,7 @@ class _Labeler:
                     end = min(end, cs)
                     break
         lateral = not LATERAL.isdisjoint(rule.findings)
-        grade, bits = mention_kinds(low, start, ms, me, end, lateral=lateral)
+        grade, bits = mention_kinds(words, start, ms, me, end, lateral=lateral)
         for finding in rule.findings:
             self.notes.add(finding, value, grade, bits if lateral and finding in LATERAL else 0)
 
