@@ -154,16 +154,27 @@ def taix_style_reports(n: int, *, seed: int = 0):
 
 
 def _sentence(rng, name: str, by_side: dict, severity: dict = SEVERITY_WORDS) -> str:
+    """One finding's sentence in one of the template's phrasings: before the name ("Small
+    left effusion."), after it ("Pleural effusion on the right, moderate."), bilateral
+    ("Bilateral small effusions."), hedged ("Questionable left atelectasis.", "Right
+    atelectasis cannot be excluded.")."""
     worst = max(by_side.values())
     if worst == 0:
-        return f"No {name}."
-    sides = [s for s, v in by_side.items() if v == worst or worst >= 2 and v >= 2]
+        return f"No {name}." if rng.random() < 0.7 else f"No evidence of {name}."
+    form = rng.random()
     if worst == 1:
         where = " ".join(s for s, v in by_side.items() if v == 1 and s)
-        return f"Questionable {where + ' ' if where else ''}{name}."
+        if form < 0.5:
+            return f"Questionable {where + ' ' if where else ''}{name}."
+        return f"{(where + ' ' + name) if where else name} cannot be excluded.".capitalize()
     words = {s: severity[v][int(rng.integers(len(severity[v])))]
              for s, v in by_side.items() if v >= 2}
+    sides = list(words)
     if len(sides) == 2:
+        if words["right"] == words["left"] and form < 0.5:
+            return f"Bilateral {words['right']} {name}."
         return f"{words['right'].capitalize()} right and {words['left']} left {name}."
     side = sides[0]
+    if side and form < 0.3:
+        return f"{name.capitalize()} on the {side}, {words[side]}."
     return f"{words[side].capitalize()} {side + ' ' if side else ''}{name}."
