@@ -215,3 +215,21 @@ def test_the_webdataset_export_keeps_every_kind(root, tmp_path):
     want = ds[0]
     for k in ("grade", "grade_mask", "side", "side_mask"):
         assert torch.equal(got[k], want[k]), k
+
+
+# -- radharmony info ------------------------------------------------------------------------------
+def test_info_counts_targets_grades_and_sides():
+    from radharmony.cli.commands import _info_text, table_info
+
+    info = table_info(validate(GRADED_ROWS, GRADED), spec=GRADED)
+    assert info["grades"]["pleural_effusion"] == {"0": 1, "1": 0, "2": 0, "3": 1, "4": 0,
+                                                  "missing": 1}
+    assert info["sides"] == {"pleural_effusion": {"left": 1}}
+    spec = get_harmonizer_class("rsna_bone_age").spec
+    bone = table_info(validate(BONE_ROWS, spec), spec=spec)
+    assert bone["targets"] == {"bone_age_months": {"known": 1, "mean": 180.0, "min": 180.0,
+                                                   "max": 180.0}}
+    text = _info_text([{**info, "key": "graded", "metadata": "x.csv"},
+                       {**bone, "key": "rsna_bone_age", "metadata": "y.csv"}])
+    assert "bone_age_months: 1 known, mean 180, 180 to 180" in text
+    assert "left 1" in text
