@@ -36,7 +36,8 @@ def bench(n: int = 20_000) -> dict:
         fn(texts)
         dt, cpu = time.perf_counter() - t0, time.process_time() - c0
         out[name] = {"seconds": round(dt, 2), "cpu_seconds": round(cpu, 2),
-                     "per_cpu_s": round(n / cpu), "x_reference": round(n / cpu / REFERENCE_PER_S, 1)}
+                     "per_cpu_s": round(n / cpu),
+                     "x_reference": round(n / cpu / REFERENCE_PER_S, 1)}
     return out
 
 

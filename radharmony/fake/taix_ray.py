@@ -8,9 +8,10 @@ Layout::
 
 Each shard: the card's columns in its order, ``Age`` in days (int64), the eight grades int64
 0-4, ``Image`` a struct ``{bytes: binary, path: string}`` holding an encoded PNG (``path``
-null). Quirks reproduced: 64-hex ids (SHA-256 text), a patient with two images, a questionable
-grade on one side only, a finding graded on both sides, the split ``val`` (not ``valid``). With ``extract=True`` (the maker) the
-images are then written out by :func:`radharmony.datasets.taix_ray.extract_images`.
+null). Quirks reproduced: 64-hex ids (SHA-256 text), a patient with two images, a
+questionable grade on one side only, a finding graded on both sides, the split ``val`` (not
+``valid``). With ``extract=True`` (the maker) the images are then written out by
+:func:`radharmony.datasets.taix_ray.extract_images`.
 """
 
 from __future__ import annotations

@@ -6,9 +6,9 @@ labeler's terminators, never reaching back past the previous mention):
 
 * **severity** (:data:`SEVERITY`): the worst severity word before the mention (up to
   :data:`REACH_BEFORE` characters), else the first right after it (:data:`REACH_AFTER`:
-  "effusion is small"); "mild to moderate" takes the worse. A positive mention gets that grade (``mild`` 2,
-  ``moderate`` 3, ``severe`` 4 of :data:`radharmony.spec.GRADE_LEVELS`; unknown without a
-  word), an uncertain one ``questionable`` (1), a negated one ``none`` (0);
+  "effusion is small"); "mild to moderate" takes the worse. A positive mention gets that
+  grade (``mild`` 2, ``moderate`` 3, ``severe`` 4 of :data:`radharmony.spec.GRADE_LEVELS`;
+  unknown without a word), an uncertain one ``questionable`` (1), a negated one ``none`` (0);
 * **side** (:data:`SIDE_WORDS`), for the findings that have one (:data:`LATERAL`): every
   side word before the mention, else the first after it, under the same reach; "right and left",
   "bilateral", "bibasilar" are ``both``. Only positive and uncertain mentions give a side.
