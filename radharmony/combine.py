@@ -43,8 +43,9 @@ import pandas as pd
 
 from .errors import RadHarmonyError, UnsupportedOutputWarning, check_choice
 from .identity import join_patients, unlinked_message
-from .spec import DatasetSpec
+from .spec import DatasetSpec, grade_column, side_column
 from .vocabulary import derive_findings, derive_report
+from .vocabulary.kinds import check_kinds
 from .vocabulary.table import check_findings
 from .data.dataset import BaseRadiologicalDataset
 from .annotations.labels import UNCERTAIN_POLICIES
@@ -73,7 +74,9 @@ class MergedDataset(BaseRadiologicalDataset):
     Samples: ``img``, ``sample_id`` (the source's), ``source`` (the dataset key), ``cls`` (one
     value per finding of :attr:`findings`, unknown as 0) and ``cls_mask`` (1 where the value
     is a known target; ``uncertain=`` decides -1, see :data:`UNCERTAIN`), plus ``report`` when
-    every source was built with ``output_report=True``.
+    every source was built with ``output_report=True``, and ``reg`` / ``grade`` / ``side``
+    with their masks when any source was built with ``output_reg`` / ``output_grade`` /
+    ``output_side`` (a source without them masks them: see :func:`merge`).
 
     Attributes:
         findings: the canonical finding ids, in ``cls`` order.
@@ -96,8 +99,9 @@ class MergedDataset(BaseRadiologicalDataset):
         self.merge_report = merge_report
         self.sources = sources
         transform = like.user_transform if like.user_transform is not None else like.pipeline
+        kinds = {f"output_{k}": k in spec.outputs for k in KIND_OUTPUTS}
         super().__init__(None, output_cls=True, output_report="report" in like.outputs,
-                         transform=transform, cache_dir=like.cache_dir, dtype=like.dtype,
+                         **kinds, transform=transform, cache_dir=like.cache_dir, dtype=like.dtype,
                          harmonized_df=table, spec=spec, image_roots=image_roots)
 
     def _set_table(self, df: pd.DataFrame, *, derived: bool = False) -> None:
@@ -133,10 +137,13 @@ def _replace_key(spec: DatasetSpec, key: str) -> DatasetSpec:
     return replace(spec, key=key, title=f"{spec.title}: {key.split('/', 1)[1]}")
 
 
-def _merged_spec(findings: tuple[str, ...], outputs: frozenset[str]) -> DatasetSpec:
+def _merged_spec(findings: tuple[str, ...], outputs: frozenset[str], kinds: dict
+                 ) -> DatasetSpec:
     return DatasetSpec(
         key=MERGED_KEY, title="Merged datasets (canonical findings)", label_cols=findings,
-        extra_cols=BASE_COLUMNS[5:], outputs=outputs, id_col="sample_id", root_col="source",
+        extra_cols=BASE_COLUMNS[5:] + _kind_columns(kinds), outputs=outputs,
+        reg_cols=kinds["reg"], grades=kinds["grade"], sides=kinds["side"],
+        id_col="sample_id", root_col="source",
         age_col="patient_age_years", sex_col="patient_sex",
         label_map={f: ((f, "exact"),) for f in findings},
         access="the terms of each source dataset")
@@ -164,7 +171,11 @@ def _check_sources(datasets: Sequence) -> None:
                              expected="single-source datasets", found="a merged dataset",
                              fix="merge its sources together instead (merged.sources)")
     first = datasets[0]
-    checks = (("output flags", lambda d: sorted(d.outputs),
+    # outputs a source may lack: reg / grade / side (masked), and cls when a source has no
+    # labels at all (bone ages): the merged cls is derived from every source's table anyway
+    free = set(KIND_OUTPUTS) | ({"cls"} if any("cls" not in d.spec.outputs for d in datasets)
+                                else set())
+    checks = (("output flags", lambda d: sorted(d.outputs - free),
                "build every source with the same output_* flags"),
               ("dtypes", lambda d: str(d.dtype), "pass the same dtype= to every source"),
               ("image pipelines", lambda d: d.pipeline.params() if d.user_transform is None
@@ -197,6 +208,42 @@ def _check_sources(datasets: Sequence) -> None:
 
 def _namespaced(key: str, values: pd.Series) -> np.ndarray:
     return (key + ":" + values.astype(str)).to_numpy(dtype=object)
+
+
+#: the outputs a source may lack (its samples then mask them) -> the spec field naming them
+KIND_OUTPUTS = {"reg": "reg_cols", "grade": "grades", "side": "sides"}
+
+
+def _merged_kinds(datasets: Sequence, wanted: tuple[str, ...]) -> dict:
+    """Output -> what the merge carries of it: the regression targets of every source that
+    outputs ``reg``, the graded / sided findings (among ``wanted``) of every source that
+    outputs ``grade`` / ``side``, in first-seen order."""
+    out = {}
+    for output, field in KIND_OUTPUTS.items():
+        names = [n for ds in datasets if output in ds.outputs for n in getattr(ds.spec, field)]
+        out[output] = tuple(n for n in dict.fromkeys(names)
+                            if output == "reg" or n in wanted)
+    return out
+
+
+def _kind_columns(kinds: dict) -> tuple[str, ...]:
+    return kinds["reg"] + tuple(map(grade_column, kinds["grade"])) + \
+        tuple(map(side_column, kinds["side"]))
+
+
+def _kind_part(ds, kinds: dict) -> dict:
+    """One source's columns of the merged reg / grade / side outputs: its own values where it
+    has them (the canonical names are its columns' names), unknown (NaN / None) elsewhere,
+    never derived from another finding or side."""
+    df, n = ds.harmonized_df, len(ds.harmonized_df)
+    part = {}
+    for col in kinds["reg"] + tuple(map(grade_column, kinds["grade"])):
+        part[col] = df[col].to_numpy(np.float64 if col in kinds["reg"] else np.float32) \
+            if col in df.columns else np.full(n, np.nan)
+    for col in map(side_column, kinds["side"]):
+        part[col] = df[col].to_numpy(dtype=object) if col in df.columns \
+            else np.full(n, None, dtype=object)
+    return part
 
 
 def _part(ds, wanted: tuple[str, ...], approximate: bool, joined):
@@ -253,19 +300,29 @@ def merge(datasets: Sequence[BaseRadiologicalDataset], *, findings: Iterable[str
         unknown == values``), ``rows_without_findings`` (rows kept with every finding NaN)
         and ``patients_joined`` (rows whose patient joined its identity family's).
         ``family_joins``: the families joined (see :class:`MergedDataset`).
+        Sources built with ``output_reg`` / ``output_grade`` / ``output_side`` add their
+        regression targets (by canonical name, e.g. ``bone_age_months``) and the
+        ``<finding>_grade`` / ``<finding>_side`` columns of the kept findings after the
+        findings: NaN / None in every other source's rows (masked in samples), so a merge
+        never invents a value, a grade or a side (none passes through a narrower or broader
+        relation either). The other flags must agree across sources.
     """
     check_choice("uncertain", uncertain, tuple(UNCERTAIN))
     wanted = check_findings(findings, where="merge(findings=)")
     if isinstance(datasets, Iterable) and not isinstance(datasets, BaseRadiologicalDataset):
         datasets = list(datasets)
     _check_sources(datasets)
+    for ds in datasets:
+        check_kinds(ds.spec)
     joins, family_joins, unlinked = join_patients([(ds.harmonized_df, ds.spec)
                                                    for ds in datasets])
     for key, family, others, note in unlinked:
         warnings.warn(unlinked_message(key, family, others, note), UserWarning, stacklevel=2)
     parts, summaries = [], []
+    kinds = _merged_kinds(datasets, wanted)
     for ds, joined in zip(datasets, joins):
         part, summary = _part(ds, wanted, approximate, joined)
+        part.update(_kind_part(ds, kinds))
         parts.append(part)
         summaries.append(summary)
     ids = np.concatenate([p["sample_id"] for p in parts])
@@ -280,7 +337,7 @@ def merge(datasets: Sequence[BaseRadiologicalDataset], *, findings: Iterable[str
                                + (f" (in {', '.join(who)})" if who else ""),
                          fix="pass each dataset once, and disjoint splits of one dataset "
                              "(e.g. the train and val of one get_datasets call)")
-    columns = list(BASE_COLUMNS) + list(wanted) + ["sample_id"]
+    columns = list(BASE_COLUMNS) + list(wanted) + list(_kind_columns(kinds)) + ["sample_id"]
     table = pd.DataFrame({c: pd.Series(np.concatenate([p[c] for p in parts]), copy=False,
                                        dtype=object if parts[0][c].dtype == object else None)
                           for c in columns})  # object, not inferred (slower) string columns
@@ -293,15 +350,16 @@ def merge(datasets: Sequence[BaseRadiologicalDataset], *, findings: Iterable[str
     if verbose:
         print(report.to_string(index=False))
     first = datasets[0]
-    outputs = frozenset({"cls"} | ({"report"} & set(first.outputs)))
-    dropped = set(first.outputs) - outputs
+    outputs = frozenset({"cls"} | ({"report"} & set(first.outputs))
+                        | {k for k, names in kinds.items() if names})
+    dropped = set().union(*(ds.outputs for ds in datasets)) - outputs
     if dropped:
         warnings.warn(f"merge(): the sources' outputs {sorted(dropped)} are per-dataset and "
                       "not merged; merged samples carry img, sample_id, source, cls, cls_mask"
                       + (" and report" if "report" in outputs else ""),
                       UnsupportedOutputWarning, stacklevel=2)
     roots = {ds.spec.key: ds.base_image_dir for ds in datasets}
-    return MergedDataset(table, spec=_merged_spec(wanted, outputs), image_roots=roots,
+    return MergedDataset(table, spec=_merged_spec(wanted, outputs, kinds), image_roots=roots,
                          findings=wanted, uncertain=uncertain, merge_report=report,
                          sources=tuple(datasets), like=first, family_joins=family_joins)
 

@@ -25,6 +25,23 @@ QUESTION_COLUMNS = {"question_id": "text", "question": "text", "answer": "text",
                     "explanation": "text", "image_paths": "json", "view_positions": "json"}
 
 
+#: the ordinal scale of a ``grade`` output: a finding's severity 0-4 (index = grade)
+GRADE_LEVELS = ("none", "questionable", "mild", "moderate", "severe")
+#: the values of a ``<finding>_side`` column (None: not said); ``side`` samples hold
+#: ``[left, right]`` per finding, ``both`` as ``[1, 1]``
+SIDES = ("left", "right", "both")
+
+
+def grade_column(finding: str) -> str:
+    """The table column holding ``finding``'s grade (0-4, NaN unknown)."""
+    return f"{finding}_grade"
+
+
+def side_column(finding: str) -> str:
+    """The table column holding ``finding``'s side (``left`` / ``right`` / ``both`` / None)."""
+    return f"{finding}_side"
+
+
 #: how a dataset's rows name the patients of their identity family (see :class:`Identity`)
 LINKS = ("same", "column", "path", "none")
 
@@ -100,6 +117,13 @@ class DatasetSpec:
             :data:`QUESTION_COLUMNS` checked; see :mod:`radharmony.table.questions`).
         identity: the identity family the dataset's patients belong to (:class:`Identity`);
             None: its patients are its own.
+        reg_cols: extra columns holding regression targets (float, NaN unknown), named by
+            their canonical target (``bone_age_months``: see
+            :data:`radharmony.vocabulary.TARGETS`), in ``reg`` order.
+        grades: canonical findings whose severity the table grades, in ``grade`` order: the
+            extra column :func:`grade_column` holds 0-4 (:data:`GRADE_LEVELS`) or NaN.
+        sides: canonical findings whose side the table gives, in ``side`` order: the extra
+            column :func:`side_column` holds one of :data:`SIDES` or None.
     """
 
     key: str
@@ -124,6 +148,17 @@ class DatasetSpec:
     sex_col: str | None = None
     row_unit: str = "image"
     identity: Identity | None = None
+    reg_cols: tuple[str, ...] = ()
+    grades: tuple[str, ...] = ()
+    sides: tuple[str, ...] = ()
+
+    @property
+    def grade_cols(self) -> tuple[str, ...]:
+        return tuple(map(grade_column, self.grades))
+
+    @property
+    def side_cols(self) -> tuple[str, ...]:
+        return tuple(map(side_column, self.sides))
 
     @property
     def columns(self) -> tuple[str, ...]:

@@ -110,6 +110,8 @@ ROOTS: dict[str, Callable[[Path], Path]] = {
     "/data/PadChest": _writer("padchest", "PadChest", n_patients=12),
     "/data/openi/png": _fake("openi", "openi"),
     "/data/mixtures/cxr-mix": _mixture,
+    "/data/rsna-bone-age": _fake("rsna_bone_age", "rsna-bone-age"),
+    "/data/TAIX-Ray": _writer("taix_ray", "TAIX-Ray", extract=False),
 }
 
 

@@ -21,6 +21,8 @@ from radharmony.spec import REQUIRED_COLUMNS
 from radharmony.table.schema import validate
 
 KEYS = radharmony.list_datasets()
+#: every output_* flag of the base dataset
+OUTPUT_FLAGS = ("cls", "mask", "report", "bbox", "reg", "grade", "side")
 
 
 @pytest.fixture(scope="module", params=KEYS)
@@ -89,7 +91,7 @@ def test_sample_shape_range_dtype(case):
 
 def test_outputs_supported_or_warned(case):
     key, cls, kwargs, ds, root = case
-    for name in ("cls", "mask", "report", "bbox"):
+    for name in OUTPUT_FLAGS:
         with warnings.catch_warnings(record=True) as rec:
             warnings.simplefilter("always")
             d = cls(**kwargs, cache_dir=root / "cache", **{f"output_{name}": True})
@@ -116,7 +118,7 @@ def test_a_batched_read_equals_reads_one_by_one_on_every_output(case):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnsupportedOutputWarning)
         d = cls(**kwargs, cache_dir=root / "cache", **{f"output_{name}": True for name in
-                                                       ("cls", "mask", "report", "bbox")})
+                                                       OUTPUT_FLAGS})
     readable, failing = [], []
     for i in range(len(d)):
         try:
@@ -270,6 +272,35 @@ def test_cls_mask_marks_every_unusable_target(case):
         assert set(s["cls"].float().numpy()[usable].tolist()) <= {0.0, 1.0}
     batch = radharmony.collate([d[0], d[len(d) - 1]])
     assert batch["cls_mask"].shape == batch["cls"].shape
+
+
+def test_reg_grade_side_masks_mark_every_unknown_target(case):
+    """``reg`` / ``grade`` / ``side`` follow the table: a mask 0 exactly where the table has
+    no value, grades 0-4, a side ``[left, right]`` as the table says it."""
+    from radharmony.data.sampling import SIDE_BITS
+
+    key, cls, kwargs, ds, root = case
+    spec = cls.spec
+    kinds = {"reg": spec.reg_cols, "grade": spec.grade_cols, "side": spec.side_cols}
+    if not any(kinds.values()):
+        pytest.skip(f"{key} has no regression, grade or side columns")
+    d = cls(**kwargs, cache_dir=root / "cache", **{f"output_{k}": True for k, c in
+                                                   kinds.items() if c})
+    for i in sorted({0, len(d) // 2, len(d) - 1}):
+        s, row = d[i], d.harmonized_df.iloc[i]
+        for name, cols in kinds.items():
+            if not cols:
+                continue
+            cells = row[list(cols)].tolist()
+            if name == "side":
+                known = [c in SIDE_BITS for c in cells]
+                assert s["side"].tolist() == [list(SIDE_BITS.get(c, (0.0, 0.0))) for c in cells]
+            else:
+                known = [c == c for c in cells]
+                assert s[name].tolist() == [c if k else 0.0 for c, k in zip(cells, known)]
+            assert s[name + "_mask"].tolist() == [float(k) for k in known], (key, name)
+        if spec.grades:
+            assert set(s["grade"].tolist()) <= {0.0, 1.0, 2.0, 3.0, 4.0}
 
 
 def test_split_column_speaks_one_vocabulary(case):

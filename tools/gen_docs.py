@@ -103,6 +103,13 @@ def dataset_page(key: str) -> str:
         out.append("")
     else:
         out += ["No label columns.", ""]
+    kinds = [(f"`{c}`", "`reg`", "a regression target") for c in spec.reg_cols] + \
+        [(f"`{c}`", "`grade`", "severity 0-4") for c in spec.grade_cols] + \
+        [(f"`{c}`", "`side`", "left / right / both") for c in spec.side_cols]
+    if kinds:
+        out += ["Regression targets, grades and sides ([label kinds](../label_kinds.md)), in "
+                "output order:", "", "| column | output | kind |", "|---|---|---|",
+                *(f"| {c} | {o} | {k} |" for c, o, k in kinds), ""]
     out += ["## Views", ""]
     if spec.view_map:
         out += ["| as shipped | canonical `view` |", "|---|---|",

@@ -87,6 +87,19 @@ def table_info(df, *, spec) -> dict:
            "labels": labels,
            "reports": {"with_report": int(reports.sum()),
                        "coverage": round(float(reports.mean()), 4) if n else None}}
+    if spec.reg_cols:  # regression targets: how many known, their range
+        out["targets"] = {c: {"known": int(df[c].notna().sum()),
+                              "mean": round(float(df[c].mean()), 2) if df[c].notna().any()
+                              else None,
+                              "min": float(df[c].min()) if df[c].notna().any() else None,
+                              "max": float(df[c].max()) if df[c].notna().any() else None}
+                          for c in spec.reg_cols}
+    if spec.grades:  # graded findings: images per grade 0-4 (and unknown), sides given
+        out["grades"] = {f: {**{str(g): int((df[c] == g).sum()) for g in range(5)},
+                             "missing": int(df[c].isna().sum())}
+                         for f, c in zip(spec.grades, spec.grade_cols)}
+        out["sides"] = {f: {str(k): int(v) for k, v in df[c].value_counts().items()}
+                        for f, c in zip(spec.sides, spec.side_cols)}
     if "boxes" in df.columns:
         per_label = pd.Series([b.get("label") for bs in df["boxes"] for b in bs],
                               dtype=object).value_counts()
@@ -124,6 +137,16 @@ def _info_text(results: list[dict]) -> str:
                 lines.append(f"    {name:<28}{c['positive']:>8}{c['negative']:>8}"
                              f"{c['uncertain']:>8}{c['missing']:>8}   "
                              f"{100 * (c['prevalence'] or 0):.1f}%")
+        for name, t in r.get("targets", {}).items():
+            lines.append(f"  {name}: {t['known']:,} known" + (
+                f", mean {t['mean']:g}, {t['min']:g} to {t['max']:g}" if t["known"] else ""))
+        if r.get("grades"):
+            lines.append("  grades (none / questionable / mild / moderate / severe / missing)"
+                         " and sides:")
+            for name, c in r["grades"].items():
+                sides = ", ".join(f"{k} {v}" for k, v in r["sides"].get(name, {}).items())
+                lines.append(f"    {name:<28}" + "".join(f"{c[str(g)]:>8}" for g in range(5))
+                             + f"{c['missing']:>8}" + (f"   {sides}" if sides else ""))
         if "study_level" in r:
             from ..studies.info import study_info_text
 

@@ -23,7 +23,8 @@ def collate(batch: list[dict]) -> dict:
     never fails on them; turn the boxes into one padded tensor with :func:`pad_boxes` when a
     model wants that. ``report`` is a list of ``str`` and ``has_report`` a (B,) bool tensor,
     as torch's default collate gives them (a sample without a report has ``report`` "" and
-    ``has_report`` False; see :data:`radharmony.data.sampling.NO_REPORT`). Study samples'
+    ``has_report`` False; see :data:`radharmony.data.sampling.NO_REPORT`). ``reg`` (R,),
+    ``grade`` (G,) and ``side`` (S, 2) stack like ``cls``, with their masks. Study samples'
     ``img`` (K, 1, S, S) and ``img_mask`` (K,) of different K are padded to the largest K;
     packed study samples' ``img`` (n, 1, S, S) are concatenated, ``(sum n, 1, S, S)``, with
     ``num_images`` (B,) (see :func:`pad_packed`).

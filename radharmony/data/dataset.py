@@ -51,6 +51,9 @@ class TableRows:
     labels: np.ndarray | None
     boxes: np.ndarray | None
     roots: np.ndarray | None  # per-row image root when the table spans several roots
+    reg: np.ndarray | None = None     # (N, R) float32 regression targets, NaN unknown
+    grades: np.ndarray | None = None  # (N, G) float32 grades 0-4, NaN unknown
+    sides: np.ndarray | None = None   # (N, S) object: "left" / "right" / "both" / None
 
     @classmethod
     def of(cls, df: pd.DataFrame, spec: DatasetSpec, image_roots) -> "TableRows":
@@ -63,7 +66,12 @@ class TableRows:
                    labels=df[list(spec.label_cols)].to_numpy(np.float32)
                    if spec.label_cols else None,
                    boxes=df["boxes"].to_numpy(dtype=object) if "boxes" in df.columns else None,
-                   roots=roots)
+                   roots=roots,
+                   reg=df[list(spec.reg_cols)].to_numpy(np.float32) if spec.reg_cols else None,
+                   grades=df[list(spec.grade_cols)].to_numpy(np.float32)
+                   if spec.grades else None,
+                   sides=df[list(spec.side_cols)].to_numpy(dtype=object)
+                   if spec.sides else None)
 
 
 class BaseRadiologicalDataset(SampleReads, Subsets, torch.utils.data.Dataset,
@@ -84,6 +92,10 @@ class BaseRadiologicalDataset(SampleReads, Subsets, torch.utils.data.Dataset,
         csv_path: the dataset's metadata file; auto-discovered when omitted.
         output_cls, output_mask, output_report, output_bbox: add ``cls``, ``mask``,
             ``report``, ``bbox``. A flag the dataset cannot provide warns and adds nothing.
+        output_reg, output_grade, output_side: add the regression targets ``reg`` with
+            ``reg_mask``, the findings' severities ``grade`` (0-4) with ``grade_mask``, their
+            sides ``side`` (``[left, right]`` each) with ``side_mask`` (see
+            :mod:`radharmony.data.sampling`; ``docs/label_kinds.md``).
         bbox_annotator, bbox_merge_iou: which boxes ``bbox`` holds when several annotators
             boxed an image (see :class:`radharmony.annotations.boxes.BoxSelection`): all
             (default), one annotator (``"first"`` per image, or an id), or merged across
@@ -151,7 +163,9 @@ class BaseRadiologicalDataset(SampleReads, Subsets, torch.utils.data.Dataset,
                  csv_path: str | os.PathLike | None = None, transform: Callable | None = None,
                  *, output_cls: bool = False, output_mask: bool = False,
                  output_report: bool = False, output_bbox: bool = False,
-                 bbox_annotator: str | None = None, bbox_merge_iou: float | None = None,
+                 output_reg: bool = False, output_grade: bool = False,
+                 output_side: bool = False, bbox_annotator: str | None = None,
+                 bbox_merge_iou: float | None = None,
                  cache_dir: str | os.PathLike | None = "./cache",
                  dtype: torch.dtype = torch.bfloat16, harmonized_df: pd.DataFrame | None = None,
                  harmonizer: BaseHarmonizer | None = None,
@@ -193,7 +207,9 @@ class BaseRadiologicalDataset(SampleReads, Subsets, torch.utils.data.Dataset,
         self.dtype = dtype
         self.box_selection = BoxSelection(annotator=bbox_annotator, merge_iou=bbox_merge_iou)
         self.outputs = self._supported_outputs(cls=output_cls, mask=output_mask,
-                                               report=output_report, bbox=output_bbox)
+                                               report=output_report, bbox=output_bbox,
+                                               reg=output_reg, grade=output_grade,
+                                               side=output_side)
         self.user_transform = None if isinstance(transform, DefaultTransform) else transform
         self.pipeline = transform if isinstance(transform, DefaultTransform) \
             else DefaultTransform()

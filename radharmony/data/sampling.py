@@ -1,7 +1,9 @@
 """One sample assembly for every read path: ``__getitem__``, batched reads and the loader.
 
 A sample is ``{"sample_id", "img", ...outputs}``; with ``cls`` comes ``cls_mask`` (1 where the
-target is a usable 0/1, see :func:`cls_targets`). The image arrives either as the pipeline's
+target is a usable 0/1, see :func:`cls_targets`), with ``reg`` / ``grade`` / ``side`` their
+``reg_mask`` / ``grade_mask`` / ``side_mask`` (1 where known: :func:`reg_targets`,
+:func:`side_targets`). The image arrives either as the pipeline's
 quantized array with its :class:`~radharmony.imaging.geometry.Letterbox` (the built-in,
 cacheable pipeline) or as whatever a user transform returned; the outputs (``report``,
 ``cls``, ``bbox``, ``mask``, ...) are added by the dataset's
@@ -59,6 +61,9 @@ def standard_outputs(ds, index: int, sample: dict, letterbox) -> None:
     if "cls" in ds.outputs and rows.labels is not None and "cls" not in sample:
         sample["cls"], sample["cls_mask"] = cls_targets(
             rows.labels[index], getattr(ds, "uncertain", "keep"))
+    for name, values, targets in _kind_outputs(ds):
+        if name not in sample:
+            sample[name], sample[name + "_mask"] = targets(values[index])
     if "bbox" in ds.outputs:
         box_outputs(ds, index, sample, letterbox)
     if "mask" in ds.outputs:
@@ -94,6 +99,48 @@ def cls_targets(labels: np.ndarray, uncertain: str = "keep") -> tuple[torch.Tens
     return torch.from_numpy(cls), torch.from_numpy(mask)
 
 
+def reg_targets(values: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(values, mask)`` from one row (or ``(B, K)`` rows) of regression targets or grades
+    (NaN unknown): unknown values are 0 and masked (mask 0).
+
+    >>> reg, mask = reg_targets(np.array([131.0, np.nan], np.float32))
+    >>> reg.tolist(), mask.tolist()
+    ([131.0, 0.0], [1.0, 0.0])
+    """
+    known = ~np.isnan(values)
+    return (torch.from_numpy(np.where(known, values, np.float32(0.0)).astype(np.float32)),
+            torch.from_numpy(known.astype(np.float32)))
+
+
+#: a side's ``[left, right]``
+SIDE_BITS = {"left": (1.0, 0.0), "right": (0.0, 1.0), "both": (1.0, 1.0)}
+
+
+def side_targets(values: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(side (..., S, 2) [left, right], side_mask (..., S))`` from one row (or rows) of
+    side cells: a side not said (None) is ``[0, 0]`` and masked.
+
+    >>> side, mask = side_targets(np.array(["left", None, "both"], object))
+    >>> side.tolist(), mask.tolist()
+    ([[1.0, 0.0], [0.0, 0.0], [1.0, 1.0]], [1.0, 0.0, 1.0])
+    """
+    values = np.asarray(values, dtype=object)
+    flat = values.reshape(-1)
+    bits = np.array([SIDE_BITS.get(v, (0.0, 0.0)) for v in flat], np.float32).reshape(
+        *values.shape, 2)
+    mask = np.array([v in SIDE_BITS for v in flat], np.float32).reshape(values.shape)
+    return torch.from_numpy(bits), torch.from_numpy(mask)
+
+
+def _kind_outputs(ds) -> list:
+    """``(output, the rows' values, its targets function)`` of each requested reg, grade and
+    side output the table holds."""
+    rows = ds.rows
+    return [(name, values, targets) for name, values, targets in (
+        ("reg", rows.reg, reg_targets), ("grade", rows.grades, reg_targets),
+        ("side", rows.sides, side_targets)) if name in ds.outputs and values is not None]
+
+
 def box_outputs(ds, index: int, sample: dict, letterbox) -> None:
     """``bbox`` (N, 4) x_min, y_min, x_max, y_max in output pixels, ``bbox_labels`` and
     ``bbox_annotators`` from the table's ``boxes`` column (list of dicts per image).
@@ -113,11 +160,15 @@ def box_outputs(ds, index: int, sample: dict, letterbox) -> None:
 def batch_outputs(ds, indices: np.ndarray) -> dict:
     """The outputs of rows ``indices`` computed for the whole batch at once, one tensor per
     key whose rows go to the samples (see :meth:`~radharmony.data.dataset.
-    BaseRadiologicalDataset.batch_outputs`): ``cls`` and ``cls_mask`` when requested."""
-    if "cls" not in ds.outputs or ds.rows.labels is None:
-        return {}
-    cls, mask = cls_targets(ds.rows.labels[indices], getattr(ds, "uncertain", "keep"))
-    return {"cls": cls, "cls_mask": mask}
+    BaseRadiologicalDataset.batch_outputs`): ``cls`` and ``cls_mask``, ``reg``, ``grade``,
+    ``side`` and their masks, when requested."""
+    out = {}
+    if "cls" in ds.outputs and ds.rows.labels is not None:
+        out["cls"], out["cls_mask"] = cls_targets(ds.rows.labels[indices],
+                                                  getattr(ds, "uncertain", "keep"))
+    for name, values, targets in _kind_outputs(ds):
+        out[name], out[name + "_mask"] = targets(values[indices])
+    return out
 
 
 def assemble(ds, index: int, img, letterbox, given: dict | None = None) -> dict:

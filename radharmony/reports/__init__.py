@@ -10,13 +10,14 @@ See ``docs/report_labels.md`` for the rules, the aggregation and the validation 
 """
 
 from .labeler import EXPLAIN_COLUMNS, ReportInputError, label_reports
+from .grades import report_grades
 from .rules import LABELER_VERSION, Rule, RuleError, Rules, builtin_rules, load_rules
 from .sections import section_spans, split_sections
 from .findings import FINDINGS, columns
 
-__all__ = ["label_reports", "split_sections", "section_spans", "load_rules", "builtin_rules",
-           "labeler_key", "Rules", "Rule", "RuleError", "ReportInputError", "LABELER_VERSION",
-           "FINDINGS", "EXPLAIN_COLUMNS", "columns"]
+__all__ = ["label_reports", "report_grades", "split_sections", "section_spans", "load_rules",
+           "builtin_rules", "labeler_key", "Rules", "Rule", "RuleError", "ReportInputError",
+           "LABELER_VERSION", "FINDINGS", "EXPLAIN_COLUMNS", "columns"]
 
 
 def labeler_key(rules=None) -> str:

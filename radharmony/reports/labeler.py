@@ -39,6 +39,7 @@ from ..errors import RadHarmonyError, check_choice
 from .rules import Rules, resolve_rules
 from .sections import LABELLED, section_name, section_spans
 from .findings import NO_FINDING, NOT_ABNORMAL, VOCABULARIES, columns, feeds
+from .grades import LATERAL, mention_kinds, sentence_words
 
 _SENTENCE_END = re.compile(r"(?<!\bvs)[.!?]+(?=\s|$)|\n[ \t]*\n")  # "vs." goes on
 _RANK = {1.0: 3, -1.0: 2, 0.0: 1}
@@ -66,10 +67,13 @@ _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrst
 class _Labeler:
     """Finding-level results of one text: ``{finding: (value, evidence or None)}``."""
 
-    def __init__(self, rules: Rules, explain: bool, probable: str = "uncertain"):
+    def __init__(self, rules: Rules, explain: bool, probable: str = "uncertain",
+                 kinds: bool = False):
         self.rules, self.explain = rules, explain
         self.fixed = {**_FIXED, "probable": PROBABLE[probable]}
         self.cue_value = {**_CUE_VALUE, "probable": PROBABLE[probable]}
+        self.kinds = kinds  # also note each mention's grade and side (radharmony.reports.grades)
+        self.notes = None
 
     def label_text(self, text: str, spans: list[tuple[str, int, int]], out: dict) -> None:
         low = _lower(text)
@@ -77,7 +81,15 @@ class _Labeler:
         for section, s, e in spans:
             sentences = None
             cue_cache: dict[int, list] = {}
+            word_cache: dict[int, tuple] = {}
+            prev_end = prev_start = s
             for ms, me, rule in mentions.finditer(low, s, e):
+                # a grade's or side's words reach back to the previous mention, or past it to
+                # its own words when only a coordinator stands between ("left infiltrate
+                # versus atelectasis")
+                last = prev_start if self.kinds and _coordinated(low, prev_end, ms) \
+                    else prev_end
+                prev_end, prev_start = me, last
                 if rule.kind == "exclude" or rule.kind == "anaphor" and not any(
                         out.get(f, (0.0,))[0] != 0.0 for f in rule.findings):
                     continue
@@ -85,6 +97,7 @@ class _Labeler:
                     sentences = [s] + [b.end() for b in _SENTENCE_END.finditer(low, s, e)] + [e]
                 k = bisect_right(sentences, ms) - 1
                 ss, se = sentences[k], sentences[k + 1]
+                cues = None
                 if rule.kind in self.fixed:
                     value, cue = self.fixed[rule.kind], None
                 else:
@@ -94,11 +107,36 @@ class _Labeler:
                     value, cue = self._decide(cues, ms, me)
                     if value is None:
                         continue
+                if self.kinds:
+                    words = word_cache.get(k)
+                    if words is None:
+                        words = word_cache[k] = sentence_words(low, ss, se)
+                    self._note(words, rule, value, max(ss, last), ms, me, se, cues)
                 for finding in rule.findings:
                     old = out.get(finding)
                     if old is None or _RANK[value] > _RANK[old[0]]:
                         ev = (text, section, ss, se, ms, me, rule, cue) if self.explain else None
                         out[finding] = (value, ev)
+
+    def _note(self, words: tuple, rule, value: float, start: int, ms: int, me: int, end: int,
+              cues) -> None:
+        """Note the grade and side of a decided mention in the window ``[start, end)`` cut
+        at the clause's terminators (see :mod:`radharmony.reports.grades`)."""
+        if not (words[0] or words[1]):  # a sentence without severity or side words
+            for finding in rule.findings:
+                self.notes.add(finding, value, math.nan, 0)
+            return
+        for cs, ce, cue_rule in cues or ():
+            if cue_rule.kind == "terminator":
+                if ce <= ms:
+                    start = max(start, ce)
+                elif cs >= me:
+                    end = min(end, cs)
+                    break
+        lateral = not LATERAL.isdisjoint(rule.findings)
+        grade, bits = mention_kinds(words, start, ms, me, end, lateral=lateral)
+        for finding in rule.findings:
+            self.notes.add(finding, value, grade, bits if lateral and finding in LATERAL else 0)
 
     def _cues(self, low: str, ss: int, se: int) -> list:
         return list(self.rules.cues.finditer(low, ss, se))
@@ -133,6 +171,14 @@ class _Labeler:
         if post is not None:
             return self.cue_value[post[2].kind], post
         return 1.0, None
+
+
+_COORDINATORS = frozenset({"and", "or", "versus", "vs", "vs.", "and/or", "/", ",", "&", ""})
+
+
+def _coordinated(low: str, prev_end: int, ms: int) -> bool:
+    """Whether only a coordinator (or nothing) stands between two mentions."""
+    return ms - prev_end <= 9 and low[prev_end:ms].strip() in _COORDINATORS
 
 
 def _items(texts) -> tuple[list, pd.Index]:

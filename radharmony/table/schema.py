@@ -10,7 +10,7 @@ import pandas as pd
 from ..errors import SchemaError
 from ..annotations.boxes import parse_boxes
 from ..cells import parse_literal
-from ..spec import DatasetSpec
+from ..spec import GRADE_LEVELS, SIDES, DatasetSpec
 from .paths import check_relative_path, plainly_clean
 from .questions import check_questions
 
@@ -137,8 +137,11 @@ def validate(df: pd.DataFrame, spec: DatasetSpec, *, source: str = "harmonized t
             raise SchemaError(f"{source}: label column {col!r} holds an infinity",
                               expected="finite labels or missing (NaN)", found="inf",
                               fix="check the metadata entries of this label")
+    kinds = _label_kinds(spec)
     for col in spec.extra_cols:
-        if col != "boxes":
+        if col in kinds:
+            out[col] = kinds[col](out[col], name=col, source=source)
+        elif col != "boxes":
             out[col] = _typed(out[col], spec.column_types.get(col, "text"),
                               width=spec.zero_pad.get(col), name=col, source=source)
     if "boxes" in out.columns:
@@ -151,6 +154,61 @@ def validate(df: pd.DataFrame, spec: DatasetSpec, *, source: str = "harmonized t
     if questions:
         check_questions(out, spec, source, lambda p, where: isinstance(p, str) and
                         plainly_clean(p) or check_relative_path(p, where=where))
+    return out
+
+
+def _label_kinds(spec: DatasetSpec) -> dict:
+    """Each regression, grade and side column of ``spec`` -> the check that types it; every
+    one must be among the extra columns."""
+    kinds = {**dict.fromkeys(spec.reg_cols, _reg_values),
+             **dict.fromkeys(spec.grade_cols, _grade_values),
+             **dict.fromkeys(spec.side_cols, _side_values)}
+    undeclared = [c for c in kinds if c not in spec.extra_cols]
+    if undeclared:
+        raise SchemaError(f"dataset {spec.key!r}: label columns outside extra_cols",
+                          expected="every reg_cols, grade and side column among extra_cols",
+                          found=f"{undeclared} not declared",
+                          fix="add them to the DatasetSpec's extra_cols")
+    return kinds
+
+
+def _kind_error(source: str, name: str, expected: str, found) -> SchemaError:
+    return SchemaError(f"{source}: column {name!r} holds a value out of its kind",
+                       expected=expected, found=repr(found)[:120],
+                       fix="harmonize again with this dataset's harmonizer")
+
+
+def _reg_values(col: pd.Series, *, name: str, source: str) -> pd.Series:
+    """A regression target: finite floats, NaN where unknown."""
+    try:
+        out = pd.to_numeric(col).astype(np.float64)
+    except (TypeError, ValueError) as exc:
+        raise _kind_error(source, name, "a number or missing", exc) from None
+    if np.isinf(out.to_numpy()).any():
+        raise _kind_error(source, name, "a finite number or missing", "inf")
+    return out
+
+
+def _grade_values(col: pd.Series, *, name: str, source: str) -> pd.Series:
+    """A grade: 0-4 (the index of :data:`GRADE_LEVELS`), NaN where unknown."""
+    try:
+        out = pd.to_numeric(col).astype(np.float32)
+    except (TypeError, ValueError) as exc:
+        raise _kind_error(source, name, "a grade 0-4 or missing", exc) from None
+    v = out.to_numpy()
+    bad = ~np.isnan(v) & ~np.isin(v, np.arange(len(GRADE_LEVELS), dtype=np.float32))
+    if bad.any():
+        raise _kind_error(source, name, f"a grade 0-{len(GRADE_LEVELS) - 1} "
+                          f"({', '.join(GRADE_LEVELS)}) or missing", v[bad][0])
+    return out
+
+
+def _side_values(col: pd.Series, *, name: str, source: str) -> pd.Series:
+    """A side: one of :data:`SIDES`, None where not said."""
+    out = _text(col, None)
+    bad = out.map(lambda v: v is not None and v not in SIDES)
+    if bad.any():
+        raise _kind_error(source, name, f"one of {SIDES} or missing", out[bad].iloc[0])
     return out
 
 

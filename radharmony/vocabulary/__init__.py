@@ -15,11 +15,13 @@ module declares ``label_map`` in its spec; :func:`derive_findings` applies the r
 from __future__ import annotations
 
 from .derive import derive_findings, derive_report
+from .kinds import GRADE_LEVELS, SIDES, TARGETS, check_kinds, grade_presence, side_of
 from .table import (RELATIONS, VocabularyError, ancestors, check_label_map, descendants,
                     finding_ids, findings, mapping)
 
 #: canonical finding ids, in vocabulary order
 FINDINGS: tuple[str, ...] = finding_ids()
 
-__all__ = ["FINDINGS", "RELATIONS", "VocabularyError", "ancestors", "check_label_map",
-           "derive_findings", "derive_report", "descendants", "findings", "mapping"]
+__all__ = ["FINDINGS", "GRADE_LEVELS", "RELATIONS", "SIDES", "TARGETS", "VocabularyError",
+           "ancestors", "check_kinds", "check_label_map", "derive_findings", "derive_report",
+           "descendants", "findings", "grade_presence", "mapping", "side_of"]

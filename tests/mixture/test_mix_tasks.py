@@ -18,7 +18,9 @@ from radharmony.mixture.tasks.reports import both_target
 TASK_NAMES = ["report_findings", "report_findings_indication", "report_impression",
               "report_impression_indication", "report_findings_impression",
               "report_findings_impression_indication", "summarize_impression",
-              "classify_findings", "finding_question", "classify_view", "vqa_mcq", "vqa_closed",
+              "classify_findings", "finding_question",
+              "estimate_measures", "grade_findings",  # issue 54: regression targets, grades
+              "classify_view", "vqa_mcq", "vqa_closed",
               "vqa_open", "image_text_matching",
               # issue 42: grounding and temporal families
               "detect_findings", "detect_no_finding", "grounded_diagnosis", "phrase_grounding",

@@ -8,7 +8,8 @@ from .base import (CAPABILITIES, NEEDS, TASKS, Draft, Rendered, Task, capabiliti
                    prompt_slots, register_capability, register_task)
 
 #: the modules of task families, imported in this order (the registry's order)
-FAMILIES = ("reports", "labels", "views", "vqa", "matching", "grounding", "temporal", "captions")
+FAMILIES = ("reports", "labels", "measures", "views", "vqa", "matching", "grounding",
+            "temporal", "captions")
 
 for _name in FAMILIES:
     import_module(f"{__name__}.{_name}")
