@@ -35,7 +35,8 @@ import orjson
 
 from ..errors import RadHarmonyError
 from .box_fast import read_strict, strict_mask
-from .boxes import ImageFrame, RADFACT_KEYS, _params, check_dialect, from_units, unit_limits
+from .box_frame import (ImageFrame, RADFACT_KEYS, _params, check_dialect, from_units,
+                        unit_limits)
 
 _NUM = r"(-?\d+(?:\.\d+)?)"
 _OBJ_OPEN = re.compile(r"<\s*obj\s*>")
