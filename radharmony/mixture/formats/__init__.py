@@ -77,7 +77,10 @@ def export_mixture(out: str | os.PathLike, fmt: str, dest: str | os.PathLike, *,
     Returns:
         a summary: ``format``, ``dest``, ``split``, ``entries`` written, ``skipped`` (reason ->
         records left out: ``no frontal image``, ``text-only``, ``not report generation``,
-        ``no image``, ``no target``), ``images`` (``mode``, ``size``, ``folder``, ``written``).
+        ``no image``, ``no target``), ``boxes`` (grounded records' boxes written again for
+        the image this export points at or the format's dialect: ``rewritten``, and
+        ``clipped`` / ``dropped`` by MAIRA-2's crop; :mod:`radharmony.mixture.reframe`),
+        ``images`` (``mode``, ``size``, ``folder``, ``written``).
     """
     spec = FORMATS.get(fmt)
     if spec is None:
@@ -89,11 +92,13 @@ def export_mixture(out: str | os.PathLike, fmt: str, dest: str | os.PathLike, *,
     out, dest = Path(out), Path(dest)
     manifest = read_manifest(out)
     ex = Export(out, manifest, dest, images=images, image_folder=image_folder,
-                cache_dir=cache_dir, workers=workers, engine=engine, fmt=fmt)
+                cache_dir=cache_dir, workers=workers, engine=engine, fmt=fmt,
+                dialect=getattr(spec, "dialect", None))
+    columns = list(dict.fromkeys([*spec.columns, "fields"]))  # the boxes' source pixels
     from tqdm.auto import tqdm
 
     try:
-        batches = tqdm(record_batches(out, spec.columns, split), unit="row group",
+        batches = tqdm(record_batches(out, columns, split), unit="row group",
                        desc=f"exporting {out.name} ({fmt})", disable=not progress)
         with paused_gc():  # a row group's records and entries: ~10 objects each, no cycles
             entries = (_r2gen if fmt == "r2gen" else _list)(batches, dest, ex, spec)
@@ -141,7 +146,7 @@ def _list(batches, dest: Path, ex: Export, spec) -> int:
     try:
         for recs in batches:
             for rec in recs:
-                entry = spec.entry(rec, ex)
+                entry = spec.entry(ex.reframed(rec), ex)
                 if entry is not None:
                     target.write(entry)
             ex.flush()
@@ -159,7 +164,7 @@ def _r2gen(batches, dest: Path, ex: Export, spec) -> int:
     try:
         for recs in batches:
             for rec in recs:
-                entry = spec.entry(rec, ex)
+                entry = spec.entry(ex.reframed(rec), ex)
                 if entry is not None:
                     if entry["split"] not in parts:
                         raise ExportError(f"Record {entry['id']} has the split "

@@ -36,6 +36,7 @@ import orjson
 from ...errors import check_choice
 from ...export.codec import ExportError, png_bytes
 from ..reading import dictionary_paths, table_records
+from ..box_frame import ImageFrame
 from ..images import SourceImages, image_size
 from ..records import RECORDS_NAME, fields_of, source_roots
 
@@ -92,8 +93,10 @@ class Export:
     """One export's settings, its image references and what it skipped (see the module doc)."""
 
     def __init__(self, out: Path, manifest: dict, dest: Path, *, images: str | None,
-                 image_folder, cache_dir, workers: int | None, engine: str, fmt: str = ""):
+                 image_folder, cache_dir, workers: int | None, engine: str, fmt: str = "",
+                 dialect: str | None = None):
         self.out, self.manifest, self.dest, self.fmt = out, manifest, dest, fmt
+        self.dialect = dialect  # the format's own box dialect (None: the build's)
         self._looked: set[str] = set()  # sources whose first original image was read
         mode = images if images is not None else (manifest.get("images") or {}).get(
             "mode", "original")
@@ -112,6 +115,7 @@ class Export:
         self.size = image_size(manifest) if self.mode == "cache" else None
         self.cache_dir = cache_dir
         self.skipped: Counter = Counter()
+        self.boxes: Counter = Counter()  # boxes written again: rewritten, clipped, dropped
         self.pending: list[tuple[str, str]] = []
         self.seen: set[int] = set()
         self.written = 0
@@ -184,6 +188,34 @@ class Export:
     def skip(self, reason: str) -> None:
         self.skipped[reason] += 1
 
+    # -- boxes --------------------------------------------------------------------------------
+    def reframed(self, rec: dict) -> dict:
+        """``rec`` with its boxes written for the image this export points at, in the
+        format's dialect (:mod:`radharmony.mixture.reframe`); a record without boxes, or
+        whose boxes are already there, as it is."""
+        text = rec.get("fields")
+        if not text or '"frame":{' not in text:
+            return rec
+        f = fields(rec)
+        if not f.get("boxes") or f.get("dialect") is None:
+            return rec
+        from ..reframe import convert, new_frame, rewrite
+
+        old = ImageFrame.coerce(f["frame"])
+        frame = new_frame(old, self.mode, self.size)
+        want = self.dialect or f["dialect"]
+        if want == f["dialect"]:
+            if frame == old:
+                return rec
+            moved = rewrite(rec["record_id"], rec["prompt"], rec["target"], f, frame)
+        else:
+            moved = convert(rec["record_id"], rec["target"], f, frame, want)
+            moved.prompt = rec["prompt"]
+        self.boxes["rewritten"] += len(f["boxes"])
+        self.boxes["clipped"] += moved.clipped
+        self.boxes["dropped"] += moved.dropped
+        return {**rec, "prompt": moved.prompt, "target": moved.target}
+
     # -- PNGs ---------------------------------------------------------------------------------
     def flush(self) -> None:
         """Write the PNGs of the images referred to since the last flush."""
@@ -239,6 +271,7 @@ class Export:
     def summary(self, fmt: str, entries: int, split: str | None) -> dict:
         return {"format": fmt, "dest": str(self.dest), "split": split, "entries": entries,
                 "skipped": dict(sorted(self.skipped.items())),
+                "boxes": {k: self.boxes[k] for k in ("rewritten", "clipped", "dropped")},
                 "images": {"mode": self.mode, "size": self.size,
                            "folder": None if self.folder is None else str(self.folder),
                            "written": self.written}}

@@ -1,0 +1,81 @@
+"""Grounded records exported for another image than the build's (``images=``) or in a format's
+own dialect (``maira2``): every box written again from the record's fields, where a build for
+that image would have put it, or the record refused -- never a box left in the old frame."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from radharmony.errors import RadHarmonyError
+from radharmony.mixture.builder import build
+from radharmony.mixture.formats import export_mixture
+from test_grounded_tasks import roots  # noqa: F401 (fixture: the grounded replicas)
+from trainer_readers import read_hf_chat
+
+TASKS = {"object_cxr_train": {"locate_foreign_objects": "all"},
+         "ms_cxr": {"phrase_grounding": "all", "grounded_captioning": "all"}}
+
+
+def _mix(folder, roots, dialect, images, tasks=TASKS):
+    sources = [{"dataset": k, "root": roots[k], "split": "all", "tasks": t}
+               for k, t in tasks.items()]
+    spec = {"name": "b", "seed": 1, "valid": 0.0, "sources": sources, "boxes": dialect,
+            "images": images}
+    build(spec, folder, progress=False)
+    return folder
+
+
+def _chat(path) -> dict:
+    return {r["id"]: (r["messages"][0]["content"][-1]["text"],
+                      r["messages"][1]["content"][0]["text"]) for r in read_hf_chat(path)}
+
+
+@pytest.mark.parametrize("dialect", ["pixels", "chexagent", "maira2"])
+def test_an_export_for_another_image_writes_the_boxes_a_build_for_it_writes(tmp_path, roots,
+                                                                           dialect):
+    # 224: the size an export of an original-mode build writes cached images at
+    cached = _mix(tmp_path / "c", roots, dialect, {"mode": "cache", "size": 224})
+    original = _mix(tmp_path / "o", roots, dialect, {"mode": "original"})
+    pairs = [(cached, "original", original)]
+    if dialect != "maira2":  # MAIRA-2 on the original drops boxes its crop leaves out
+        pairs.append((original, "cache", cached))
+    for mix, images, same in pairs:
+        s = export_mixture(mix, "hf-chat", tmp_path / images / "x.jsonl", images=images,
+                           progress=False)
+        export_mixture(same, "hf-chat", tmp_path / images / "want.jsonl", progress=False)
+        got, want = _chat(tmp_path / images / "x.jsonl"), _chat(tmp_path / images / "want.jsonl")
+        assert got == want and len(got) > 10
+        recs = pd.read_parquet(mix / "records.parquet")
+        changed = sum(got[r] != (p, t) for r, p, t in recs[["record_id", "prompt", "target"]]
+                      .itertuples(index=False))
+        assert changed > 5  # the captions' prompts among them
+        n_boxes = sum(len(json.loads(f).get("boxes") or []) for f in recs["fields"])
+        assert s["boxes"]["rewritten"] == n_boxes
+        # the 400 x 200 and 200 x 400 images' edge boxes: outside MAIRA-2's crop
+        assert s["boxes"]["dropped"] == (3 if (dialect, images) == ("maira2", "original")
+                                         else 0)
+
+
+def test_the_builds_own_images_leave_the_text_alone(tmp_path, roots):
+    mix = _mix(tmp_path / "m", roots, "chexagent", {"mode": "cache", "size": 64})
+    s = export_mixture(mix, "hf-chat", tmp_path / "x.jsonl", progress=False)
+    assert s["boxes"] == {"rewritten": 0, "clipped": 0, "dropped": 0}
+
+
+def test_a_text_that_does_not_match_its_fields_is_refused(tmp_path, roots):
+    import pyarrow.parquet as pq
+
+    mix = _mix(tmp_path / "m", roots, "chexagent", {"mode": "cache", "size": 64})
+    table = pq.read_table(mix / "records.parquet")
+    targets = table.column("target").to_pylist()
+    k = next(i for i, t in enumerate(targets) if t.count("<|box|>") == 1)
+    targets[k] = targets[k] + targets[k]  # two box tokens for one box
+    table = table.set_column(table.schema.get_field_index("target"), "target",
+                             [targets])
+    pq.write_table(table, mix / "records.parquet")
+    with pytest.raises(RadHarmonyError, match="2 box tokens for 1 boxes"):
+        export_mixture(mix, "llava", tmp_path / "x.json", images="original", progress=False)
+    assert not (tmp_path / "x.json").exists()
