@@ -50,7 +50,8 @@ def _abs(mix, rec, j):
 
 def test_llava_one_frontal_image_string_and_text_only(mix, tmp_path):
     summary = export_mixture(mix.out, "llava", tmp_path / "train.json", progress=False)
-    assert summary["entries"] == 14 and summary["skipped"] == {"no frontal image": 4}
+    assert summary["entries"] == 13 and summary["skipped"] == {
+        "no frontal image": 4, "needs the prior image (one-image trainer)": 1}
     got = {e["id"]: (e, f) for e, f in read_llava(tmp_path / "train.json", "/ignored")}
     assert LATERAL_ONLY not in got and not set(VQA) & set(got)
     recs = _by_id(mix)
@@ -59,7 +60,7 @@ def test_llava_one_frontal_image_string_and_text_only(mix, tmp_path):
     assert entry["conversations"] == [
         {"from": "human", "value": "<image>\n" + FINDINGS_PROMPT},
         {"from": "gpt", "value": recs[STUDY_PA_LAT]["target"]}]
-    assert got[WITH_PRIOR][0]["image"] == _abs(mix, recs[WITH_PRIOR], 1)  # the PA, 2nd
+    assert WITH_PRIOR not in got  # its prompt compares with a prior LLaVA-1.5 cannot see
     text, file = got[SUMMARY]
     assert "image" not in text and file is None
     assert text["conversations"][0]["value"].startswith("Summarise these findings")
@@ -91,9 +92,10 @@ def test_a_list_image_fails_llava_but_not_onevision(mix, tmp_path):
 
 def test_llava_rad_keys_and_labels(mix, tmp_path):
     summary = export_mixture(mix.out, "llava-rad", tmp_path / "rad.json", progress=False)
-    assert summary["skipped"] == {"no frontal image": 4, "text-only": 1}
+    assert summary["skipped"] == {"no frontal image": 4, "text-only": 1,
+                                  "needs the prior image (one-image trainer)": 1}
     rows = {e["id"]: e for e, _ in read_llava_rad(tmp_path / "rad.json", "/")}
-    assert len(rows) == 13  # every entry's view is AP or PA
+    assert len(rows) == 12  # every entry's view is AP or PA
     study = rows[STUDY_PA_LAT]
     assert (study["view"], study["generate_method"]) == ("PA", "rule-based")
     assert study["reason"] == study["indication"] == _by_id(mix)[STUDY_PA_LAT]["fields"][
@@ -162,10 +164,12 @@ def test_cached_images_are_the_letterboxed_pixels_as_pngs(cached, tmp_path):
     recs = _by_id(cached)
     for entry, files in read_onevision(dest, folder):
         rec = recs[entry["id"]]
-        assert entry.get("image", []) == [f"{rec['source']}/{p}.png" for p in rec["image_paths"]]
+        paths = rec["image_paths"] + rec["fields"].get("prior_image_paths", [])  # then prior's
+        assert entry.get("image", []) == [f"{rec['source']}/{p}.png" for p in paths]
         for j, f in enumerate(files):
             png = cv2.imread(f, cv2.IMREAD_UNCHANGED)
-            want = DefaultTransform(size=32).encode(_abs(cached, rec, j))[0]
+            want = DefaultTransform(size=32).encode(
+                os.path.join(cached.roots[rec["source"]], paths[j]))[0]
             assert png.dtype == np.uint8 and np.array_equal(png, want), f
 
 

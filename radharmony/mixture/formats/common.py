@@ -38,7 +38,8 @@ from ...export.codec import ExportError, png_bytes
 from ..reading import dictionary_paths, table_records
 from ..box_frame import ImageFrame
 from ..images import SourceImages, image_size
-from ..records import RECORDS_NAME, fields_of, source_roots
+from ..records import RECORDS_NAME, source_roots
+from .inputs import fields
 
 IMAGE_MODES = ("original", "cache")
 ENGINES = ("local", "ray")
@@ -51,19 +52,6 @@ DICOM_SUFFIXES = (".dcm", ".dicom", ".DCM", ".DICOM")
 def dumps(value) -> bytes:
     """Compact JSON bytes (no spaces, UTF-8 kept, NaN as null): the same bytes every time."""
     return orjson.dumps(value)
-
-
-def fields(rec: dict) -> dict:
-    """The record's ``fields`` as a dict (read once per record)."""
-    got = rec.get("_fields")
-    if got is None:
-        got = rec["_fields"] = fields_of(rec.get("fields"))
-    return got
-
-
-def text_or_none(value) -> str | None:
-    """A non-empty string, else None."""
-    return value if isinstance(value, str) and value.strip() else None
 
 
 def record_batches(out: Path, columns: list[str], split: str | None) -> Iterator[list[dict]]:

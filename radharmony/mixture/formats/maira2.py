@@ -9,18 +9,19 @@ lateral it was not given. Records without a frontal image are skipped."""
 from __future__ import annotations
 
 from ..images import first_lateral, key_frontal
-from .common import Export, fields, text_or_none
+from .common import Export
+from .inputs import fields, is_report, section, text_or_none
 from .llava import COLUMNS as LLAVA_COLUMNS
 from .llava import NO_FRONTAL, has_target
 from .r2gen import NOT_REPORT
 
-COLUMNS = [*LLAVA_COLUMNS, "family", "fields"]
+COLUMNS = [*LLAVA_COLUMNS, "family", "task", "fields"]
 INPUTS = ("frontal", "lateral", "prior_frontal", "prior_report", "indication", "technique",
           "comparison")
 
 
 def entry(rec: dict, ex: Export) -> dict | None:
-    if rec["family"] != "reports":
+    if not is_report(rec):
         ex.skip(NOT_REPORT)
         return None
     if not has_target(rec, ex):
@@ -44,7 +45,7 @@ def entry(rec: dict, ex: Export) -> dict | None:
               "prior_frontal": ex.ref(src, prior_paths[pk]) if pk is not None and
               pk < len(prior_paths) else None,
               "prior_report": text_or_none(f.get("prior_report")),
-              **{name: text_or_none(f.get(name))
-                 for name in ("indication", "technique", "comparison")}}
+              **{name: section(rec, name) for name in ("indication", "technique",
+                                                       "comparison")}}
     return {"id": rec["record_id"], **inputs, "target": rec["target"],
             "absent": [name for name in INPUTS if inputs[name] is None]}

@@ -8,10 +8,11 @@ evaluate on the benchmark's own test split)."""
 from __future__ import annotations
 
 from .common import Export
+from .inputs import is_report
 from .llava import COLUMNS as LLAVA_COLUMNS
 from .llava import has_target
 
-COLUMNS = [*LLAVA_COLUMNS, "family"]
+COLUMNS = [*LLAVA_COLUMNS, "family", "task"]
 #: the mixture's split -> R2Gen's
 SPLITS = {"train": "train", "valid": "val"}
 NOT_REPORT = "not report generation"
@@ -19,7 +20,7 @@ NO_IMAGE = "no image"
 
 
 def entry(rec: dict, ex: Export) -> dict | None:
-    if rec["family"] != "reports":
+    if not is_report(rec):
         ex.skip(NOT_REPORT)
         return None
     if not rec["image_paths"]:
