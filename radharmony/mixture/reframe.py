@@ -53,11 +53,18 @@ class Moved:
 def source_boxes(fields: dict) -> tuple[np.ndarray, ImageFrame, str]:
     """``(boxes (N, 4) in source pixels, the frame the text was written for, its dialect)``
     of the boxes the build wrote (those MAIRA-2's crop dropped then left out)."""
-    frame = ImageFrame.coerce(fields["frame"])
+    frame = written_frame(fields)
     xyxy = np.array([b["box"] for b in fields.get("boxes") or ()], np.float64).reshape(-1, 4)
     dialect = fields["dialect"]
     written = crop_status(xyxy, _params([frame]), np.zeros(len(xyxy), np.int64), dialect) < 2
     return xyxy[written], frame, dialect
+
+
+def written_frame(fields: dict) -> ImageFrame:
+    """The frame the record's text was written for (a record without a box may have none:
+    any frame reads a text without boxes, a one-pixel image stands in)."""
+    frame = fields.get("frame")
+    return ImageFrame.coerce(frame) if frame else ImageFrame(1, 1)
 
 
 def new_frame(old: ImageFrame, mode: str, size: int | None) -> ImageFrame:
@@ -105,4 +112,4 @@ def convert(rid: str, target: str, fields: dict, frame: ImageFrame, dialect: str
                  int((status == 2).sum()))
 
 
-__all__ = ["Moved", "TOKENS", "convert", "new_frame", "rewrite", "source_boxes"]
+__all__ = ["Moved", "TOKENS", "convert", "new_frame", "rewrite", "source_boxes", "written_frame"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -13,7 +14,7 @@ from radharmony.errors import RadHarmonyError
 from radharmony.mixture.builder import build
 from radharmony.mixture.formats import export_mixture
 from test_grounded_tasks import roots  # noqa: F401 (fixture: the grounded replicas)
-from trainer_readers import read_hf_chat
+from trainer_readers import read_hf_chat, read_maira2
 
 TASKS = {"object_cxr_train": {"locate_foreign_objects": "all"},
          "ms_cxr": {"phrase_grounding": "all", "grounded_captioning": "all"}}
@@ -79,3 +80,40 @@ def test_a_text_that_does_not_match_its_fields_is_refused(tmp_path, roots):
     with pytest.raises(RadHarmonyError, match="2 box tokens for 1 boxes"):
         export_mixture(mix, "llava", tmp_path / "x.json", images="original", progress=False)
     assert not (tmp_path / "x.json").exists()
+
+
+def test_maira2_writes_grounded_reports_and_phrases_on_its_own_frame(tmp_path, roots):
+    """PadChest-GR's grounded reports and MS-CXR's phrases, built in another dialect
+    (``pixels``) on the original images, exported as MAIRA-2's grounded targets: read by its
+    processor's rules, each box is within one bin of the source box clipped to its crop."""
+    from test_box_text import maira2_processor_read
+
+    mix = _mix(tmp_path / "m", roots, "pixels", {"mode": "original"},
+               tasks={"padchest_gr": {"grounded_report": "all"},
+                      "ms_cxr": {"phrase_grounding": "all"}})
+    s = export_mixture(mix, "maira2", tmp_path / "m.jsonl", progress=False)
+    rows = {r["id"]: r for r in read_maira2(tmp_path / "m.jsonl")}
+    recs = pd.read_parquet(mix / "records.parquet").set_index("record_id")
+    assert set(rows) == set(recs.index) and s["skipped"] == {}
+    tasks = {r["task"] for r in rows.values()}
+    assert tasks == {"grounded_reporting", "phrase_grounding"}
+    n = 0
+    for rid, row in rows.items():
+        f = json.loads(recs.loc[rid, "fields"])
+        w, h = f["frame"]["width"], f["frame"]["height"]
+        side = min(w, h)
+        lo = np.array([(w - side) // 2, (h - side) // 2] * 2, float)
+        read = maira2_processor_read(row["target"], w, h)
+        got = [b for _, bs in read for b in bs or ()]
+        want = [np.clip(b["box"], lo, lo + side) for b in f["boxes"]]
+        want = [b for b in want if b[2] > b[0] and b[3] > b[1]]  # dropped: outside the crop
+        assert len(got) == len(want)
+        for g, b in zip(got, want):
+            assert np.abs(np.array(g) - b).max() <= side / 100 + 1e-6
+            n += 1
+        if row["task"] == "grounded_reporting":  # negatives kept, without a box
+            assert [p for p, _ in read] == f["sentences"]
+        else:
+            assert row["phrase"] == f["boxes"][0]["phrase"] == read[0][0]
+        assert row["frontal"].endswith(recs.loc[rid, "image_paths"][0])
+    assert n > 3 and s["boxes"]["rewritten"] >= n

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 from formats_readers import read_llava15, read_llava_onevision
 from formats_readers import read_llava_rad as _read_llava_rad
@@ -99,17 +100,28 @@ MAIRA2_INPUTS = ("frontal", "lateral", "prior_frontal", "prior_report", "indicat
                  "technique", "comparison")
 
 
+MAIRA2_TASKS = ("findings_generation", "grounded_reporting", "phrase_grounding")
+
+
 def read_maira2(path) -> list[dict]:
     """MAIRA-2's inputs: the seven keys present (null where absent), ``absent`` naming the
-    null ones."""
+    null ones, the task one of the processor's three inputs (a phrase to ground for phrase
+    grounding); a grounded target is a sequence of ``<obj>...</obj>`` with whole
+    ``<x><y><x><y>`` boxes of bins 0..99, as its processor splits it."""
     out = []
     with open(path, encoding="utf-8") as fh:
         for line in fh:
             row = json.loads(line)
-            missing = [k for k in MAIRA2_INPUTS if k not in row]
+            missing = [k for k in (*MAIRA2_INPUTS, "task", "phrase") if k not in row]
             if missing:
                 raise KeyError(missing)
             assert row["absent"] == [k for k in MAIRA2_INPUTS if row[k] is None]
-            assert isinstance(row["frontal"], str)
+            assert isinstance(row["frontal"], str) and row["task"] in MAIRA2_TASKS
+            assert (row["phrase"] is not None) == (row["task"] == "phrase_grounding")
+            if row["task"] != "findings_generation":
+                body = re.sub(r"<obj>[^<]*(?:<box>(?:<x\d\d?><y\d\d?>){2}</box>)*</obj>", "",
+                              row["target"])
+                if body:
+                    raise ValueError(f"{row['id']}: not MAIRA-2's grounded text: {body!r}")
             out.append(row)
     return out

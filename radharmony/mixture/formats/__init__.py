@@ -11,7 +11,7 @@ millions of records is never held whole) and writes one file, entries in the rec
 ``llava-rad``       LLaVA-Rad: the LLaVA-1.5 entry + ``view``, ``reason``, ...      JSON list
 ``hf-chat``         Hugging Face chat ``messages`` + ``images`` (TRL, Qwen-VL)       JSON lines
 ``r2gen``           R2Gen ``annotation.json``: ``{"train", "val", "test"}``          JSON
-``maira2``          MAIRA-2's seven inputs per study + ``absent``                   JSON lines
+``maira2``          MAIRA-2's inputs per study, grounded reports and phrases        JSON lines
 =================== =============================================================== ==========
 
 Each format's module says what an entry holds; :mod:`radharmony.mixture.formats.common`
@@ -41,7 +41,8 @@ FORMATS = {
                                  lines=False),
     "hf-chat": SimpleNamespace(columns=hf_chat.COLUMNS, entry=hf_chat.entry, lines=True),
     "r2gen": SimpleNamespace(columns=r2gen.COLUMNS, entry=r2gen.entry, lines=False),
-    "maira2": SimpleNamespace(columns=maira2.COLUMNS, entry=maira2.entry, lines=True),
+    "maira2": SimpleNamespace(columns=maira2.COLUMNS, entry=maira2.entry, lines=True,
+                              dialect=maira2.DIALECT),
 }
 #: the splits an R2Gen annotation file holds, in order
 R2GEN_SPLITS = ("train", "val", "test")

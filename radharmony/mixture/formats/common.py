@@ -36,7 +36,6 @@ import orjson
 from ...errors import check_choice
 from ...export.codec import ExportError, png_bytes
 from ..reading import dictionary_paths, table_records
-from ..box_frame import ImageFrame
 from ..images import SourceImages, image_size
 from ..records import RECORDS_NAME, source_roots
 from .inputs import fields
@@ -182,14 +181,15 @@ class Export:
         format's dialect (:mod:`radharmony.mixture.reframe`); a record without boxes, or
         whose boxes are already there, as it is."""
         text = rec.get("fields")
-        if not text or '"frame":{' not in text:
+        if not text or '"dialect":' not in text:
             return rec
         f = fields(rec)
-        if not f.get("boxes") or f.get("dialect") is None:
+        if f.get("dialect") is None or (not f.get("boxes") and self.dialect in (
+                None, f["dialect"])):
             return rec
-        from ..reframe import convert, new_frame, rewrite
+        from ..reframe import convert, new_frame, rewrite, written_frame
 
-        old = ImageFrame.coerce(f["frame"])
+        old = written_frame(f)
         frame = new_frame(old, self.mode, self.size)
         want = self.dialect or f["dialect"]
         if want == f["dialect"]:
