@@ -120,14 +120,50 @@ def test_hf_chat_images_follow_the_image_items(mix, tmp_path):
 def test_r2gen_report_records_by_split(mix, tmp_path):
     summary = export_mixture(mix.out, "r2gen", tmp_path / "annotation.json", progress=False)
     assert summary["skipped"] == {"not report generation": 9}
+    assert summary["splits"] == {"train": 5, "val": 4, "test": 0} and summary["variant"] == "iu"
+    assert summary["note"].startswith("test is empty by design")
     ann = read_r2gen(tmp_path / "annotation.json", "/images")
     assert {k: len(v) for k, v in ann.items()} == {"train": 5, "val": 4, "test": 0}
     entry = dict((e["id"], e) for e, _ in ann["val"])[STUDY_PA_LAT]
     assert entry["report"] == _by_id(mix)[STUDY_PA_LAT]["target"]
-    assert len(entry["image_path"]) == 3
+    rec = _by_id(mix)[STUDY_PA_LAT]  # views PA, LATERAL, None: the IU loader's two
+    assert entry["image_path"] == [_abs(mix, rec, 0), _abs(mix, rec, 1)]
+    prior = dict((e["id"], e) for e, _ in ann["train"] + ann["val"])[WITH_PRIOR]
+    assert prior["image_path"] == [_abs(mix, _by_id(mix)[WITH_PRIOR], j) for j in (1, 0)]
     only_valid = export_mixture(mix.out, "r2gen", tmp_path / "v.json", split="valid",
                                 progress=False)
     assert only_valid["entries"] == 4
+
+
+def test_r2gen_variants_choose_the_images_each_loader_reads(mix, tmp_path):
+    """IU X-ray's loader reads two images (IndexError on one): a study of one image is
+    skipped and counted; MIMIC-CXR's reads one: the frontal."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(mix.out / "records.parquet")
+    rows = table.to_pylist()
+    k = next(i for i, r in enumerate(rows) if r["record_id"] == STUDY_3PA)
+    rows[k] = {**rows[k], "image_paths": rows[k]["image_paths"][:1], "views": ["PA"]}
+    out = tmp_path / "mix"
+    out.mkdir()
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), out / "records.parquet")
+    (out / "mixture.json").write_bytes((mix.out / "mixture.json").read_bytes())
+    iu = export_mixture(out, "r2gen", tmp_path / "iu.json", progress=False)
+    assert iu["skipped"] == {"not report generation": 9,
+                             "fewer than two images (R2Gen IU X-ray)": 1}
+    ann = read_r2gen(tmp_path / "iu.json", "/")  # no IndexError
+    assert all(len(e["image_path"]) == 2 for v in ann.values() for e, _ in v)
+    mimic = export_mixture(out, "r2gen", tmp_path / "m.json", r2gen_variant="mimic",
+                           progress=False)
+    assert mimic["skipped"] == {"not report generation": 9} and mimic["entries"] == 9
+    got = {e["id"]: e["image_path"] for v in read_r2gen(tmp_path / "m.json", "/",
+                                                         "mimic").values() for e, _ in v}
+    recs = _by_id(mix)
+    assert got[WITH_PRIOR] == [_abs(mix, recs[WITH_PRIOR], 1)]  # LATERAL, PA: the PA
+    assert got[STUDY_3PA] == [_abs(mix, recs[STUDY_3PA], 0)]
+    with pytest.raises(RadHarmonyError, match="r2gen_variant"):
+        export_mixture(out, "r2gen", tmp_path / "x.json", r2gen_variant="chexpert")
 
 
 def test_maira2_inputs_and_what_is_absent(mix, tmp_path):

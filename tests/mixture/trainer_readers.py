@@ -81,18 +81,21 @@ def read_hf_chat(path) -> list[dict]:
     return out
 
 
-def read_r2gen(path, image_dir) -> dict[str, list[tuple[dict, list[str]]]]:
+def read_r2gen(path, image_dir, variant: str = "iu") -> dict[str, list[tuple[dict, list[str]]]]:
     """R2Gen: a dict of the three splits; each entry's ``image_path`` a list joined to
-    ``--image_dir``; ``report`` text."""
+    ``--image_dir``; ``report`` text. Its loaders read the images by position: the IU X-ray
+    one ``image_path[0]`` and ``image_path[1]`` (``IndexError`` on one image), the MIMIC-CXR
+    one ``image_path[0]``; only those are returned."""
     ann = json.loads(open(path, encoding="utf-8").read())
     assert set(ann) == {"train", "val", "test"}
+    read = {"iu": lambda p: [p[0], p[1]], "mimic": lambda p: [p[0]]}[variant]
     out = {}
     for split, entries in ann.items():
         out[split] = []
         for e in entries:
             assert isinstance(e["image_path"], list) and isinstance(e["report"], str)
             assert e["split"] == split
-            out[split].append((e, [os.path.join(image_dir, p) for p in e["image_path"]]))
+            out[split].append((e, [os.path.join(image_dir, p) for p in read(e["image_path"])]))
     return out
 
 

@@ -52,7 +52,8 @@ def export_mixture(out: str | os.PathLike, fmt: str, dest: str | os.PathLike, *,
                    image_folder: str | os.PathLike | None = None, split: str | None = None,
                    images: str | None = None, workers: int | None = None,
                    engine: str = "local", progress: bool = True,
-                   cache_dir: str | os.PathLike | None = None) -> dict:
+                   cache_dir: str | os.PathLike | None = None,
+                   r2gen_variant: str = "iu") -> dict:
     """Write the mixture in folder ``out`` (``records.parquet`` + ``mixture.json``) as ``fmt``
     at ``dest``.
 
@@ -74,6 +75,9 @@ def export_mixture(out: str | os.PathLike, fmt: str, dest: str | os.PathLike, *,
         progress: a tqdm bar over the record row groups.
         cache_dir: the image cache the source datasets read and fill (None: images decoded
             without a cache; the pixels are the same).
+        r2gen_variant: ``"iu"`` (R2Gen's IU X-ray loader: two images per study, frontal then
+            lateral) or ``"mimic"`` (its MIMIC-CXR loader: the frontal image);
+            :mod:`radharmony.mixture.formats.r2gen`.
 
     Returns:
         a summary: ``format``, ``dest``, ``split``, ``entries`` written, ``skipped`` (reason ->
@@ -92,9 +96,11 @@ def export_mixture(out: str | os.PathLike, fmt: str, dest: str | os.PathLike, *,
                           fix="pass split='train'")
     out, dest = Path(out), Path(dest)
     manifest = read_manifest(out)
+    check_choice("r2gen_variant", r2gen_variant, r2gen.VARIANTS, error=ExportError)
     ex = Export(out, manifest, dest, images=images, image_folder=image_folder,
                 cache_dir=cache_dir, workers=workers, engine=engine, fmt=fmt,
-                dialect=getattr(spec, "dialect", None))
+                dialect=getattr(spec, "dialect", None),
+                variant=r2gen_variant if fmt == "r2gen" else None)
     columns = list(dict.fromkeys([*spec.columns, "fields"]))  # the boxes' source pixels
     from tqdm.auto import tqdm
 
@@ -105,7 +111,11 @@ def export_mixture(out: str | os.PathLike, fmt: str, dest: str | os.PathLike, *,
             entries = (_r2gen if fmt == "r2gen" else _list)(batches, dest, ex, spec)
     finally:
         ex.close()
-    return ex.summary(fmt, entries, split)
+    summary = ex.summary(fmt, entries, split)
+    if fmt == "r2gen":
+        summary.update(entries=sum(entries.values()), variant=r2gen_variant, splits=entries,
+                       note=r2gen.EMPTY_TEST)
+    return summary
 
 
 class _Preview:
@@ -158,8 +168,9 @@ def _list(batches, dest: Path, ex: Export, spec) -> int:
     return target.count
 
 
-def _r2gen(batches, dest: Path, ex: Export, spec) -> int:
-    """R2Gen's one JSON object: each split's entries gathered in a temporary file first."""
+def _r2gen(batches, dest: Path, ex: Export, spec) -> dict:
+    """R2Gen's one JSON object: each split's entries gathered in a temporary file first
+    (returns the entries per split)."""
     parts = {name: Output(dest.with_name(f".{dest.name}.{name}"), lines=True)
              for name in R2GEN_SPLITS}
     try:
@@ -176,6 +187,7 @@ def _r2gen(batches, dest: Path, ex: Export, spec) -> int:
             ex.flush()
         for part in parts.values():
             part.close()
+        counts = {name: parts[name].count for name in R2GEN_SPLITS}
         tmp = dest.with_name(f".{dest.name}.tmp{os.getpid()}")
         with open(tmp, "wb") as fh:
             for k, name in enumerate(R2GEN_SPLITS):
@@ -191,7 +203,7 @@ def _r2gen(batches, dest: Path, ex: Export, spec) -> int:
             if not part.fh.closed:
                 part.abort()
             Path(part.path).unlink(missing_ok=True)
-    return sum(p.count for p in parts.values())
+    return counts
 
 
 __all__ = ["FORMATS", "export_mixture"]

@@ -81,8 +81,9 @@ class Export:
 
     def __init__(self, out: Path, manifest: dict, dest: Path, *, images: str | None,
                  image_folder, cache_dir, workers: int | None, engine: str, fmt: str = "",
-                 dialect: str | None = None):
+                 dialect: str | None = None, variant: str | None = None):
         self.out, self.manifest, self.dest, self.fmt = out, manifest, dest, fmt
+        self.variant = variant  # the trainer's loader, where the format has several (R2Gen)
         self.dialect = dialect  # the format's own box dialect (None: the build's)
         self._looked: set[str] = set()  # sources whose first original image was read
         mode = images if images is not None else (manifest.get("images") or {}).get(
