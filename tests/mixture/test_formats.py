@@ -17,8 +17,8 @@ from ray_fixture import ray_cluster  # noqa: F401 (fixture)
 from radharmony.errors import RadHarmonyError
 from radharmony.imaging.pipeline import DefaultTransform
 from radharmony.mixture.formats import FORMATS, export_mixture
-from trainer_readers import (read_hf_chat, read_llava, read_llava_rad, read_maira2,
-                             read_onevision, read_r2gen)
+from trainer_readers import (read_hf_chat, read_llama_factory, read_llava, read_llava_rad,
+                             read_maira2, read_onevision, read_r2gen)
 
 #: the fixture's records (ids are xxh3 of source, task, item: fixed), by what they are
 STUDY_3PA = "be631dd001a7a19d"      # findings, views PA PA PA, train
@@ -38,6 +38,23 @@ def mix(tmp_path_factory):
 @pytest.fixture(scope="module")
 def cached(tmp_path_factory):
     return write_mixture(tmp_path_factory.mktemp("mixc"), images="cache", size=32)
+
+
+def _changed(mix, tmp_path, record_id, change):
+    """A copy of the mixture at ``tmp_path/changed`` whose record ``record_id`` has the
+    columns ``change(record)`` returns."""
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "changed"
+    shutil.copytree(mix.out, out)
+    table = pq.read_table(out / "records.parquet")
+    rows = [{**r, **change(r)} if r["record_id"] == record_id else r for r in table.to_pylist()]
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), out / "records.parquet",
+                   row_group_size=4)
+    return type(mix)(out=out, records=mix.records, roots=mix.roots, manifest=mix.manifest)
 
 
 def _by_id(mix):
@@ -138,17 +155,9 @@ def test_r2gen_report_records_by_split(mix, tmp_path):
 def test_r2gen_variants_choose_the_images_each_loader_reads(mix, tmp_path):
     """IU X-ray's loader reads two images (IndexError on one): a study of one image is
     skipped and counted; MIMIC-CXR's reads one: the frontal."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    table = pq.read_table(mix.out / "records.parquet")
-    rows = table.to_pylist()
-    k = next(i for i, r in enumerate(rows) if r["record_id"] == STUDY_3PA)
-    rows[k] = {**rows[k], "image_paths": rows[k]["image_paths"][:1], "views": ["PA"]}
-    out = tmp_path / "mix"
-    out.mkdir()
-    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), out / "records.parquet")
-    (out / "mixture.json").write_bytes((mix.out / "mixture.json").read_bytes())
+    one = _changed(mix, tmp_path, STUDY_3PA, lambda r: {"image_paths": r["image_paths"][:1],
+                                                          "views": ["PA"]})
+    out = one.out
     iu = export_mixture(out, "r2gen", tmp_path / "iu.json", progress=False)
     assert iu["skipped"] == {"not report generation": 9,
                              "fewer than two images (R2Gen IU X-ray)": 1}
@@ -267,3 +276,25 @@ def test_ray_tasks_write_the_same_pngs(cached, tmp_path, ray_cluster):
     assert len(files) == 11 and all(
         (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes() for f in files)
     assert (tmp_path / "a" / "m.jsonl").read_bytes() == (tmp_path / "b" / "m.jsonl").read_bytes()
+
+
+def test_llama_factory_counts_image_tokens_over_all_messages(cached, tmp_path):
+    dest = tmp_path / "lf" / "data.json"
+    summary = export_mixture(cached.out, "llama-factory", dest, progress=False)
+    assert summary["dataset_info"]["name"] == "fixture" and summary["skipped"] == {}
+    rows = {r["id"]: (r, files) for r, files in read_llama_factory(tmp_path / "lf", "fixture")}
+    assert len(rows) == 18
+    recs = _by_id(cached)
+    study, files = rows[WITH_PRIOR]  # its two images, then the prior's two
+    assert len(study["images"]) == len(files) == 4
+    first = recs[WITH_PRIOR]["image_paths"][0]
+    assert study["images"][0] == f"images/rexgradient_train/{first}.png"  # beside the file
+    assert study["messages"][0]["content"].startswith("<image>" * 4 + "The last 2 images are")
+    assert rows[SUMMARY][0]["images"] == [] and "<image>" not in str(rows[SUMMARY][0])
+    info = json.loads((tmp_path / "lf" / "dataset_info.json").read_text())
+    assert info["fixture"]["columns"] == {"messages": "messages", "images": "images"}
+    # a literal <image> in a record's own text would break the count: left out, counted
+    odd = _changed(cached, tmp_path, VQA[0], lambda r: {"target": r["target"] + " <image>"})
+    s = export_mixture(odd.out, "llama-factory", tmp_path / "odd" / "d.json", progress=False)
+    assert s["skipped"] == {"<image> in the record's text": 1} and s["entries"] == 17
+    read_llama_factory(tmp_path / "odd", "fixture")

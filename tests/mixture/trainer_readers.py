@@ -128,3 +128,32 @@ def read_maira2(path) -> list[dict]:
                     raise ValueError(f"{row['id']}: not MAIRA-2's grounded text: {body!r}")
             out.append(row)
     return out
+
+
+def read_llama_factory(dataset_dir, name: str) -> list[tuple[dict, list[str]]]:
+    """LLaMA-Factory: the ``dataset_info.json`` entry ``name`` in ``dataset_dir`` (sharegpt,
+    the messages / images columns, the role tags), its file loaded; per record the roles
+    alternate from the user tag, ``images`` is a list, the ``<image>`` count over *all*
+    messages equals ``len(images)`` (its mm_plugin's check), and each image, joined to the
+    dataset folder when relative, is a file."""
+    info = json.loads(open(os.path.join(dataset_dir, "dataset_info.json")).read())[name]
+    assert info["formatting"] == "sharegpt"
+    cols, tags = info["columns"], info["tags"]
+    rows = json.loads(open(os.path.join(dataset_dir, info["file_name"])).read())
+    out = []
+    for row in rows:
+        messages, images = row[cols["messages"]], row.get(cols["images"]) or []
+        if not isinstance(images, list):
+            raise TypeError(f"{row.get('id')}: images must be a list")
+        roles = [m[tags["role_tag"]] for m in messages]
+        assert roles == [tags["user_tag"], tags["assistant_tag"]] * (len(roles) // 2), roles
+        n = sum(m[tags["content_tag"]].count(IMAGE) for m in messages)
+        if n != len(images):
+            raise ValueError(f"{row.get('id')}: the number of images does not match the "
+                             f"number of {IMAGE} tokens ({len(images)} vs {n})")
+        files = [f if os.path.isabs(f) else os.path.join(dataset_dir, f) for f in images]
+        for f in files:
+            if not os.path.isfile(f):
+                raise FileNotFoundError(f)
+        out.append((row, files))
+    return out

@@ -12,6 +12,8 @@ millions of records is never held whole) and writes one file, entries in the rec
 ``hf-chat``         Hugging Face chat ``messages`` + ``images`` (TRL, Qwen-VL)       JSON lines
 ``r2gen``           R2Gen ``annotation.json``: ``{"train", "val", "test"}``          JSON
 ``maira2``          MAIRA-2's inputs per study, grounded reports and phrases        JSON lines
+``llama-factory``   LLaMA-Factory ShareGPT ``messages`` / ``images`` + its            JSON list
+                    ``dataset_info.json`` entry beside it
 =================== =============================================================== ==========
 
 Each format's module says what an entry holds; :mod:`radharmony.mixture.formats.common`
@@ -29,7 +31,7 @@ from ...errors import check_choice
 from ...export.codec import ExportError
 from ...gc_pause import paused_gc
 from ..records import read_manifest
-from . import hf_chat, llava, llava_rad, maira2, r2gen
+from . import hf_chat, llama_factory, llava, llava_rad, maira2, r2gen
 from .common import Export, Output, dumps, record_batches
 
 #: format name -> (columns read, entry function, JSON lines?)
@@ -41,6 +43,8 @@ FORMATS = {
                                  lines=False),
     "hf-chat": SimpleNamespace(columns=hf_chat.COLUMNS, entry=hf_chat.entry, lines=True),
     "r2gen": SimpleNamespace(columns=r2gen.COLUMNS, entry=r2gen.entry, lines=False),
+    "llama-factory": SimpleNamespace(columns=llama_factory.COLUMNS, entry=llama_factory.entry,
+                                     lines=False, finish=llama_factory.finish),
     "maira2": SimpleNamespace(columns=maira2.COLUMNS, entry=maira2.entry, lines=True,
                               dialect=maira2.DIALECT),
 }
@@ -60,7 +64,7 @@ def export_mixture(out: str | os.PathLike, fmt: str, dest: str | os.PathLike, *,
     Args:
         out: the mixture folder ``radharmony mix build`` wrote.
         fmt: one of :data:`FORMATS` (``llava``, ``llava-onevision``, ``llava-rad``,
-            ``hf-chat``, ``r2gen``, ``maira2``).
+            ``hf-chat``, ``r2gen``, ``maira2``, ``llama-factory``).
         dest: the file to write (``train.json``, ``train.jsonl``, ``annotation.json``).
         image_folder: the folder image references are relative to. Cached images: where the
             PNGs are written (default ``<dest's folder>/images``). Original images: None
@@ -112,6 +116,8 @@ def export_mixture(out: str | os.PathLike, fmt: str, dest: str | os.PathLike, *,
     finally:
         ex.close()
     summary = ex.summary(fmt, entries, split)
+    if getattr(spec, "finish", None) is not None:  # the files a trainer reads beside it
+        spec.finish(ex, summary)
     if fmt == "r2gen":
         summary.update(entries=sum(entries.values()), variant=r2gen_variant, splits=entries,
                        note=r2gen.EMPTY_TEST)

@@ -143,6 +143,13 @@ class Export:
                                   "image_folder=None (absolute paths)")
         return rel
 
+    def beside_dest(self, ref: str) -> str:
+        """``ref`` relative to the written file's folder (a trainer that joins image paths to
+        its dataset folder, not to an image folder); an absolute path as it is."""
+        if os.path.isabs(ref):
+            return ref
+        return os.path.relpath(os.path.join(self.folder, ref), self.dest.parent)
+
     def _refuse_dicom(self, source: str, full: str):
         raise ExportError(f"The {self.fmt or 'trainer'} file would name DICOM files as "
                           f"images (source {source!r}: {full}), and its trainer opens images "

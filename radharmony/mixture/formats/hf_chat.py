@@ -8,7 +8,7 @@ study's, which the text then names (:func:`~radharmony.mixture.formats.inputs.pr
 from __future__ import annotations
 
 from .common import Export
-from .inputs import prior_inputs
+from .inputs import every_image
 from .llava import COLUMNS, has_target
 
 __all__ = ["COLUMNS", "entry"]
@@ -17,8 +17,7 @@ __all__ = ["COLUMNS", "entry"]
 def entry(rec: dict, ex: Export) -> dict | None:
     if not has_target(rec, ex):
         return None
-    prior, words = prior_inputs(rec, ex)
-    refs = [ex.ref(rec["source"], p) for p in rec["image_paths"] or []] + prior
+    refs, words = every_image(rec, ex)
     user = [{"type": "image"} for _ in refs] + [{"type": "text", "text": words + rec["prompt"]}]
     return {"id": rec["record_id"],
             "messages": [{"role": "user", "content": user},

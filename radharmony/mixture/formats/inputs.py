@@ -69,3 +69,23 @@ def prior_inputs(rec: dict, ex) -> tuple[list[str], str]:
     if report is not None:
         text += f"\nPrior findings: {report}"
     return refs, text + "\n"
+
+
+#: why a format leaves out a record whose own text holds an image token
+IMAGE_TOKEN_IN_TEXT = "<image> in the record's text"
+
+
+def token_free(rec: dict, ex, token: str = "<image>") -> bool:
+    """Whether the record's prompt and target hold no literal image ``token`` (a trainer that
+    counts the tokens against the images would fail on it); skipped and counted if not."""
+    if token in (rec["prompt"] or "") or token in (rec["target"] or ""):
+        ex.skip(IMAGE_TOKEN_IN_TEXT)
+        return False
+    return True
+
+
+def every_image(rec: dict, ex) -> tuple[list[str], str]:
+    """``(references of the record's images then the prior study's, the words the prompt
+    gets first)`` for a trainer that takes several images."""
+    prior, words = prior_inputs(rec, ex)
+    return [ex.ref(rec["source"], p) for p in rec["image_paths"] or []] + prior, words

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from ..images import key_frontal
 from .common import Export
-from .inputs import NEEDS_PRIOR, has_prior, prior_inputs
+from .inputs import NEEDS_PRIOR, every_image, has_prior
 
 COLUMNS = ["record_id", "source", "image_paths", "views", "prompt", "target"]
 NO_FRONTAL = "no frontal image"
@@ -72,10 +72,8 @@ def onevision_entry(rec: dict, ex: Export) -> dict | None:
     """One LLaVA-OneVision entry: every image, one ``<image>`` token each."""
     if not has_target(rec, ex):
         return None
-    paths = rec["image_paths"] or []
     entry = {"id": rec["record_id"]}
-    prior, words = prior_inputs(rec, ex)
-    refs = [ex.ref(rec["source"], p) for p in paths] + prior
+    refs, words = every_image(rec, ex)
     if refs:
         entry["image"] = refs
     entry["conversations"] = conversation(TOKEN * len(refs) + words + rec["prompt"],
