@@ -96,20 +96,28 @@ def rewrite(rid: str, prompt: str, target: str, fields: dict, frame: ImageFrame)
     return Moved(out[0], out[1], int((status == 1).sum()), int((status == 2).sum()))
 
 
-def convert(rid: str, target: str, fields: dict, frame: ImageFrame, dialect: str) -> Moved:
-    """``target``'s sentences in ``dialect`` for ``frame`` (see the module doc); the prompt
-    must hold no box (a captioning record's box is in its prompt: not converted)."""
+def source_items(rid: str, target: str, fields: dict) -> list:
+    """The target's sentences ``[(phrase, boxes (k, 4) in source pixels or None), ...]``: its
+    text read back for the phrases, each box taken from ``fields["boxes"]`` in order."""
     xyxy, old_frame, old = source_boxes(fields)
     items = parse_boxes(target, old_frame, old).items
     counts = [0 if b is None else len(b) for _, b in items]
     if sum(counts) != len(xyxy):
         _refuse(rid, f"{sum(counts)} boxes read from the target for {len(xyxy)} boxes")
     starts = np.r_[0, np.cumsum(counts)].tolist()
-    items = [(p, None if b is None else xyxy[a:e]) for (p, b), a, e in
-             zip(items, starts, starts[1:])]
+    return [(p, None if b is None else xyxy[a:e]) for (p, b), a, e in
+            zip(items, starts, starts[1:])]
+
+
+def convert(rid: str, target: str, fields: dict, frame: ImageFrame, dialect: str) -> Moved:
+    """``target``'s sentences in ``dialect`` for ``frame`` (see the module doc); the prompt
+    must hold no box (a captioning record's box is in its prompt: not converted)."""
+    items = source_items(rid, target, fields)
+    xyxy = np.concatenate([b for _, b in items if b is not None] or [np.zeros((0, 4))])
     status = crop_status(xyxy, _params([frame]), np.zeros(len(xyxy), np.int64), dialect)
     return Moved("", grounded_text(items, frame, dialect), int((status == 1).sum()),
                  int((status == 2).sum()))
 
 
-__all__ = ["Moved", "TOKENS", "convert", "new_frame", "rewrite", "source_boxes", "written_frame"]
+__all__ = ["Moved", "TOKENS", "convert", "new_frame", "rewrite", "source_boxes", "source_items",
+           "written_frame"]

@@ -11,10 +11,11 @@ import pandas as pd
 import pytest
 
 from radharmony.errors import RadHarmonyError
+from radharmony.mixture.boxes import ImageFrame
 from radharmony.mixture.builder import build
 from radharmony.mixture.formats import export_mixture
 from test_grounded_tasks import roots  # noqa: F401 (fixture: the grounded replicas)
-from trainer_readers import read_hf_chat, read_maira2
+from trainer_readers import read_hf_chat, read_maira2, read_ms_swift
 
 TASKS = {"object_cxr_train": {"locate_foreign_objects": "all"},
          "ms_cxr": {"phrase_grounding": "all", "grounded_captioning": "all"}}
@@ -117,3 +118,32 @@ def test_maira2_writes_grounded_reports_and_phrases_on_its_own_frame(tmp_path, r
             assert row["phrase"] == f["boxes"][0]["phrase"] == read[0][0]
         assert row["frontal"].endswith(recs.loc[rid, "image_paths"][0])
     assert n > 3 and s["boxes"]["rewritten"] >= n
+
+
+@pytest.mark.parametrize("images", ["original", "cache"])
+def test_ms_swift_objects_are_the_boxes_in_the_entrys_image_pixels(tmp_path, roots, images):
+    mix = _mix(tmp_path / "m", roots, "chexagent", {"mode": "original"},
+               tasks={"padchest_gr": {"grounded_report": "all"},
+                      "ms_cxr": {"phrase_grounding": "all", "grounded_captioning": "all"}})
+    s = export_mixture(mix, "ms-swift", tmp_path / "s.jsonl", images=images, progress=False)
+    recs = pd.read_parquet(mix / "records.parquet").set_index("record_id")
+    captions = int((recs["task"] == "grounded_captioning").sum())
+    assert s["skipped"] == {"box in the prompt": captions} and captions > 0
+    rows = read_ms_swift(tmp_path / "s.jsonl", tmp_path / "images" if images == "cache"
+                         else None)
+    assert len(rows) == len(recs) - captions
+    n = 0
+    for row, pairs in rows:
+        f = json.loads(recs.loc[row["id"], "fields"])
+        frame = ImageFrame(f["frame"]["width"], f["frame"]["height"], images,
+                           224 if images == "cache" else None)
+        want = frame.to_target([b["box"] for b in f["boxes"]])
+        names = [b.get("finding") or b.get("phrase") for b in f["boxes"]]
+        assert [r for r, _ in pairs] == names
+        got = np.array([b for _, b in pairs], float).reshape(-1, 4)
+        np.testing.assert_allclose(got, want, atol=0.5 + 1e-6)
+        n += len(pairs)
+        if recs.loc[row["id"], "task"] == "grounded_report":  # negatives as text
+            target = row["messages"][1]["content"]
+            assert all(x in target for x in f["sentences"] if x not in names)
+    assert n > 3 and s["boxes"]["rewritten"] == n

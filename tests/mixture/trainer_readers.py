@@ -157,3 +157,33 @@ def read_llama_factory(dataset_dir, name: str) -> list[tuple[dict, list[str]]]:
                 raise FileNotFoundError(f)
         out.append((row, files))
     return out
+
+
+def read_ms_swift(path, image_dir=None) -> list[tuple[dict, list[tuple[str, list]]]]:
+    """ms-swift: JSON lines of ``messages`` / ``images`` / ``objects``; as its template's
+    preprocessing does, ``<image>`` count == ``len(images)``, each ``<ref-object>`` takes the
+    next ``objects["ref"]`` and each ``<bbox>`` the next ``objects["bbox"]`` (the counts must
+    agree); ``real`` boxes are pixels within their image (read for its size). Returns each
+    row with its ``(ref, bbox)`` pairs in order."""
+    import cv2
+
+    out = []
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            row = json.loads(line)
+            text = "".join(m["content"] for m in row["messages"])
+            images = row.get("images") or []
+            if text.count(IMAGE) != len(images):
+                raise ValueError(f"{row['id']}: {text.count(IMAGE)} {IMAGE} for {len(images)}")
+            obj = row.get("objects") or {"ref": [], "bbox": []}
+            if text.count("<ref-object>") != len(obj["ref"]) or \
+                    text.count("<bbox>") != len(obj["bbox"]):
+                raise ValueError(f"{row['id']}: placeholders and objects disagree")
+            if obj["bbox"]:
+                assert obj["bbox_type"] == "real" and len(images) == 1
+                f = images[0] if image_dir is None else os.path.join(image_dir, images[0])
+                h, w = cv2.imread(f, cv2.IMREAD_UNCHANGED).shape[:2]
+                for x1, y1, x2, y2 in obj["bbox"]:
+                    assert 0 <= x1 <= x2 <= w and 0 <= y1 <= y2 <= h, (row["id"], w, h)
+            out.append((row, list(zip(obj["ref"], obj["bbox"]))))
+    return out

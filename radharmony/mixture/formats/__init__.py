@@ -14,6 +14,7 @@ millions of records is never held whole) and writes one file, entries in the rec
 ``maira2``          MAIRA-2's inputs per study, grounded reports and phrases        JSON lines
 ``llama-factory``   LLaMA-Factory ShareGPT ``messages`` / ``images`` + its            JSON list
                     ``dataset_info.json`` entry beside it
+``ms-swift``        ms-swift ``messages`` / ``images`` / ``objects`` (boxes)          JSON lines
 =================== =============================================================== ==========
 
 Each format's module says what an entry holds; :mod:`radharmony.mixture.formats.common`
@@ -31,7 +32,7 @@ from ...errors import check_choice
 from ...export.codec import ExportError
 from ...gc_pause import paused_gc
 from ..records import read_manifest
-from . import hf_chat, llama_factory, llava, llava_rad, maira2, r2gen
+from . import hf_chat, llama_factory, llava, llava_rad, maira2, ms_swift, r2gen
 from .common import Export, Output, dumps, record_batches
 
 #: format name -> (columns read, entry function, JSON lines?)
@@ -45,6 +46,8 @@ FORMATS = {
     "r2gen": SimpleNamespace(columns=r2gen.COLUMNS, entry=r2gen.entry, lines=False),
     "llama-factory": SimpleNamespace(columns=llama_factory.COLUMNS, entry=llama_factory.entry,
                                      lines=False, finish=llama_factory.finish),
+    "ms-swift": SimpleNamespace(columns=ms_swift.COLUMNS, entry=ms_swift.entry, lines=True,
+                                reframe=False),  # its boxes: objects, from the fields
     "maira2": SimpleNamespace(columns=maira2.COLUMNS, entry=maira2.entry, lines=True,
                               dialect=maira2.DIALECT),
 }
@@ -64,7 +67,7 @@ def export_mixture(out: str | os.PathLike, fmt: str, dest: str | os.PathLike, *,
     Args:
         out: the mixture folder ``radharmony mix build`` wrote.
         fmt: one of :data:`FORMATS` (``llava``, ``llava-onevision``, ``llava-rad``,
-            ``hf-chat``, ``r2gen``, ``maira2``, ``llama-factory``).
+            ``hf-chat``, ``r2gen``, ``maira2``, ``llama-factory``, ``ms-swift``).
         dest: the file to write (``train.json``, ``train.jsonl``, ``annotation.json``).
         image_folder: the folder image references are relative to. Cached images: where the
             PNGs are written (default ``<dest's folder>/images``). Original images: None
@@ -163,7 +166,8 @@ def _list(batches, dest: Path, ex: Export, spec) -> int:
     try:
         for recs in batches:
             for rec in recs:
-                entry = spec.entry(ex.reframed(rec), ex)
+                entry = spec.entry(ex.reframed(rec) if getattr(spec, "reframe", True) else rec,
+                                   ex)
                 if entry is not None:
                     target.write(entry)
             ex.flush()
