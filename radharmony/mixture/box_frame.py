@@ -16,10 +16,14 @@ import numpy as np
 from ..errors import RadHarmonyError, check_choice, shorten
 from ..imaging.geometry import Letterbox
 
-DIALECTS = ("maira2", "chexagent", "radfact", "pixels")
+DIALECTS = ("maira2", "chexagent", "radfact", "pixels", "internvl")
+#: the dialects written as tokens in the text (the others: one JSON list)
+TOKEN_DIALECTS = ("maira2", "chexagent", "internvl")
 IMAGE_MODES = ("original", "cache")
 #: MAIRA-2's ``num_box_coord_bins`` and CheXagent's 0-100 scale
 BINS = 100
+#: InternVL's 0-1000 scale of width and height
+PER_MILLE = 1000
 #: decimals of a RadFact fraction
 RADFACT_DECIMALS = 4
 RADFACT_KEYS = ("x_min", "y_min", "x_max", "y_max")
@@ -187,6 +191,8 @@ def _unit(dialect: str, p: dict, index=slice(None)) -> tuple[np.ndarray, np.ndar
         return side, side
     if dialect == "chexagent":
         return tw / BINS, th / BINS
+    if dialect == "internvl":
+        return tw / PER_MILLE, th / PER_MILLE
     if dialect == "radfact":
         return tw, th
     return np.ones_like(tw), np.ones_like(th)
@@ -226,8 +232,9 @@ def units(xyxy: np.ndarray, p: dict, index, dialect: str) -> np.ndarray:
     q = _scaled(xyxy, p, index, dialect)
     if dialect == "maira2":
         return np.clip(np.floor(q), 0, BINS - 1).astype(np.int64)
-    if dialect == "chexagent":
-        return np.clip(np.rint(q), 0, BINS).astype(np.int64)
+    if dialect in ("chexagent", "internvl"):
+        return np.clip(np.rint(q), 0, BINS if dialect == "chexagent" else PER_MILLE).astype(
+            np.int64)
     if dialect == "radfact":
         return np.clip(np.round(q, RADFACT_DECIMALS), 0.0, 1.0)
     hi = np.stack([p["tw"][index], p["th"][index]] * 2, axis=1)
@@ -271,8 +278,9 @@ def from_units(u: np.ndarray, p: dict, index, dialect: str) -> np.ndarray:
 def unit_limits(p: dict, index, dialect: str) -> np.ndarray:
     """The largest valid value per coordinate ``(N, 4)`` (a parsed value above is malformed)."""
     n = len(p["tw"][index])
-    if dialect in ("maira2", "chexagent"):
-        return np.full((n, 4), BINS - 1 if dialect == "maira2" else BINS, np.float64)
+    if dialect in ("maira2", "chexagent", "internvl"):
+        top = {"maira2": BINS - 1, "chexagent": BINS, "internvl": PER_MILLE}[dialect]
+        return np.full((n, 4), top, np.float64)
     if dialect == "radfact":
         return np.ones((n, 4))
     return np.stack([p["tw"][index], p["th"][index]] * 2, axis=1)

@@ -9,6 +9,7 @@ exactly is **counted** in ``malformed`` and left out --
 * a MAIRA-2 ``<box>`` whose content is not whole ``<x><y><x><y>`` groups, or a bin over 99
   (MAIRA-2's own processor refuses bins past its 100);
 * a CheXagent ``<|box|>`` that is not whole ``(x,y),(x,y)`` pairs, or a value over 100;
+* an InternVL ``<box>`` that is not a JSON list of four-number lists, or a value over 1000;
 * a JSON box that is not four numbers (``{"x_min", ...}`` or ``[x1, y1, x2, y2]``), or a value
   past the image (over 1 for ``radfact``, over the width or height for ``pixels``);
 * in every dialect, a negative value or a box whose corners are reversed (``x1 > x2``);
@@ -109,6 +110,19 @@ def _read_maira2(text: str):
     return items, bad, True
 
 
+def _attach(items: list, last, boxes: list):
+    """``boxes`` added to the last item (a phrase ``""`` opened when there is none); returns
+    the last item."""
+    if last is None:
+        last = ("", None)
+        items.append(last)
+    if last[1] is None:
+        last = (last[0], [])
+        items[-1] = last
+    last[1].extend(boxes)
+    return last
+
+
 def _read_chexagent(text: str):
     items, bad, last = [], 0, None
     for m in _CHEX.finditer(text):
@@ -124,13 +138,7 @@ def _read_chexagent(text: str):
             bad += 1
             continue
         v = [float(c) for pt in points for c in pt]
-        if last is None:
-            last = ("", None)
-            items.append(last)
-        if last[1] is None:
-            last = (last[0], [])
-            items[-1] = last
-        last[1].extend(v[i:i + 4] for i in range(0, len(v), 4))
+        last = _attach(items, last, [v[i:i + 4] for i in range(0, len(v), 4)])
     bad += max(0, text.count("<|box|>") - text.count("<|/box|>"))  # opened, never closed
     return items, bad, True
 
@@ -179,8 +187,37 @@ def _read_json(text: str):
     return items, bad, True
 
 
+_INTERN = re.compile(r"<ref>(.*?)</ref>|<box>(.*?)</box>", re.S)
+
+
+def _read_internvl(text: str):
+    """InternVL: ``<ref>phrase</ref>`` then ``<box>[[x1, y1, x2, y2], ...]</box>`` (a box with
+    no ``<ref>`` before it belongs to the phrase ``""``)."""
+    items, bad, last = [], 0, None
+    for m in _INTERN.finditer(text):
+        ref, inner = m.group(1), m.group(2)
+        if ref is not None:
+            last = (ref.strip(), None)
+            items.append(last)
+            continue
+        try:
+            boxes = json.loads(inner)
+            ok = isinstance(boxes, list) and boxes and all(
+                isinstance(b, list) and len(b) == 4 and all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool) for v in b)
+                for b in boxes)
+        except ValueError:
+            ok = False
+        if not ok:
+            bad += 1
+            continue
+        last = _attach(items, last, [list(map(float, b)) for b in boxes])
+    bad += max(0, text.count("<box>") - text.count("</box>"))  # opened, never closed
+    return items, bad, True
+
+
 _READERS = {"maira2": _read_maira2, "chexagent": _read_chexagent, "radfact": _read_json,
-            "pixels": _read_json}
+            "pixels": _read_json, "internvl": _read_internvl}
 
 
 # -- many outputs ---------------------------------------------------------------------------------

@@ -23,10 +23,14 @@ padding on the short axis) maps a source box to the cached image, exactly as the
   "x_max", "y_max"}] or null}]``, fractions of width and height, 4 decimals.
 * ``pixels`` -- the same JSON with each box ``[x1, y1, x2, y2]`` in integer pixels of the
   pointed-at image.
+* ``internvl`` -- InternVL: ``<ref>phrase</ref><box>[[x1, y1, x2, y2], ...]</box>``, a
+  phrase's boxes in one list, corners as integers 0..1000 of the width and height (rounded
+  to nearest); a phrase without a box is ``<ref>phrase</ref>``, an empty phrase writes the
+  box alone.
 
 One *bin* (the round-trip tolerance, :meth:`ImageFrame.bin_size`) is 1/100 of the crop's side
-(``maira2``), 1/100 of the side (``chexagent``), 1/10,000 of the side (``radfact``) and one
-pixel (``pixels``) of the pointed-at image. Corners outside the image are clipped to it (to the
+(``maira2``), 1/100 of the side (``chexagent``), 1/1,000 (``internvl``), 1/10,000 of the side
+(``radfact``) and one pixel (``pixels``) of the pointed-at image. Corners outside the image are clipped to it (to the
 content for the cached image, as :meth:`Letterbox.boxes` does). The reverse is
 :mod:`radharmony.mixture.box_parse`.
 """
@@ -39,10 +43,11 @@ import numpy as np
 
 from ..errors import RadHarmonyError, shorten
 from .box_frame import (BINS, DIALECTS, IMAGE_MODES, RADFACT_DECIMALS, RADFACT_KEYS,
-                        ImageFrame, _params, _params_sizes, check_dialect, crop_counts,
+                        TOKEN_DIALECTS, ImageFrame, _params, _params_sizes, check_dialect, crop_counts,
                         crop_status, from_target, from_units, to_target, unit_limits, units)
 
-__all__ = ["BINS", "DIALECTS", "IMAGE_MODES", "RADFACT_DECIMALS", "RADFACT_KEYS", "ImageFrame",
+__all__ = ["BINS", "DIALECTS", "IMAGE_MODES", "RADFACT_DECIMALS", "RADFACT_KEYS",
+           "TOKEN_DIALECTS", "ImageFrame",
            "box_to_text", "check_dialect", "crop_counts", "crop_status", "from_target",
            "from_units", "grounded_text", "grounded_texts", "grounded_texts_flat",
            "join_items", "to_target", "unit_limits", "units"]
@@ -59,7 +64,7 @@ def _box_strings(u: np.ndarray, dialect: str) -> list[str]:
     if dialect == "radfact":
         return [f'{{"x_min": {a}, "y_min": {b}, "x_max": {c}, "y_max": {d}}}'
                 for a, b, c, d in rows]
-    return [f"[{a}, {b}, {c}, {d}]" for a, b, c, d in rows]
+    return [f"[{a}, {b}, {c}, {d}]" for a, b, c, d in rows]  # pixels, internvl
 
 
 def _written(xyxy: np.ndarray, p: dict, index, dialect: str) -> list:
@@ -84,13 +89,16 @@ def _item_text(phrase: str, boxes: list[str] | None, dialect: str) -> str:
     if dialect == "chexagent":
         ref = f"<|ref|>{phrase}<|/ref|>" if phrase else ""
         return ref + ref.join(boxes) if boxes else ref
+    if dialect == "internvl":
+        ref = f"<ref>{phrase}</ref>" if phrase else ""
+        return ref + ("<box>[" + ", ".join(boxes) + "]</box>" if boxes else "")
     listed = "null" if boxes is None else "[" + ", ".join(boxes) + "]"
     return f'{{"text": {json.dumps(phrase, ensure_ascii=False)}, "boxes": {listed}}}'
 
 
 def join_items(items: list[str], dialect: str) -> str:
     """Grounded sentences -> the whole target text."""
-    return "".join(items) if dialect in ("maira2", "chexagent") else "[" + ", ".join(items) + "]"
+    return "".join(items) if dialect in TOKEN_DIALECTS else "[" + ", ".join(items) + "]"
 
 
 def _boxes_array(boxes) -> np.ndarray | None:

@@ -38,14 +38,18 @@ TOKENS = {"maira2": re.compile(r"<box><x\d+><y\d+><x\d+><y\d+></box>"),
           "radfact": re.compile(r'\{"x_min": [^{}"]*, "y_min": [^{}"]*, "x_max": [^{}"]*, '
                                 r'"y_max": [^{}"]*\}'),
           "pixels": re.compile(r"\[\d+, \d+, \d+, \d+\]")}
+TOKENS["internvl"] = TOKENS["pixels"]  # each box of a <box>[[...], ...]</box> list
 
 
 @dataclass
 class Moved:
-    """What writing a record's boxes again did: ``clipped`` / ``dropped`` by MAIRA-2's crop."""
+    """What writing a record's boxes again did: ``boxes`` written from the fields (those
+    MAIRA-2's crop left out of the build's text are not there to write), ``clipped`` /
+    ``dropped`` by MAIRA-2's crop in the new frame."""
 
     prompt: str
     target: str
+    boxes: int = 0
     clipped: int = 0
     dropped: int = 0
 
@@ -93,7 +97,7 @@ def rewrite(rid: str, prompt: str, target: str, fields: dict, frame: ImageFrame)
     for (which, m), new in reversed(list(zip(spans, texts))):  # from the end: spans stay put
         s = out[which]
         out[which] = s[:m.start()] + (new or "") + s[m.end():]
-    return Moved(out[0], out[1], int((status == 1).sum()), int((status == 2).sum()))
+    return Moved(out[0], out[1], len(xyxy), int((status == 1).sum()), int((status == 2).sum()))
 
 
 def source_items(rid: str, target: str, fields: dict) -> list:
@@ -115,7 +119,7 @@ def convert(rid: str, target: str, fields: dict, frame: ImageFrame, dialect: str
     items = source_items(rid, target, fields)
     xyxy = np.concatenate([b for _, b in items if b is not None] or [np.zeros((0, 4))])
     status = crop_status(xyxy, _params([frame]), np.zeros(len(xyxy), np.int64), dialect)
-    return Moved("", grounded_text(items, frame, dialect), int((status == 1).sum()),
+    return Moved("", grounded_text(items, frame, dialect), len(xyxy), int((status == 1).sum()),
                  int((status == 2).sum()))
 
 

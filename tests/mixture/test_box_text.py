@@ -66,6 +66,22 @@ def test_chexagent_rounds_to_0_100_of_each_side_and_repeats_the_ref_per_box():
         "<|box|>(25,17),(50,50)<|/box|>"
 
 
+def test_internvl_writes_0_1000_of_each_side_one_box_list_per_phrase():
+    text = grounded_text([("Nodule", [[100, 50, 200, 150], [0, 0, 400, 300]]),
+                          ("no effusion", None)], WIDE, "internvl")
+    # x 100 / 400 -> 250, y 50 / 300 -> 166.7 -> 167
+    assert text == ("<ref>Nodule</ref><box>[[250, 167, 500, 500], [0, 0, 1000, 1000]]</box>"
+                    "<ref>no effusion</ref>")
+    assert box_to_text("", [100, 50, 200, 150], WIDE, "internvl") == \
+        "<box>[[250, 167, 500, 500]]</box>"
+    r = parse_boxes("Here: " + text, WIDE, "internvl")
+    assert [p for p, _ in r.items] == ["Nodule", "no effusion"] and r.items[1][1] is None
+    np.testing.assert_allclose(r.items[0][1], [[100, 50.1, 200, 150], [0, 0, 400, 300]])
+    bad = parse_boxes("<ref>a</ref><box>[[1, 2, 3]]</box><ref>b</ref><box>[[1, 2, 1001, 4]]"
+                      "</box>", WIDE, "internvl")
+    assert bad.malformed == 2 and len(bad.boxes) == 0
+
+
 def test_json_dialects_are_the_lists_their_readers_load():
     items = [("Right effusion.", [[40, 30, 200, 150]]), ("Heart normal.", None)]
     rad = json.loads(grounded_text(items, WIDE, "radfact"))

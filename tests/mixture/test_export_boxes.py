@@ -15,7 +15,7 @@ from radharmony.mixture.boxes import ImageFrame
 from radharmony.mixture.builder import build
 from radharmony.mixture.formats import export_mixture
 from test_grounded_tasks import roots  # noqa: F401 (fixture: the grounded replicas)
-from trainer_readers import read_hf_chat, read_maira2, read_ms_swift
+from trainer_readers import read_hf_chat, read_internvl, read_maira2, read_ms_swift
 
 TASKS = {"object_cxr_train": {"locate_foreign_objects": "all"},
          "ms_cxr": {"phrase_grounding": "all", "grounded_captioning": "all"}}
@@ -147,3 +147,33 @@ def test_ms_swift_objects_are_the_boxes_in_the_entrys_image_pixels(tmp_path, roo
             target = row["messages"][1]["content"]
             assert all(x in target for x in f["sentences"] if x not in names)
     assert n > 3 and s["boxes"]["rewritten"] == n
+
+
+@pytest.mark.parametrize("images", ["original", "cache"])
+def test_internvl_boxes_are_0_1000_of_the_named_image(tmp_path, roots, images):
+    """Built in MAIRA-2's dialect on the original images, exported for InternVL: every box
+    the build wrote, from the fields, on 0..1000 of the named image's width and height (the
+    boxes MAIRA-2's crop left out of the build's text stay out)."""
+    from radharmony.mixture.box_parse import parse_boxes
+    from radharmony.mixture.reframe import source_boxes
+
+    mix = _mix(tmp_path / "m", roots, "maira2", {"mode": "original"},
+               tasks={"padchest_gr": {"grounded_report": "all"},
+                      "object_cxr_train": {"locate_foreign_objects": "all"}})
+    s = export_mixture(mix, "internvl", tmp_path / "iv.jsonl", images=images, progress=False)
+    rows = read_internvl(s["meta"]["path"])
+    recs = pd.read_parquet(mix / "records.parquet").set_index("record_id")
+    n = 0
+    for row, files in rows:
+        f = json.loads(recs.loc[row["id"], "fields"])
+        if not f.get("boxes"):
+            continue
+        frame = ImageFrame(f["frame"]["width"], f["frame"]["height"], images,
+                           224 if images == "cache" else None)
+        assert (row["width"], row["height"]) == frame.target_size
+        got = parse_boxes(row["conversations"][1]["value"], frame, "internvl")
+        wx, wy = frame.bin_size("internvl")
+        err = np.abs(got.boxes - source_boxes(f)[0])
+        assert (err[:, [0, 2]] <= wx / 2 + 1e-6).all() and (err[:, [1, 3]] <= wy / 2 + 1e-6).all()
+        n += len(got.boxes)
+    assert n == s["boxes"]["rewritten"] > 3

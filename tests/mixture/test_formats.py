@@ -17,8 +17,8 @@ from ray_fixture import ray_cluster  # noqa: F401 (fixture)
 from radharmony.errors import RadHarmonyError
 from radharmony.imaging.pipeline import DefaultTransform
 from radharmony.mixture.formats import FORMATS, export_mixture
-from trainer_readers import (read_hf_chat, read_llama_factory, read_llava, read_llava_rad,
-                             read_maira2, read_onevision, read_r2gen)
+from trainer_readers import (read_hf_chat, read_internvl, read_llama_factory, read_llava,
+                             read_llava_rad, read_maira2, read_onevision, read_r2gen)
 
 #: the fixture's records (ids are xxh3 of source, task, item: fixed), by what they are
 STUDY_3PA = "be631dd001a7a19d"      # findings, views PA PA PA, train
@@ -194,10 +194,11 @@ def test_maira2_inputs_and_what_is_absent(mix, tmp_path):
 
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
 def test_the_same_records_give_the_same_bytes(mix, tmp_path, fmt):
-    a = export_mixture(mix.out, fmt, tmp_path / "a" / "x.json", progress=False)
-    b = export_mixture(mix.out, fmt, tmp_path / "b" / "x.json", progress=False)
+    name = "x.jsonl" if fmt == "internvl" else "x.json"  # InternVL reads .jsonl only
+    a = export_mixture(mix.out, fmt, tmp_path / "a" / name, progress=False)
+    b = export_mixture(mix.out, fmt, tmp_path / "b" / name, progress=False)
     assert a["entries"] == b["entries"] > 0
-    assert (tmp_path / "a" / "x.json").read_bytes() == (tmp_path / "b" / "x.json").read_bytes()
+    assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
 
 
 def test_cached_images_are_the_letterboxed_pixels_as_pngs(cached, tmp_path):
@@ -298,3 +299,21 @@ def test_llama_factory_counts_image_tokens_over_all_messages(cached, tmp_path):
     s = export_mixture(odd.out, "llama-factory", tmp_path / "odd" / "d.json", progress=False)
     assert s["skipped"] == {"<image> in the record's text": 1} and s["entries"] == 17
     read_llama_factory(tmp_path / "odd", "fixture")
+
+
+def test_internvl_lines_and_meta(cached, tmp_path):
+    dest = tmp_path / "iv" / "train.jsonl"
+    summary = export_mixture(cached.out, "internvl", dest, progress=False)
+    rows = {r["id"]: (r, files) for r, files in read_internvl(summary["meta"]["path"])}
+    assert len(rows) == 18 == summary["entries"] and summary["skipped"] == {}
+    one, files = rows[MIMIC_LABELS]
+    assert (one["width"], one["height"]) == (32, 32) and len(files) == 1
+    assert one["conversations"][0]["value"].startswith("<image>\nWhich findings")
+    four, files = rows[WITH_PRIOR]  # two images, then the prior's two
+    assert four["width_list"] == [32] * 4 and len(files) == 4
+    assert four["conversations"][0]["value"].startswith(
+        "Image-1: <image>\nImage-2: <image>\nImage-3: <image>\nImage-4: <image>\n"
+        "The last 2 images are")
+    assert "image" not in rows[SUMMARY][0]
+    with pytest.raises(RadHarmonyError, match="must end in .jsonl"):
+        export_mixture(cached.out, "internvl", tmp_path / "x.json", progress=False)

@@ -16,7 +16,7 @@ import pytest
 from radharmony.fake import make_fake
 from radharmony.imaging.geometry import Letterbox
 from radharmony.mixture.box_parse import parse_boxes
-from radharmony.mixture.boxes import DIALECTS, ImageFrame
+from radharmony.mixture.boxes import DIALECTS, TOKEN_DIALECTS, ImageFrame
 from radharmony.mixture.builder import build
 from radharmony.mixture.grounding_scores import grounding_metrics
 from radharmony.mixture.records import fields_json, fields_of
@@ -88,7 +88,7 @@ def test_cache_mode_boxes_land_on_the_same_bright_rectangle(tmp_path, roots, dia
         xyxy = np.concatenate([b for _, b in got.items if b is not None] or [np.zeros((0, 4))])
         assert len(xyxy) == len(want)
         if not want:
-            assert r["target"] == ("No foreign object." if dialect in ("maira2", "chexagent")
+            assert r["target"] == ("No foreign object." if dialect in TOKEN_DIALECTS
                                    else "[]") and r["f"]["boxes"] == []
             continue
         bx, by = frame.bin_size(dialect)

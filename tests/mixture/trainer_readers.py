@@ -187,3 +187,36 @@ def read_ms_swift(path, image_dir=None) -> list[tuple[dict, list[tuple[str, list
                     assert 0 <= x1 <= x2 <= w and 0 <= y1 <= y2 <= h, (row["id"], w, h)
             out.append((row, list(zip(obj["ref"], obj["bbox"]))))
     return out
+
+
+def read_internvl(meta_path) -> list[tuple[dict, list[str]]]:
+    """InternVL: the meta JSON's one dataset (``root``, an ``annotation`` ending in
+    ``.jsonl``, ``repeat_time``, ``length`` = its lines); per line, one ``<image>`` in the
+    human turn per image (``image`` a string with ``width`` / ``height``, or a list with
+    ``width_list`` / ``height_list``), each image under ``root`` a file of that size, and
+    every ``<box>`` a list of four integers 0..1000 after a ``<ref>`` or alone."""
+    import cv2
+
+    meta = json.loads(open(meta_path).read())
+    (info,) = meta.values()
+    assert info["annotation"].endswith(".jsonl") and info["repeat_time"] == 1
+    lines = [json.loads(x) for x in open(info["annotation"], encoding="utf-8")]
+    assert info["length"] == len(lines)
+    out = []
+    for row in lines:
+        conv = row["conversations"]
+        assert [c["from"] for c in conv] == ["human", "gpt"]
+        image = row.get("image")
+        images = [] if image is None else [image] if isinstance(image, str) else image
+        sizes = ([(row["width"], row["height"])] if isinstance(image, str) else
+                 list(zip(row.get("width_list", []), row.get("height_list", []))))
+        assert conv[0]["value"].count(IMAGE) == len(images) == len(sizes), row["id"]
+        files = [os.path.join(info["root"], f) for f in images]
+        for f, (w, h) in zip(files, sizes):
+            assert cv2.imread(f, cv2.IMREAD_UNCHANGED).shape[:2] == (h, w), f
+        for box in re.findall(r"<box>(.*?)</box>", conv[1]["value"]):
+            vals = json.loads(box)
+            assert all(len(b) == 4 and all(isinstance(v, int) and 0 <= v <= 1000 for v in b)
+                       for b in vals), box
+        out.append((row, files))
+    return out

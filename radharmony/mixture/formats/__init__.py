@@ -15,6 +15,7 @@ millions of records is never held whole) and writes one file, entries in the rec
 ``llama-factory``   LLaMA-Factory ShareGPT ``messages`` / ``images`` + its            JSON list
                     ``dataset_info.json`` entry beside it
 ``ms-swift``        ms-swift ``messages`` / ``images`` / ``objects`` (boxes)          JSON lines
+``internvl``        InternVL ``conversations`` + the meta JSON beside it             JSON lines
 =================== =============================================================== ==========
 
 Each format's module says what an entry holds; :mod:`radharmony.mixture.formats.common`
@@ -32,7 +33,7 @@ from ...errors import check_choice
 from ...export.codec import ExportError
 from ...gc_pause import paused_gc
 from ..records import read_manifest
-from . import hf_chat, llama_factory, llava, llava_rad, maira2, ms_swift, r2gen
+from . import hf_chat, internvl, llama_factory, llava, llava_rad, maira2, ms_swift, r2gen
 from .common import Export, Output, dumps, record_batches
 
 #: format name -> (columns read, entry function, JSON lines?)
@@ -48,6 +49,9 @@ FORMATS = {
                                      lines=False, finish=llama_factory.finish),
     "ms-swift": SimpleNamespace(columns=ms_swift.COLUMNS, entry=ms_swift.entry, lines=True,
                                 reframe=False),  # its boxes: objects, from the fields
+    "internvl": SimpleNamespace(columns=internvl.COLUMNS, entry=internvl.entry, lines=True,
+                                dialect=internvl.DIALECT, finish=internvl.finish,
+                                check_dest=internvl.check_dest),
     "maira2": SimpleNamespace(columns=maira2.COLUMNS, entry=maira2.entry, lines=True,
                               dialect=maira2.DIALECT),
 }
@@ -67,7 +71,8 @@ def export_mixture(out: str | os.PathLike, fmt: str, dest: str | os.PathLike, *,
     Args:
         out: the mixture folder ``radharmony mix build`` wrote.
         fmt: one of :data:`FORMATS` (``llava``, ``llava-onevision``, ``llava-rad``,
-            ``hf-chat``, ``r2gen``, ``maira2``, ``llama-factory``, ``ms-swift``).
+            ``hf-chat``, ``r2gen``, ``maira2``, ``llama-factory``, ``ms-swift``,
+            ``internvl``).
         dest: the file to write (``train.json``, ``train.jsonl``, ``annotation.json``).
         image_folder: the folder image references are relative to. Cached images: where the
             PNGs are written (default ``<dest's folder>/images``). Original images: None
@@ -104,6 +109,8 @@ def export_mixture(out: str | os.PathLike, fmt: str, dest: str | os.PathLike, *,
     out, dest = Path(out), Path(dest)
     manifest = read_manifest(out)
     check_choice("r2gen_variant", r2gen_variant, r2gen.VARIANTS, error=ExportError)
+    if getattr(spec, "check_dest", None) is not None:
+        spec.check_dest(dest)
     ex = Export(out, manifest, dest, images=images, image_folder=image_folder,
                 cache_dir=cache_dir, workers=workers, engine=engine, fmt=fmt,
                 dialect=getattr(spec, "dialect", None),

@@ -104,6 +104,7 @@ class Export:
         self.cache_dir = cache_dir
         self.skipped: Counter = Counter()
         self.boxes: Counter = Counter()  # boxes written again: rewritten, clipped, dropped
+        self._sizes: dict = {}  # (source, path) -> (width, height) of an original image
         self.pending: list[tuple[str, str]] = []
         self.seen: set[int] = set()
         self.written = 0
@@ -142,6 +143,19 @@ class Export:
                               fix="pass a common parent folder of the roots, or "
                                   "image_folder=None (absolute paths)")
         return rel
+
+    def image_size(self, source: str, path: str) -> tuple[int, int]:
+        """``(width, height)`` of the image an entry names: the cached square, or the
+        original file's from its header (read once per image)."""
+        if self.mode == "cache":
+            return self.size, self.size
+        key = (source, path)
+        if key not in self._sizes:
+            from ..grounding import image_size
+
+            h, w = image_size(self.roots[source], path)
+            self._sizes[key] = (w, h)
+        return self._sizes[key]
 
     def beside_dest(self, ref: str) -> str:
         """``ref`` relative to the written file's folder (a trainer that joins image paths to
@@ -207,7 +221,7 @@ class Export:
         else:
             moved = convert(rec["record_id"], rec["target"], f, frame, want)
             moved.prompt = rec["prompt"]
-        self.boxes["rewritten"] += len(f["boxes"])
+        self.boxes["rewritten"] += moved.boxes
         self.boxes["clipped"] += moved.clipped
         self.boxes["dropped"] += moved.dropped
         return {**rec, "prompt": moved.prompt, "target": moved.target}

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..boxes import crop_counts, grounded_texts_flat
+from ..boxes import TOKEN_DIALECTS, crop_counts, grounded_texts_flat
 from ..grounding import BoxItem, box_table, choose_readers
 from ..records import fields_json, fields_of
 
@@ -228,7 +228,7 @@ def crop_counted(it: Items) -> dict:
 def nothing_text(dialect: str, words: str) -> str:
     """The target of an image with nothing to box: plain ``words`` in the token dialects
     (text without a token says nothing was found), an empty JSON list in the others."""
-    return words if dialect in ("maira2", "chexagent") else json.dumps([])
+    return words if dialect in TOKEN_DIALECTS else json.dumps([])
 
 
 __all__ = ["DEFAULTS", "Items", "crop_counted", "fields", "items", "nothing_text", "options", "ranges",
