@@ -16,7 +16,7 @@ import numpy as np
 from ..errors import RadHarmonyError, check_choice, shorten
 from ..imaging.geometry import Letterbox
 
-DIALECTS = ("maira2", "chexagent", "radfact", "pixels", "internvl")
+DIALECTS = ("maira2", "chexagent", "radfact", "pixels", "internvl", "qwen2.5")
 #: the dialects written as tokens in the text (the others: one JSON list)
 TOKEN_DIALECTS = ("maira2", "chexagent", "internvl")
 IMAGE_MODES = ("original", "cache")
@@ -24,6 +24,9 @@ IMAGE_MODES = ("original", "cache")
 BINS = 100
 #: InternVL's 0-1000 scale of width and height
 PER_MILLE = 1000
+#: Qwen2.5-VL's processor: sides multiples of 28 (patch 14 x merge 2), 3,136 to 12,845,056
+#: pixels (its preprocessor_config.json)
+QWEN_FACTOR, QWEN_MIN_PIXELS, QWEN_MAX_PIXELS = 28, 4 * 28 * 28, 16384 * 28 * 28
 #: decimals of a RadFact fraction
 RADFACT_DECIMALS = 4
 RADFACT_KEYS = ("x_min", "y_min", "x_max", "y_max")
@@ -183,9 +186,33 @@ def from_target(xyxy: np.ndarray, p: dict, index) -> np.ndarray:
     return out
 
 
+def qwen_size(width, height) -> tuple[np.ndarray, np.ndarray]:
+    """``(width, height)`` of images as Qwen2.5-VL's processor resizes them (its
+    ``smart_resize``: each side rounded to a multiple of 28, the area then brought within its
+    pixel bounds by one scale, aspect kept).
+
+    >>> [v.tolist() for v in qwen_size([2048, 400], [2500, 300])]
+    [[2044, 392], [2492, 308]]
+    """
+    w, h = np.asarray(width, np.float64), np.asarray(height, np.float64)
+    f = QWEN_FACTOR
+    rw, rh = np.maximum(f, np.round(w / f) * f), np.maximum(f, np.round(h / f) * f)
+    big, small = rw * rh > QWEN_MAX_PIXELS, rw * rh < QWEN_MIN_PIXELS
+    beta = np.sqrt(w * h / QWEN_MAX_PIXELS)
+    rw = np.where(big, np.floor(w / beta / f) * f, rw)
+    rh = np.where(big, np.floor(h / beta / f) * f, rh)
+    beta = np.sqrt(QWEN_MIN_PIXELS / (w * h))
+    rw = np.where(small, np.ceil(w * beta / f) * f, rw)
+    rh = np.where(small, np.ceil(h * beta / f) * f, rh)
+    return rw.astype(np.int64), rh.astype(np.int64)
+
+
 def _unit(dialect: str, p: dict, index=slice(None)) -> tuple[np.ndarray, np.ndarray]:
     """Pointed-at pixels per dialect unit (x, y)."""
     tw, th = p["tw"][index], p["th"][index]
+    if dialect == "qwen2.5":
+        rw, rh = qwen_size(tw, th)
+        return tw / rw, th / rh
     if dialect == "maira2":
         side = np.minimum(tw, th) / BINS
         return side, side
@@ -237,8 +264,17 @@ def units(xyxy: np.ndarray, p: dict, index, dialect: str) -> np.ndarray:
             np.int64)
     if dialect == "radfact":
         return np.clip(np.round(q, RADFACT_DECIMALS), 0.0, 1.0)
-    hi = np.stack([p["tw"][index], p["th"][index]] * 2, axis=1)
+    hi = _pixel_limits(p, index, dialect)
     return np.clip(np.rint(q), 0, hi).astype(np.int64)
+
+
+def _pixel_limits(p: dict, index, dialect: str) -> np.ndarray:
+    """``(N, 4)`` the width and height of the image a pixel dialect counts in (Qwen2.5-VL:
+    as its processor resizes it)."""
+    tw, th = p["tw"][index], p["th"][index]
+    if dialect == "qwen2.5":
+        tw, th = qwen_size(tw, th)
+    return np.stack([tw, th] * 2, axis=1)
 
 
 def crop_status(xyxy: np.ndarray, p: dict, index, dialect: str) -> np.ndarray:
@@ -283,4 +319,4 @@ def unit_limits(p: dict, index, dialect: str) -> np.ndarray:
         return np.full((n, 4), top, np.float64)
     if dialect == "radfact":
         return np.ones((n, 4))
-    return np.stack([p["tw"][index], p["th"][index]] * 2, axis=1)
+    return _pixel_limits(p, index, dialect)

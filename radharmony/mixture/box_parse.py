@@ -10,6 +10,7 @@ exactly is **counted** in ``malformed`` and left out --
   (MAIRA-2's own processor refuses bins past its 100);
 * a CheXagent ``<|box|>`` that is not whole ``(x,y),(x,y)`` pairs, or a value over 100;
 * an InternVL ``<box>`` that is not a JSON list of four-number lists, or a value over 1000;
+* a Qwen2.5-VL ``bbox_2d`` past the image as its processor resizes it;
 * a JSON box that is not four numbers (``{"x_min", ...}`` or ``[x1, y1, x2, y2]``), or a value
   past the image (over 1 for ``radfact``, over the width or height for ``pixels``);
 * in every dialect, a negative value or a box whose corners are reversed (``x1 > x2``);
@@ -153,10 +154,11 @@ def _json_box(b, keys):
     return [float(v) for v in b]
 
 
-def _read_json(text: str):
+def _json_list(text: str) -> list | None:
+    """The JSON list in ``text`` (from its first ``[`` to its last ``]``), or None."""
     start, end = text.find("["), text.rfind("]")
     if start < 0 or end < start:
-        return [], 0, False
+        return None
     body = text[start:end + 1]
     try:
         data = orjson.loads(body)  # ~2x the standard parser
@@ -164,8 +166,13 @@ def _read_json(text: str):
         try:  # what orjson refuses and json reads (NaN, Infinity)
             data = json.loads(body)
         except ValueError:
-            return [], 0, False
-    if not isinstance(data, list):
+            return None
+    return data if isinstance(data, list) else None
+
+
+def _read_json(text: str):
+    data = _json_list(text)
+    if data is None:
         return [], 0, False
     items, bad = [], 0
     for entry in data:
@@ -184,6 +191,34 @@ def _read_json(text: str):
             else:
                 boxes.append(got)
         items.append((entry.get("text", "").strip(), boxes))
+    return items, bad, True
+
+
+def _read_qwen(text: str):
+    """Qwen2.5-VL: ``[{"bbox_2d": [x1, y1, x2, y2], "label": ...}, ...]``, one object a box
+    (consecutive objects of one label are one sentence); an object without ``bbox_2d`` is a
+    sentence without a box."""
+    data = _json_list(text)
+    if data is None:
+        return [], 0, False
+    items, bad, last = [], 0, None
+    for entry in data:
+        if not isinstance(entry, dict) or not isinstance(entry.get("label", ""), str):
+            bad += 1
+            continue
+        label = entry.get("label", "").strip()
+        if "bbox_2d" not in entry:
+            last = (label, None)
+            items.append(last)
+            continue
+        got = _json_box(entry["bbox_2d"], RADFACT_KEYS)
+        if got is None:
+            bad += 1
+            continue
+        if last is None or last[0] != label or last[1] is None:
+            last = (label, None)
+            items.append(last)
+        last = _attach(items, last, [got])
     return items, bad, True
 
 
@@ -217,7 +252,7 @@ def _read_internvl(text: str):
 
 
 _READERS = {"maira2": _read_maira2, "chexagent": _read_chexagent, "radfact": _read_json,
-            "pixels": _read_json, "internvl": _read_internvl}
+            "pixels": _read_json, "internvl": _read_internvl, "qwen2.5": _read_qwen}
 
 
 # -- many outputs ---------------------------------------------------------------------------------

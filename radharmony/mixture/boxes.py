@@ -27,10 +27,15 @@ padding on the short axis) maps a source box to the cached image, exactly as the
   phrase's boxes in one list, corners as integers 0..1000 of the width and height (rounded
   to nearest); a phrase without a box is ``<ref>phrase</ref>``, an empty phrase writes the
   box alone.
+* ``qwen2.5`` -- Qwen2.5-VL: JSON ``[{"bbox_2d": [x1, y1, x2, y2], "label": phrase}, ...]``,
+  one object a box, integer pixels of the pointed-at image **as Qwen2.5-VL's processor
+  resizes it** (:func:`~radharmony.mixture.box_frame.qwen_size`: sides multiples of 28
+  within its pixel bounds); a sentence without a box is ``{"label": phrase}``.
 
 One *bin* (the round-trip tolerance, :meth:`ImageFrame.bin_size`) is 1/100 of the crop's side
 (``maira2``), 1/100 of the side (``chexagent``), 1/1,000 (``internvl``), 1/10,000 of the side
-(``radfact``) and one pixel (``pixels``) of the pointed-at image. Corners outside the image are clipped to it (to the
+(``radfact``), one pixel (``pixels``) of the pointed-at image and one pixel of Qwen2.5-VL's
+resized image (``qwen2.5``). Corners outside the image are clipped to it (to the
 content for the cached image, as :meth:`Letterbox.boxes` does). The reverse is
 :mod:`radharmony.mixture.box_parse`.
 """
@@ -92,6 +97,11 @@ def _item_text(phrase: str, boxes: list[str] | None, dialect: str) -> str:
     if dialect == "internvl":
         ref = f"<ref>{phrase}</ref>" if phrase else ""
         return ref + ("<box>[" + ", ".join(boxes) + "]</box>" if boxes else "")
+    if dialect == "qwen2.5":
+        label = json.dumps(phrase, ensure_ascii=False)
+        if not boxes:
+            return f'{{"label": {label}}}'
+        return ", ".join(f'{{"bbox_2d": {b}, "label": {label}}}' for b in boxes)
     listed = "null" if boxes is None else "[" + ", ".join(boxes) + "]"
     return f'{{"text": {json.dumps(phrase, ensure_ascii=False)}, "boxes": {listed}}}'
 

@@ -39,6 +39,7 @@ TOKENS = {"maira2": re.compile(r"<box><x\d+><y\d+><x\d+><y\d+></box>"),
                                 r'"y_max": [^{}"]*\}'),
           "pixels": re.compile(r"\[\d+, \d+, \d+, \d+\]")}
 TOKENS["internvl"] = TOKENS["pixels"]  # each box of a <box>[[...], ...]</box> list
+TOKENS["qwen2.5"] = TOKENS["pixels"]  # each "bbox_2d": [...]
 
 
 @dataclass

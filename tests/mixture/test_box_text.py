@@ -82,6 +82,46 @@ def test_internvl_writes_0_1000_of_each_side_one_box_list_per_phrase():
     assert bad.malformed == 2 and len(bad.boxes) == 0
 
 
+def _smart_resize(height: int, width: int, factor=28, min_pixels=3136,
+                  max_pixels=16384 * 28 * 28) -> tuple[int, int]:
+    """Qwen2.5-VL's processor's resize, one image, in plain Python (its rules as written in
+    its utilities: round each side to the factor, then one scale into the pixel bounds)."""
+    import math
+
+    h = max(factor, round(height / factor) * factor)
+    w = max(factor, round(width / factor) * factor)
+    if h * w > max_pixels:
+        beta = math.sqrt(height * width / max_pixels)
+        h, w = math.floor(height / beta / factor) * factor, math.floor(width / beta / factor) \
+            * factor
+    elif h * w < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h, w = math.ceil(height * beta / factor) * factor, math.ceil(width * beta / factor) \
+            * factor
+    return h, w
+
+
+def test_qwen25_boxes_are_pixels_of_the_image_as_its_processor_resizes_it():
+    from radharmony.mixture.box_frame import qwen_size
+
+    # 400 x 300 -> 392 x 308 (14 and 11 patches of 28): x 100 * 392 / 400 = 98, y 50 * 308 /
+    # 300 = 51.3 -> 51
+    text = grounded_text([("Nodule", [[100, 50, 200, 150], [0, 0, 400, 300]]),
+                          ("no effusion", None)], WIDE, "qwen2.5")
+    assert json.loads(text) == [{"bbox_2d": [98, 51, 196, 154], "label": "Nodule"},
+                                {"bbox_2d": [0, 0, 392, 308], "label": "Nodule"},
+                                {"label": "no effusion"}]
+    r = parse_boxes("```json\n" + text + "\n```", WIDE, "qwen2.5")
+    assert [p for p, _ in r.items] == ["Nodule", "no effusion"] and len(r.items[0][1]) == 2
+    assert parse_boxes('[{"bbox_2d": [0, 0, 393, 10], "label": "a"}]', WIDE,
+                       "qwen2.5").malformed == 1  # past the resized width
+    rng = np.random.default_rng(1)
+    sizes = np.r_[rng.integers(10, 9000, (300, 2)), [[5000, 5000], [28, 28], [20, 4000]]]
+    rw, rh = qwen_size(sizes[:, 0], sizes[:, 1])
+    assert [(int(h), int(w)) for w, h in zip(rw, rh)] == [
+        _smart_resize(int(h), int(w)) for w, h in sizes.tolist()]
+
+
 def test_json_dialects_are_the_lists_their_readers_load():
     items = [("Right effusion.", [[40, 30, 200, 150]]), ("Heart normal.", None)]
     rad = json.loads(grounded_text(items, WIDE, "radfact"))
