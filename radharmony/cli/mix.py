@@ -21,7 +21,7 @@ from .output import workers as _workers
 #: the trainers' formats (``radharmony.mixture.formats.FORMATS``, named here so building the
 #: parser imports no format module)
 EXPORT_FORMATS = ("llava", "llava-onevision", "llava-rad", "hf-chat", "r2gen", "maira2",
-                  "llama-factory", "ms-swift", "internvl")
+                  "llama-factory", "ms-swift", "internvl", "energon")
 
 
 def add_parser(subparsers, *, parents=()) -> None:

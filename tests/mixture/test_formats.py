@@ -17,8 +17,9 @@ from ray_fixture import ray_cluster  # noqa: F401 (fixture)
 from radharmony.errors import RadHarmonyError
 from radharmony.imaging.pipeline import DefaultTransform
 from radharmony.mixture.formats import FORMATS, export_mixture
-from trainer_readers import (read_hf_chat, read_internvl, read_llama_factory, read_llava,
-                             read_llava_rad, read_maira2, read_onevision, read_r2gen)
+from trainer_readers import (read_energon, read_hf_chat, read_internvl, read_llama_factory,
+                             read_llava, read_llava_rad, read_maira2, read_onevision,
+                             read_r2gen)
 
 #: the fixture's records (ids are xxh3 of source, task, item: fixed), by what they are
 STUDY_3PA = "be631dd001a7a19d"      # findings, views PA PA PA, train
@@ -317,3 +318,23 @@ def test_internvl_lines_and_meta(cached, tmp_path):
     assert "image" not in rows[SUMMARY][0]
     with pytest.raises(RadHarmonyError, match="must end in .jsonl"):
         export_mixture(cached.out, "internvl", tmp_path / "x.json", progress=False)
+
+
+def test_energon_blends_one_dataset_per_source_and_task_by_its_records(mix, tmp_path):
+    dest = tmp_path / "en" / "metadataset.yaml"
+    summary = export_mixture(mix.out, "energon", dest, progress=False)
+    got = read_energon(dest)
+    want: dict = {}
+    for r in mix.records:
+        key = ({"train": "train", "valid": "val"}[r["split"]], r["source"], r["task"])
+        want.setdefault(key, set()).add(r["record_id"])
+    seen = {}
+    for split, parts in got.items():
+        for weight, rows in parts:
+            ids = {r["id"] for r in rows}
+            (key,) = {k for k, v in want.items() if ids <= v and k[0] == split}
+            assert ids == want[key] and weight == len(rows)  # the group's records, all
+            seen[key] = weight
+    assert set(seen) == set(want) and summary["entries"] == len(mix.records) == 18
+    assert summary["groups"]["train"] == {f"train/{s}.{t}.jsonl": n
+                                          for (sp, s, t), n in seen.items() if sp == "train"}

@@ -220,3 +220,24 @@ def read_internvl(meta_path) -> list[tuple[dict, list[str]]]:
                        for b in vals), box
         out.append((row, files))
     return out
+
+
+def read_energon(metadataset) -> dict[str, list[tuple[float, list[dict]]]]:
+    """Megatron-Energon's metadataset: ``MetadatasetV2`` of module ``megatron.energon``, each
+    split a ``blend`` of ``{weight, path}`` (a positive weight; the path relative to the YAML,
+    as Energon resolves it) naming a JSON lines dataset, read here as the chat lines they
+    hold (:func:`read_hf_chat`). Returns per split its ``(weight, rows)`` datasets."""
+    import yaml
+
+    meta = yaml.safe_load(open(metadataset, encoding="utf-8"))
+    assert meta["__module__"] == "megatron.energon" and meta["__class__"] == "MetadatasetV2"
+    base = os.path.dirname(os.path.abspath(metadataset))
+    out = {}
+    for split, spec in meta["splits"].items():
+        assert split in ("train", "val", "test") and set(spec) == {"blend"}
+        out[split] = []
+        for part in spec["blend"]:
+            assert set(part) == {"weight", "path"} and part["weight"] > 0
+            assert not os.path.isabs(part["path"]) and part["path"].endswith(".jsonl")
+            out[split].append((part["weight"], read_hf_chat(os.path.join(base, part["path"]))))
+    return out

@@ -16,6 +16,8 @@ millions of records is never held whole) and writes one file, entries in the rec
                     ``dataset_info.json`` entry beside it
 ``ms-swift``        ms-swift ``messages`` / ``images`` / ``objects`` (boxes)          JSON lines
 ``internvl``        InternVL ``conversations`` + the meta JSON beside it             JSON lines
+``energon``         Megatron-Energon metadataset: a blend of one JSON lines file     YAML
+                    per (source, task), weighted by its records
 =================== =============================================================== ==========
 
 Each format's module says what an entry holds; :mod:`radharmony.mixture.formats.common`
@@ -33,7 +35,7 @@ from ...errors import check_choice
 from ...export.codec import ExportError
 from ...gc_pause import paused_gc
 from ..records import read_manifest
-from . import hf_chat, internvl, llama_factory, llava, llava_rad, maira2, ms_swift, r2gen
+from . import energon, hf_chat, internvl, llama_factory, llava, llava_rad, maira2, ms_swift, r2gen
 from .common import Export, Output, dumps, record_batches
 
 #: format name -> (columns read, entry function, JSON lines?)
@@ -52,6 +54,8 @@ FORMATS = {
     "internvl": SimpleNamespace(columns=internvl.COLUMNS, entry=internvl.entry, lines=True,
                                 dialect=internvl.DIALECT, finish=internvl.finish,
                                 check_dest=internvl.check_dest),
+    "energon": SimpleNamespace(columns=energon.COLUMNS, entry=hf_chat.entry, lines=True,
+                               write=energon.write),
     "maira2": SimpleNamespace(columns=maira2.COLUMNS, entry=maira2.entry, lines=True,
                               dialect=maira2.DIALECT),
 }
@@ -72,7 +76,7 @@ def export_mixture(out: str | os.PathLike, fmt: str, dest: str | os.PathLike, *,
         out: the mixture folder ``radharmony mix build`` wrote.
         fmt: one of :data:`FORMATS` (``llava``, ``llava-onevision``, ``llava-rad``,
             ``hf-chat``, ``r2gen``, ``maira2``, ``llama-factory``, ``ms-swift``,
-            ``internvl``).
+            ``internvl``, ``energon``).
         dest: the file to write (``train.json``, ``train.jsonl``, ``annotation.json``).
         image_folder: the folder image references are relative to. Cached images: where the
             PNGs are written (default ``<dest's folder>/images``). Original images: None
@@ -122,12 +126,18 @@ def export_mixture(out: str | os.PathLike, fmt: str, dest: str | os.PathLike, *,
         batches = tqdm(record_batches(out, columns, split), unit="row group",
                        desc=f"exporting {out.name} ({fmt})", disable=not progress)
         with paused_gc():  # a row group's records and entries: ~10 objects each, no cycles
-            entries = (_r2gen if fmt == "r2gen" else _list)(batches, dest, ex, spec)
+            if fmt == "energon":
+                groups = energon.write(batches, dest, ex)
+                entries = sum(n for files in groups.values() for n in files.values())
+            else:
+                entries = (_r2gen if fmt == "r2gen" else _list)(batches, dest, ex, spec)
     finally:
         ex.close()
     summary = ex.summary(fmt, entries, split)
     if getattr(spec, "finish", None) is not None:  # the files a trainer reads beside it
         spec.finish(ex, summary)
+    if fmt == "energon":
+        summary["groups"] = groups  # {split: {file relative to dest's folder: records}}
     if fmt == "r2gen":
         summary.update(entries=sum(entries.values()), variant=r2gen_variant, splits=entries,
                        note=r2gen.EMPTY_TEST)
