@@ -338,3 +338,16 @@ def test_energon_blends_one_dataset_per_source_and_task_by_its_records(mix, tmp_
     assert set(seen) == set(want) and summary["entries"] == len(mix.records) == 18
     assert summary["groups"]["train"] == {f"train/{s}.{t}.jsonl": n
                                           for (sp, s, t), n in seen.items() if sp == "train"}
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+def test_every_format_renders_one_record_alone(mix, fmt):
+    from radharmony.mixture.formats import render_record
+
+    rec = {**_by_id(mix)[WITH_PRIOR]}
+    rec["fields"] = json.dumps(rec["fields"])
+    got = render_record(rec, fmt)
+    if fmt in ("llava", "llava-rad"):  # one image: the prior cannot come along
+        assert got == {"skipped": "needs the prior image (one-image trainer)"}
+    else:
+        assert got["id"] == rec["record_id"]

@@ -28,6 +28,7 @@ The same records give the same bytes.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -148,11 +149,21 @@ class _Preview:
     """What an entry function needs of an :class:`Export`, for one record shown alone: image
     references as ``<source>/<image_path>`` and the reason a record would be skipped."""
 
+    #: boxes stay as the build wrote them, for the original image; R2Gen's default loader
+    mode, size, dialect, variant = "original", None, None, None
+
     def __init__(self):
         self.skipped: list[str] = []
+        self.boxes: Counter = Counter()
 
     def ref(self, source: str, path: str) -> str:
         return f"{source}/{path}"
+
+    def beside_dest(self, ref: str) -> str:
+        return ref
+
+    def image_size(self, source: str, path: str) -> tuple[None, None]:
+        return None, None  # not read for a preview
 
     def skip(self, reason: str) -> None:
         self.skipped.append(reason)

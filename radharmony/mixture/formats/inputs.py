@@ -46,8 +46,7 @@ NEEDS_PRIOR = "needs the prior image (one-image trainer)"
 def has_prior(rec: dict) -> bool:
     """Whether the record carries a prior study's images (``fields["prior_image_paths"]``;
     most records do not, and are told apart from their text without parsing it)."""
-    text = rec.get("fields") or ""
-    if '"prior_image_paths":[' not in text or '"prior_image_paths":[]' in text:
+    if '"prior_image_paths"' not in (rec.get("fields") or ""):
         return False
     return bool(fields(rec).get("prior_image_paths"))
 

@@ -49,7 +49,7 @@ def check_dest(dest: Path) -> None:
 def entry(rec: dict, ex: Export) -> dict | None:
     if not has_target(rec, ex) or not token_free(rec, ex, TOKEN):
         return None
-    if '"task_kind":"caption"' in (rec.get("fields") or ""):
+    if '"caption"' in (rec.get("fields") or "") and fields(rec).get("task_kind") == "caption":
         ex.skip(BOX_IN_PROMPT)
         return None
     refs, words = every_image(rec, ex)
