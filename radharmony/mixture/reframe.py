@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..export.codec import ExportError
-from .box_frame import ImageFrame, _params, crop_status
+from .box_frame import TOKEN_DIALECTS, ImageFrame, _params, crop_status
 from .box_parse import parse_boxes
 from .boxes import _written, grounded_text
 
@@ -114,10 +114,24 @@ def source_items(rid: str, target: str, fields: dict) -> list:
             zip(items, starts, starts[1:])]
 
 
+def _nothing(target: str, fields: dict, dialect: str) -> str:
+    """The target of a record with nothing to box, in ``dialect`` (the build's words kept)."""
+    from .tasks.grounded_source import nothing_text
+    from .tasks.grounding import NO_FINDING, NO_OBJECT
+
+    if dialect not in TOKEN_DIALECTS:
+        return nothing_text(dialect, "")
+    if fields["dialect"] in TOKEN_DIALECTS:
+        return target
+    return NO_OBJECT if fields.get("finding") == "foreign_object" else NO_FINDING
+
+
 def convert(rid: str, target: str, fields: dict, frame: ImageFrame, dialect: str) -> Moved:
     """``target``'s sentences in ``dialect`` for ``frame`` (see the module doc); the prompt
     must hold no box (a captioning record's box is in its prompt: not converted)."""
     items = source_items(rid, target, fields)
+    if not items:  # nothing to box: said in words (token dialects) or an empty list
+        return Moved("", _nothing(target, fields, dialect))
     xyxy = np.concatenate([b for _, b in items if b is not None] or [np.zeros((0, 4))])
     status = crop_status(xyxy, _params([frame]), np.zeros(len(xyxy), np.int64), dialect)
     return Moved("", grounded_text(items, frame, dialect), len(xyxy), int((status == 1).sum()),

@@ -5,6 +5,7 @@ that image would have put it, or the record refused -- never a box left in the o
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -177,3 +178,16 @@ def test_internvl_boxes_are_0_1000_of_the_named_image(tmp_path, roots, images):
         assert (err[:, [0, 2]] <= wx / 2 + 1e-6).all() and (err[:, [1, 3]] <= wy / 2 + 1e-6).all()
         n += len(got.boxes)
     assert n == s["boxes"]["rewritten"] > 3
+
+
+@pytest.mark.parametrize("built", ["pixels", "chexagent"])
+def test_an_image_with_nothing_to_box_keeps_saying_so_in_another_dialect(tmp_path, roots,
+                                                                        built):
+    mix = _mix(tmp_path / "m", roots, built, {"mode": "cache", "size": 64},
+               tasks={"object_cxr_train": {"locate_foreign_objects": "all"}})
+    s = export_mixture(mix, "internvl", tmp_path / "iv.jsonl", progress=False)
+    assert s["skipped"] == {} and s["entries"] == 4
+    targets = {Path(f[0]).name.removesuffix(".png"): r["conversations"][1]["value"]
+               for r, f in read_internvl(s["meta"]["path"])}
+    assert targets["00004.jpg"] == "No foreign object."
+    assert targets["00003.jpg"].startswith("<ref>Foreign object</ref><box>[[")
