@@ -9,6 +9,8 @@ exactly is **counted** in ``malformed`` and left out --
 * a MAIRA-2 ``<box>`` whose content is not whole ``<x><y><x><y>`` groups, or a bin over 99
   (MAIRA-2's own processor refuses bins past its 100);
 * a CheXagent ``<|box|>`` that is not whole ``(x,y),(x,y)`` pairs, or a value over 100;
+* an InternVL ``<box>`` that is not a JSON list of four-number lists, or a value over 1000;
+* a Qwen2.5-VL ``bbox_2d`` past the image as its processor resizes it;
 * a JSON box that is not four numbers (``{"x_min", ...}`` or ``[x1, y1, x2, y2]``), or a value
   past the image (over 1 for ``radfact``, over the width or height for ``pixels``);
 * in every dialect, a negative value or a box whose corners are reversed (``x1 > x2``);
@@ -35,7 +37,8 @@ import orjson
 
 from ..errors import RadHarmonyError
 from .box_fast import read_strict, strict_mask
-from .boxes import ImageFrame, RADFACT_KEYS, _params, check_dialect, from_units, unit_limits
+from .box_frame import (ImageFrame, RADFACT_KEYS, _params, check_dialect, from_units,
+                        unit_limits)
 
 _NUM = r"(-?\d+(?:\.\d+)?)"
 _OBJ_OPEN = re.compile(r"<\s*obj\s*>")
@@ -108,6 +111,19 @@ def _read_maira2(text: str):
     return items, bad, True
 
 
+def _attach(items: list, last, boxes: list):
+    """``boxes`` added to the last item (a phrase ``""`` opened when there is none); returns
+    the last item."""
+    if last is None:
+        last = ("", None)
+        items.append(last)
+    if last[1] is None:
+        last = (last[0], [])
+        items[-1] = last
+    last[1].extend(boxes)
+    return last
+
+
 def _read_chexagent(text: str):
     items, bad, last = [], 0, None
     for m in _CHEX.finditer(text):
@@ -123,13 +139,7 @@ def _read_chexagent(text: str):
             bad += 1
             continue
         v = [float(c) for pt in points for c in pt]
-        if last is None:
-            last = ("", None)
-            items.append(last)
-        if last[1] is None:
-            last = (last[0], [])
-            items[-1] = last
-        last[1].extend(v[i:i + 4] for i in range(0, len(v), 4))
+        last = _attach(items, last, [v[i:i + 4] for i in range(0, len(v), 4)])
     bad += max(0, text.count("<|box|>") - text.count("<|/box|>"))  # opened, never closed
     return items, bad, True
 
@@ -144,10 +154,11 @@ def _json_box(b, keys):
     return [float(v) for v in b]
 
 
-def _read_json(text: str):
+def _json_list(text: str) -> list | None:
+    """The JSON list in ``text`` (from its first ``[`` to its last ``]``), or None."""
     start, end = text.find("["), text.rfind("]")
     if start < 0 or end < start:
-        return [], 0, False
+        return None
     body = text[start:end + 1]
     try:
         data = orjson.loads(body)  # ~2x the standard parser
@@ -155,8 +166,13 @@ def _read_json(text: str):
         try:  # what orjson refuses and json reads (NaN, Infinity)
             data = json.loads(body)
         except ValueError:
-            return [], 0, False
-    if not isinstance(data, list):
+            return None
+    return data if isinstance(data, list) else None
+
+
+def _read_json(text: str):
+    data = _json_list(text)
+    if data is None:
         return [], 0, False
     items, bad = [], 0
     for entry in data:
@@ -178,8 +194,65 @@ def _read_json(text: str):
     return items, bad, True
 
 
+def _read_qwen(text: str):
+    """Qwen2.5-VL: ``[{"bbox_2d": [x1, y1, x2, y2], "label": ...}, ...]``, one object a box
+    (consecutive objects of one label are one sentence); an object without ``bbox_2d`` is a
+    sentence without a box."""
+    data = _json_list(text)
+    if data is None:
+        return [], 0, False
+    items, bad, last = [], 0, None
+    for entry in data:
+        if not isinstance(entry, dict) or not isinstance(entry.get("label", ""), str):
+            bad += 1
+            continue
+        label = entry.get("label", "").strip()
+        if "bbox_2d" not in entry:
+            last = (label, None)
+            items.append(last)
+            continue
+        got = _json_box(entry["bbox_2d"], RADFACT_KEYS)
+        if got is None:
+            bad += 1
+            continue
+        if last is None or last[0] != label or last[1] is None:
+            last = (label, None)
+            items.append(last)
+        last = _attach(items, last, [got])
+    return items, bad, True
+
+
+_INTERN = re.compile(r"<ref>(.*?)</ref>|<box>(.*?)</box>", re.S)
+
+
+def _read_internvl(text: str):
+    """InternVL: ``<ref>phrase</ref>`` then ``<box>[[x1, y1, x2, y2], ...]</box>`` (a box with
+    no ``<ref>`` before it belongs to the phrase ``""``)."""
+    items, bad, last = [], 0, None
+    for m in _INTERN.finditer(text):
+        ref, inner = m.group(1), m.group(2)
+        if ref is not None:
+            last = (ref.strip(), None)
+            items.append(last)
+            continue
+        try:
+            boxes = json.loads(inner)
+            ok = isinstance(boxes, list) and boxes and all(
+                isinstance(b, list) and len(b) == 4 and all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool) for v in b)
+                for b in boxes)
+        except ValueError:
+            ok = False
+        if not ok:
+            bad += 1
+            continue
+        last = _attach(items, last, [list(map(float, b)) for b in boxes])
+    bad += max(0, text.count("<box>") - text.count("</box>"))  # opened, never closed
+    return items, bad, True
+
+
 _READERS = {"maira2": _read_maira2, "chexagent": _read_chexagent, "radfact": _read_json,
-            "pixels": _read_json}
+            "pixels": _read_json, "internvl": _read_internvl, "qwen2.5": _read_qwen}
 
 
 # -- many outputs ---------------------------------------------------------------------------------

@@ -7,11 +7,15 @@ or the **cached** letterboxed square of side ``S`` that radharmony's pipeline wr
 padding on the short axis) maps a source box to the cached image, exactly as the dataset's
 ``bbox`` output does. A box is written in the pointed-at image's coordinates:
 
-* ``maira2`` -- MAIRA-2's processor: the image padded to a square of side ``max(w, h)`` with the
-  content at the top left, each corner quantised to 100 bins per axis on that square
-  (``bin = floor(100 p / side)``, 0..99; read back at the bin centre ``(bin + 0.5) / 100``).
-  A sentence is ``<obj>phrase<box><x12><y30><x40><y66></box>...</obj>``, no box for a
-  negative sentence; sentences follow each other with nothing between them.
+* ``maira2`` -- MAIRA-2's processor: the image resized by its shortest side and **centre-cropped
+  to a square** of side ``m = min(w, h)``, each corner quantised to 100 bins per axis on that
+  crop (``bin = floor(100 (p - o) / m)``, 0..99, ``o = (w - m) // 2`` along x and
+  ``(h - m) // 2`` along y; read back at the bin centre ``(bin + 0.5) m / 100 + o``, as
+  its ``adjust_box_for_original_image_size`` does). A box reaching past the crop is clipped
+  to it, a box wholly outside it is dropped (:func:`crop_counts` counts both; a sentence
+  whose boxes are all dropped keeps its phrase). A sentence is
+  ``<obj>phrase<box><x12><y30><x40><y66></box>...</obj>``, no box for a negative sentence;
+  sentences follow each other with nothing between them.
 * ``chexagent`` -- CheXinstruct: ``<|ref|>phrase<|/ref|><|box|>(x1,y1),(x2,y2)<|/box|>`` per
   box, corners as integers 0..100 of the image's width and height (rounded to nearest). A
   phrase without a box is ``<|ref|>phrase<|/ref|>``; an empty phrase writes the boxes alone.
@@ -19,10 +23,19 @@ padding on the short axis) maps a source box to the cached image, exactly as the
   "x_max", "y_max"}] or null}]``, fractions of width and height, 4 decimals.
 * ``pixels`` -- the same JSON with each box ``[x1, y1, x2, y2]`` in integer pixels of the
   pointed-at image.
+* ``internvl`` -- InternVL: ``<ref>phrase</ref><box>[[x1, y1, x2, y2], ...]</box>``, a
+  phrase's boxes in one list, corners as integers 0..1000 of the width and height (rounded
+  to nearest); a phrase without a box is ``<ref>phrase</ref>``, an empty phrase writes the
+  box alone.
+* ``qwen2.5`` -- Qwen2.5-VL: JSON ``[{"bbox_2d": [x1, y1, x2, y2], "label": phrase}, ...]``,
+  one object a box, integer pixels of the pointed-at image **as Qwen2.5-VL's processor
+  resizes it** (:func:`~radharmony.mixture.box_frame.qwen_size`: sides multiples of 28
+  within its pixel bounds); a sentence without a box is ``{"label": phrase}``.
 
-One *bin* (the round-trip tolerance, :meth:`ImageFrame.bin_size`) is 1/100 of the square's side
-(``maira2``), 1/100 of the side (``chexagent``), 1/10,000 of the side (``radfact``) and one
-pixel (``pixels``) of the pointed-at image. Corners outside the image are clipped to it (to the
+One *bin* (the round-trip tolerance, :meth:`ImageFrame.bin_size`) is 1/100 of the crop's side
+(``maira2``), 1/100 of the side (``chexagent``), 1/1,000 (``internvl``), 1/10,000 of the side
+(``radfact``), one pixel (``pixels``) of the pointed-at image and one pixel of Qwen2.5-VL's
+resized image (``qwen2.5``). Corners outside the image are clipped to it (to the
 content for the cached image, as :meth:`Letterbox.boxes` does). The reverse is
 :mod:`radharmony.mixture.box_parse`.
 """
@@ -30,220 +43,19 @@ content for the cached image, as :meth:`Letterbox.boxes` does). The reverse is
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
-from ..errors import RadHarmonyError, check_choice, shorten
-from ..imaging.geometry import Letterbox
+from ..errors import RadHarmonyError, shorten
+from .box_frame import (BINS, DIALECTS, IMAGE_MODES, RADFACT_DECIMALS, RADFACT_KEYS,
+                        TOKEN_DIALECTS, ImageFrame, _params, _params_sizes, check_dialect, crop_counts,
+                        crop_status, from_target, from_units, to_target, unit_limits, units)
 
-DIALECTS = ("maira2", "chexagent", "radfact", "pixels")
-IMAGE_MODES = ("original", "cache")
-#: MAIRA-2's ``num_box_coord_bins`` and CheXagent's 0-100 scale
-BINS = 100
-#: decimals of a RadFact fraction
-RADFACT_DECIMALS = 4
-RADFACT_KEYS = ("x_min", "y_min", "x_max", "y_max")
-
-
-@dataclass(frozen=True)
-class ImageFrame:
-    """The image a record points at: the original ``width`` x ``height`` file
-    (``mode="original"``) or its cached letterboxed square of side ``size`` (``mode="cache"``).
-
-    >>> ImageFrame(300, 200, mode="cache", size=224).to_target([[0, 0, 300, 200]]).tolist()
-    [[0.0, 37.0, 224.0, 186.0]]
-    """
-
-    width: int
-    height: int
-    mode: str = "original"
-    size: int | None = None
-
-    def __post_init__(self):
-        for name in ("width", "height"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise RadHarmonyError(f"ImageFrame {name} must be a positive integer",
-                                      expected="the source image's size in pixels, e.g. 2048",
-                                      found=shorten(repr(v), 60),
-                                      fix="read it from the image header or the table's "
-                                          "width/height columns")
-            object.__setattr__(self, name, int(v))
-        check_choice("mode", self.mode, IMAGE_MODES, what="ImageFrame mode")
-        if self.mode == "cache":
-            ok = isinstance(self.size, (int, np.integer)) and not isinstance(self.size, bool)
-            if not ok or self.size < 1:
-                raise RadHarmonyError("ImageFrame mode 'cache' needs the cached image's size",
-                                      expected="size=224 (the cache's side in pixels)",
-                                      found=f"size={self.size!r}", fix="pass size=224")
-            object.__setattr__(self, "size", int(self.size))
-        elif self.size is not None:
-            raise RadHarmonyError("ImageFrame mode 'original' takes no size",
-                                  expected="size=None", found=f"size={self.size!r}",
-                                  fix="pass mode='cache' with the size, or drop size")
-
-    @classmethod
-    def coerce(cls, value) -> "ImageFrame":
-        """An :class:`ImageFrame`, or one from a ``{"width", "height", "mode", "size"}`` dict
-        (the ``frame`` of a record's ``fields``)."""
-        if isinstance(value, cls):
-            return value
-        if isinstance(value, dict) and {"width", "height"} <= set(value):
-            return cls(value["width"], value["height"], value.get("mode", "original"),
-                       value.get("size"))
-        raise RadHarmonyError("Cannot read an image frame", expected="an ImageFrame or a dict "
-                              "{'width', 'height', 'mode', 'size'}",
-                              found=shorten(repr(value), 80),
-                              fix="pass ImageFrame(width, height, mode=..., size=...)")
-
-    def as_dict(self) -> dict:
-        """``{"width", "height", "mode", "size"}`` (what a record's ``fields`` stores)."""
-        return {"width": self.width, "height": self.height, "mode": self.mode,
-                "size": self.size}
-
-    @property
-    def letterbox(self) -> Letterbox | None:
-        """The pipeline's letterbox onto the cached square (None for the original image)."""
-        return _fit(self.height, self.width, self.size) if self.mode == "cache" else None
-
-    @property
-    def target_size(self) -> tuple[int, int]:
-        """``(width, height)`` of the pointed-at image."""
-        return (self.size, self.size) if self.mode == "cache" else (self.width, self.height)
-
-    def to_target(self, xyxy) -> np.ndarray:
-        """Source-pixel boxes ``(N, 4)`` -> pixels of the pointed-at image (clipped)."""
-        return to_target(np.asarray(xyxy, np.float64).reshape(-1, 4), _params([self]), 0)
-
-    def from_target(self, xyxy) -> np.ndarray:
-        """Pixels of the pointed-at image ``(N, 4)`` -> source pixels (clipped to the image)."""
-        return from_target(np.asarray(xyxy, np.float64).reshape(-1, 4), _params([self]), 0)
-
-    def bin_size(self, dialect: str) -> tuple[float, float]:
-        """One bin of ``dialect`` along x and y, in *source* pixels (the round-trip bound)."""
-        p = _params([self])
-        tx, ty = _unit(check_dialect(dialect), p)
-        step = 10.0 ** -RADFACT_DECIMALS if dialect == "radfact" else 1.0
-        return float(step * tx[0] / p["sx"][0]), float(step * ty[0] / p["sy"][0])
-
-
-def check_dialect(dialect: str) -> str:
-    """``dialect`` when it is one of :data:`DIALECTS`, else a four-part error."""
-    return check_choice("dialect", dialect, DIALECTS, what="The boxes dialect")
-
-
-@lru_cache(maxsize=65536)
-def _fit(h: int, w: int, size: int) -> Letterbox:
-    return Letterbox.fit(h, w, size)
-
-
-_NAMES = ("sx", "sy", "ox", "oy", "cw", "ch", "tw", "th", "w", "h")
-
-
-def _row(w: int, h: int, mode: str, size) -> tuple:
-    if mode == "cache":
-        lb = _fit(h, w, size)
-        return (lb.new_w / lb.src_w, lb.new_h / lb.src_h, lb.left, lb.top, lb.new_w, lb.new_h,
-                size, size, w, h)
-    return (1.0, 1.0, 0, 0, w, h, w, h, w, h)
-
-
-def _params(frames) -> dict[str, np.ndarray]:
-    """Per frame: scale and offset source -> pointed-at pixels, content and target sizes.
-
-    The cached frame's numbers are its :class:`Letterbox`'s (``new_w / src_w``, ``left``, ...),
-    computed once per distinct ``(width, height, size)``.
-    """
-    seen: dict = {}
-    keys = [(f.width, f.height, f.mode, f.size) for f in frames]
-    for k in keys:
-        if k not in seen:
-            seen[k] = len(seen)
-    table = np.array([_row(*k) for k in seen], np.float64).reshape(-1, len(_NAMES))
-    index = np.fromiter(map(seen.__getitem__, keys), np.int64, len(keys))
-    return {k: table[index, i] for i, k in enumerate(_NAMES)}
-
-
-def _params_sizes(widths, heights, mode: str, size) -> tuple[dict, np.ndarray]:
-    """:func:`_params` of the distinct sizes among ``widths``/``heights`` (validated once
-    each) and every element's row in it."""
-    w, h = np.asarray(widths, np.int64), np.asarray(heights, np.int64)
-    pairs, inverse = np.unique(w * (1 << 32) + h, return_inverse=True)
-    # checks mode, size and the smallest width and height (raises the frame's own errors)
-    ImageFrame(int(w.min()) if len(w) else 1, int(h.min()) if len(h) else 1, mode, size)
-    table = np.array([_row(int(k >> 32), int(k & 0xFFFFFFFF), mode, size) for k in pairs],
-                     np.float64).reshape(-1, len(_NAMES))
-    return {k: table[:, i] for i, k in enumerate(_NAMES)}, inverse.reshape(-1)
-
-
-def _take(p: dict, index) -> tuple[np.ndarray, ...]:
-    return tuple(p[k][index] for k in ("sx", "sy", "ox", "oy", "cw", "ch", "tw", "th", "w", "h"))
-
-
-def to_target(xyxy: np.ndarray, p: dict, index) -> np.ndarray:
-    """Source boxes -> pointed-at pixels for frames ``p`` (box ``i`` uses frame ``index[i]``):
-    scale, clip to the content, offset -- :meth:`Letterbox.boxes`' steps."""
-    sx, sy, ox, oy, cw, ch, *_ = _take(p, index)
-    out = np.empty_like(xyxy)
-    for j, (s, o, c) in enumerate(((sx, ox, cw), (sy, oy, ch), (sx, ox, cw), (sy, oy, ch))):
-        out[:, j] = np.clip(xyxy[:, j] * s, 0, c) + o
-    return out
-
-
-def from_target(xyxy: np.ndarray, p: dict, index) -> np.ndarray:
-    """Pointed-at pixels -> source boxes, clipped to the source image."""
-    sx, sy, ox, oy, _, _, _, _, w, h = _take(p, index)
-    out = np.empty_like(xyxy)
-    for j, (s, o, m) in enumerate(((sx, ox, w), (sy, oy, h), (sx, ox, w), (sy, oy, h))):
-        out[:, j] = np.clip((xyxy[:, j] - o) / s, 0, m)
-    return out
-
-
-def _unit(dialect: str, p: dict, index=slice(None)) -> tuple[np.ndarray, np.ndarray]:
-    """Pointed-at pixels per dialect unit (x, y)."""
-    tw, th = p["tw"][index], p["th"][index]
-    if dialect == "maira2":
-        side = np.maximum(tw, th) / BINS
-        return side, side
-    if dialect == "chexagent":
-        return tw / BINS, th / BINS
-    if dialect == "radfact":
-        return tw, th
-    return np.ones_like(tw), np.ones_like(th)
-
-
-def units(xyxy: np.ndarray, p: dict, index, dialect: str) -> np.ndarray:
-    """Source boxes ``(N, 4)`` -> dialect units (int64 bins/pixels, or float fractions)."""
-    t = to_target(xyxy, p, index)
-    ux, uy = _unit(dialect, p, index)
-    q = t / np.stack([ux, uy, ux, uy], axis=1)
-    if dialect == "maira2":
-        return np.clip(np.floor(q), 0, BINS - 1).astype(np.int64)
-    if dialect == "chexagent":
-        return np.clip(np.rint(q), 0, BINS).astype(np.int64)
-    if dialect == "radfact":
-        return np.clip(np.round(q, RADFACT_DECIMALS), 0.0, 1.0)
-    hi = np.stack([p["tw"][index], p["th"][index]] * 2, axis=1)
-    return np.clip(np.rint(q), 0, hi).astype(np.int64)
-
-
-def from_units(u: np.ndarray, p: dict, index, dialect: str) -> np.ndarray:
-    """Dialect units ``(N, 4)`` -> source pixels (MAIRA-2 bins read at their centres)."""
-    ux, uy = _unit(dialect, p, index)
-    u = np.asarray(u, np.float64) + (0.5 if dialect == "maira2" else 0.0)
-    return from_target(u * np.stack([ux, uy, ux, uy], axis=1), p, index)
-
-
-def unit_limits(p: dict, index, dialect: str) -> np.ndarray:
-    """The largest valid value per coordinate ``(N, 4)`` (a parsed value above is malformed)."""
-    n = len(p["tw"][index])
-    if dialect in ("maira2", "chexagent"):
-        return np.full((n, 4), BINS - 1 if dialect == "maira2" else BINS, np.float64)
-    if dialect == "radfact":
-        return np.ones((n, 4))
-    return np.stack([p["tw"][index], p["th"][index]] * 2, axis=1)
+__all__ = ["BINS", "DIALECTS", "IMAGE_MODES", "RADFACT_DECIMALS", "RADFACT_KEYS",
+           "TOKEN_DIALECTS", "ImageFrame",
+           "box_to_text", "check_dialect", "crop_counts", "crop_status", "from_target",
+           "from_units", "grounded_text", "grounded_texts", "grounded_texts_flat",
+           "join_items", "to_target", "unit_limits", "units"]
 
 
 # -- text ------------------------------------------------------------------------------------------
@@ -257,7 +69,22 @@ def _box_strings(u: np.ndarray, dialect: str) -> list[str]:
     if dialect == "radfact":
         return [f'{{"x_min": {a}, "y_min": {b}, "x_max": {c}, "y_max": {d}}}'
                 for a, b, c, d in rows]
-    return [f"[{a}, {b}, {c}, {d}]" for a, b, c, d in rows]
+    return [f"[{a}, {b}, {c}, {d}]" for a, b, c, d in rows]  # pixels, internvl
+
+
+def _written(xyxy: np.ndarray, p: dict, index, dialect: str) -> list:
+    """One text per source box, None for a box MAIRA-2's crop leaves out."""
+    texts = _box_strings(units(xyxy, p, index, dialect), dialect)
+    if dialect == "maira2":
+        for k in np.flatnonzero(crop_status(xyxy, p, index, dialect) == 2).tolist():
+            texts[k] = None
+    return texts
+
+
+def _kept(texts: list) -> list | None:
+    """An item's box texts without the dropped ones (None: the item has no box left)."""
+    kept = [t for t in texts if t is not None]
+    return kept or None
 
 
 def _item_text(phrase: str, boxes: list[str] | None, dialect: str) -> str:
@@ -267,13 +94,21 @@ def _item_text(phrase: str, boxes: list[str] | None, dialect: str) -> str:
     if dialect == "chexagent":
         ref = f"<|ref|>{phrase}<|/ref|>" if phrase else ""
         return ref + ref.join(boxes) if boxes else ref
+    if dialect == "internvl":
+        ref = f"<ref>{phrase}</ref>" if phrase else ""
+        return ref + ("<box>[" + ", ".join(boxes) + "]</box>" if boxes else "")
+    if dialect == "qwen2.5":
+        label = json.dumps(phrase, ensure_ascii=False)
+        if not boxes:
+            return f'{{"label": {label}}}'
+        return ", ".join(f'{{"bbox_2d": {b}, "label": {label}}}' for b in boxes)
     listed = "null" if boxes is None else "[" + ", ".join(boxes) + "]"
     return f'{{"text": {json.dumps(phrase, ensure_ascii=False)}, "boxes": {listed}}}'
 
 
 def join_items(items: list[str], dialect: str) -> str:
     """Grounded sentences -> the whole target text."""
-    return "".join(items) if dialect in ("maira2", "chexagent") else "[" + ", ".join(items) + "]"
+    return "".join(items) if dialect in TOKEN_DIALECTS else "[" + ", ".join(items) + "]"
 
 
 def _boxes_array(boxes) -> np.ndarray | None:
@@ -307,9 +142,9 @@ def grounded_text(items, frame, dialect: str) -> str:
     """The whole target text of ``items`` = ``[(phrase, boxes or None), ...]`` (see
     :func:`box_to_text`; ``radfact`` and ``pixels`` write one JSON list).
 
-    >>> grounded_text([("Effusion.", [[0, 150, 100, 300]]), ("No pneumothorax.", None)],
-    ...               ImageFrame(400, 300), "maira2")
-    '<obj>Effusion.<box><x0><y37><x25><y75></box></obj><obj>No pneumothorax.</obj>'
+    >>> grounded_text([("Effusion.", [[60, 150, 150, 300]]), ("No pneumothorax.", None)],
+    ...               ImageFrame(400, 300), "maira2")   # the centred 300 crop: x from 50
+    '<obj>Effusion.<box><x3><y50><x33><y99></box></obj><obj>No pneumothorax.</obj>'
     """
     return grounded_texts([list(items)], [frame], dialect)[0]
 
@@ -332,13 +167,13 @@ def grounded_texts(records, frames, dialect: str) -> list[str]:
                 owner.append(np.full(len(arr), r))
     xyxy = np.concatenate(arrays) if arrays else np.zeros((0, 4))
     index = np.concatenate(owner) if owner else np.zeros(0, np.int64)
-    texts = _box_strings(units(xyxy, _params(frames), index, dialect), dialect)
+    texts = _written(xyxy, _params(frames), index, dialect)
     out, k = [], 0
     for items in records:
         parts = []
         for phrase, boxes in items:
             n = 0 if boxes is None else len(_boxes_array(boxes))
-            parts.append(_item_text(str(phrase), texts[k:k + n] if n else None, dialect))
+            parts.append(_item_text(str(phrase), _kept(texts[k:k + n]), dialect))
             k += n
         out.append(join_items(parts, dialect))
     return out
@@ -366,9 +201,9 @@ def grounded_texts_flat(phrases, *, xyxy, widths, heights, item_start, record_st
     p, inverse = _params_sizes(widths, heights, mode, size)
     owner = np.repeat(inverse, counts)
     xyxy = np.asarray(xyxy, np.float64).reshape(-1, 4)
-    texts = _box_strings(units(xyxy, p, owner, dialect), dialect)
+    texts = _written(xyxy, p, owner, dialect)
     starts = item_start.tolist()
-    items = [_item_text(ph, texts[a:b] if b > a else None, dialect)
+    items = [_item_text(ph, _kept(texts[a:b]), dialect)
              for ph, a, b in zip(phrases, starts[:-1], starts[1:])]
     rs = np.asarray(record_start, np.int64).tolist()
     return [join_items(items[a:b], dialect) for a, b in zip(rs[:-1], rs[1:])]

@@ -42,7 +42,7 @@ from .rules import RULE_HELP, Rule, RuleError, parse_rule
 from .specfile import MixtureSpecError, guess, Where, read_spec_file
 from .tasks import TASKS, capabilities, prompt_slots
 
-BOX_DIALECTS = ("pixels", "maira2", "chexagent", "radfact")
+BOX_DIALECTS = ("pixels", "maira2", "chexagent", "radfact", "internvl", "qwen2.5")
 IMAGE_MODES = ("original", "cache")
 READER_HELP = "all, first, fused or reader:<id> (e.g. reader:R8)"
 TOP_KEYS = ("name", "seed", "valid", "images", "size", "boxes", "readers", "cache_dir",

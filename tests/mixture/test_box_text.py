@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from radharmony.errors import RadHarmonyError
 from radharmony.imaging.geometry import Letterbox
-from radharmony.mixture import box_parse, boxes
+from radharmony.mixture import box_frame, box_parse, boxes
 from radharmony.mixture.box_fast import strict_mask
 from radharmony.mixture.box_parse import parse_boxes, parse_many
 from radharmony.mixture.boxes import (DIALECTS, ImageFrame, box_to_text, grounded_text,
@@ -27,18 +27,33 @@ WIDE_CACHE = ImageFrame(400, 300, mode="cache", size=224)
 
 
 def test_docstring_examples():
-    for module in (boxes, box_parse):
+    for module in (boxes, box_frame, box_parse):
         assert doctest.testmod(module).failed == 0
 
 
 # -- hand-computed texts ---------------------------------------------------------------------------
-def test_maira2_pads_to_the_long_side_and_floors_to_100_bins():
-    # 400 x 300: the square is 400 (content top left); x 100 -> bin 25, y 150 -> 37.5 -> 37
+def test_maira2_centre_crops_to_the_short_side_and_floors_to_100_bins():
+    # 400 x 300: MAIRA-2's crop is the centred 300 square, x from 50 to 350; one bin 3 px
+    # x 100 -> (100 - 50) / 3 = 16.7 -> 16; y 150 -> 50; x 398 reaches past 350: clipped to 99
     assert box_to_text("Left effusion.", [100, 150, 398, 299], WIDE, "maira2") == \
-        "<obj>Left effusion.<box><x25><y37><x99><y74></box></obj>"
-    # a tall image pads x instead: 300 x 600, side 600 -> x 299/6 = 49.8 -> 49
-    assert box_to_text("a", [0, 0, 299, 600], ImageFrame(300, 600), "maira2") == \
-        "<obj>a<box><x0><y0><x49><y99></box></obj>"
+        "<obj>Left effusion.<box><x16><y50><x99><y99></box></obj>"
+    # a tall image crops y instead: 300 x 600, the crop y 150..450; y 300 -> 150 / 3 = 50
+    assert box_to_text("a", [30, 300, 299, 450], ImageFrame(300, 600), "maira2") == \
+        "<obj>a<box><x10><y50><x99><y99></box></obj>"
+    # a box wholly outside the crop (x 0..40 < 50) is dropped, its phrase kept
+    assert grounded_text([("b", [[0, 0, 40, 300], [60, 0, 100, 100]]), ("c", [[10, 0, 50, 9]])],
+                         WIDE, "maira2") == \
+        "<obj>b<box><x3><y0><x16><y33></box></obj><obj>c</obj>"
+    assert boxes.crop_counts([[0, 0, 40, 300], [60, 0, 100, 100], [10, 0, 50, 9],
+                              [100, 150, 398, 299]], [400] * 4, [300] * 4, dialect="maira2") \
+        == {"clipped": 1, "dropped": 2}
+    # a square image (the cached square above all) is its own crop: nothing moves
+    assert box_to_text("d", [0, 0, 400, 400], ImageFrame(400, 400), "maira2") == \
+        "<obj>d<box><x0><y0><x99><y99></box></obj>"
+    assert boxes.crop_counts([[0, 0, 400, 300]], [400], [300], dialect="maira2", mode="cache",
+                             size=224) == {"clipped": 0, "dropped": 0}
+    assert boxes.crop_counts([[0, 0, 40, 300]], [400], [300], dialect="chexagent") == \
+        {"clipped": 0, "dropped": 0}
 
 
 def test_chexagent_rounds_to_0_100_of_each_side_and_repeats_the_ref_per_box():
@@ -49,6 +64,62 @@ def test_chexagent_rounds_to_0_100_of_each_side_and_repeats_the_ref_per_box():
                     "<|ref|>no effusion<|/ref|>")
     assert box_to_text("", [100, 50, 200, 150], WIDE, "chexagent") == \
         "<|box|>(25,17),(50,50)<|/box|>"
+
+
+def test_internvl_writes_0_1000_of_each_side_one_box_list_per_phrase():
+    text = grounded_text([("Nodule", [[100, 50, 200, 150], [0, 0, 400, 300]]),
+                          ("no effusion", None)], WIDE, "internvl")
+    # x 100 / 400 -> 250, y 50 / 300 -> 166.7 -> 167
+    assert text == ("<ref>Nodule</ref><box>[[250, 167, 500, 500], [0, 0, 1000, 1000]]</box>"
+                    "<ref>no effusion</ref>")
+    assert box_to_text("", [100, 50, 200, 150], WIDE, "internvl") == \
+        "<box>[[250, 167, 500, 500]]</box>"
+    r = parse_boxes("Here: " + text, WIDE, "internvl")
+    assert [p for p, _ in r.items] == ["Nodule", "no effusion"] and r.items[1][1] is None
+    np.testing.assert_allclose(r.items[0][1], [[100, 50.1, 200, 150], [0, 0, 400, 300]])
+    bad = parse_boxes("<ref>a</ref><box>[[1, 2, 3]]</box><ref>b</ref><box>[[1, 2, 1001, 4]]"
+                      "</box>", WIDE, "internvl")
+    assert bad.malformed == 2 and len(bad.boxes) == 0
+
+
+def _smart_resize(height: int, width: int, factor=28, min_pixels=3136,
+                  max_pixels=16384 * 28 * 28) -> tuple[int, int]:
+    """Qwen2.5-VL's processor's resize, one image, in plain Python (its rules as written in
+    its utilities: round each side to the factor, then one scale into the pixel bounds)."""
+    import math
+
+    h = max(factor, round(height / factor) * factor)
+    w = max(factor, round(width / factor) * factor)
+    if h * w > max_pixels:
+        beta = math.sqrt(height * width / max_pixels)
+        h, w = math.floor(height / beta / factor) * factor, math.floor(width / beta / factor) \
+            * factor
+    elif h * w < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h, w = math.ceil(height * beta / factor) * factor, math.ceil(width * beta / factor) \
+            * factor
+    return h, w
+
+
+def test_qwen25_boxes_are_pixels_of_the_image_as_its_processor_resizes_it():
+    from radharmony.mixture.box_frame import qwen_size
+
+    # 400 x 300 -> 392 x 308 (14 and 11 patches of 28): x 100 * 392 / 400 = 98, y 50 * 308 /
+    # 300 = 51.3 -> 51
+    text = grounded_text([("Nodule", [[100, 50, 200, 150], [0, 0, 400, 300]]),
+                          ("no effusion", None)], WIDE, "qwen2.5")
+    assert json.loads(text) == [{"bbox_2d": [98, 51, 196, 154], "label": "Nodule"},
+                                {"bbox_2d": [0, 0, 392, 308], "label": "Nodule"},
+                                {"label": "no effusion"}]
+    r = parse_boxes("```json\n" + text + "\n```", WIDE, "qwen2.5")
+    assert [p for p, _ in r.items] == ["Nodule", "no effusion"] and len(r.items[0][1]) == 2
+    assert parse_boxes('[{"bbox_2d": [0, 0, 393, 10], "label": "a"}]', WIDE,
+                       "qwen2.5").malformed == 1  # past the resized width
+    rng = np.random.default_rng(1)
+    sizes = np.r_[rng.integers(10, 9000, (300, 2)), [[5000, 5000], [28, 28], [20, 4000]]]
+    rw, rh = qwen_size(sizes[:, 0], sizes[:, 1])
+    assert [(int(h), int(w)) for w, h in zip(rw, rh)] == [
+        _smart_resize(int(h), int(w)) for w, h in sizes.tolist()]
 
 
 def test_json_dialects_are_the_lists_their_readers_load():
@@ -99,10 +170,12 @@ def test_the_columnar_path_writes_the_same_text():
             want = grounded_texts(records, [ImageFrame(w, h, mode, size) for w, h in frames],
                                   dialect)
             phrases, xyxy, ws, hs, starts, rstart = [], [], [], [], [0], [0]
+            box_sizes = []
             for items, (w, h) in zip(records, frames):
                 for phrase, b in items:
                     phrases.append(phrase)
                     xyxy.extend(b or [])
+                    box_sizes.extend([(w, h)] * len(b or []))
                     ws.append(w)
                     hs.append(h)
                     starts.append(len(xyxy))
@@ -120,16 +193,22 @@ def test_the_columnar_path_writes_the_same_text():
             for name in ("item_output", "item_boxed", "box_item", "xyxy", "malformed", "ok"):
                 np.testing.assert_array_equal(getattr(fast, name), getattr(slow, name), name)
             assert fast.item_phrase == slow.item_phrase and fast.malformed.sum() == 0
-            assert len(fast.xyxy) == sum(len(b or []) for r in records for _, b in r)
+            dropped = boxes.crop_counts(xyxy, [w for w, _ in box_sizes],
+                                        [h for _, h in box_sizes], dialect=dialect,
+                                        mode=mode, size=size)["dropped"]
+            assert dropped == 0 or (dialect, mode) == ("maira2", "original")
+            assert len(fast.xyxy) == len(xyxy) - dropped
 
 
 # -- a reader of MAIRA-2's grounded sequence, as its processor does it ------------------------------
 def maira2_processor_read(text: str, width: int, height: int):
     """What MAIRA-2's processor does with an output (split on <obj>...</obj>, then <box>...</box>,
     each box ``<x><y><x><y>`` read at its bin centre over 100 bins, every value in [0, 1]), then
-    the square-pad convention mapped back to the image: a fraction f of the square of side
-    max(W, H) is f * max(W, H) pixels."""
+    its ``adjust_box_for_original_image_size``: a fraction f of the centred crop of side
+    m = min(W, H) is f * m + (W - m) // 2 pixels along x (and the same along y)."""
     text, out = text.strip(), []
+    m = min(width, height)
+    off = [(width - m) // 2, (height - m) // 2] * 2
     while text:
         assert text.startswith("<obj>")
         end = text.index("</obj>")
@@ -143,17 +222,22 @@ def maira2_processor_read(text: str, width: int, height: int):
             vals = [(int(v) + 0.5) / 100 for v in re.search(
                 r"<x(\d+?)><y(\d+?)><x(\d+?)><y(\d+?)>", inner).groups()]
             assert all(0 <= v <= 1 for v in vals)
-            found.append([v * max(width, height) for v in vals])
+            found.append([v * m + o for v, o in zip(vals, off)])
         out.append((phrase, found))
     return out
 
 
 def test_maira2_text_is_read_by_the_processors_rules():
-    items = [("Left effusion.", [[100, 150, 398, 299], [10, 10, 20, 20]]), ("No ptx.", None)]
+    items = [("Left effusion.", [[100, 150, 398, 299], [60, 10, 70, 20]]), ("No ptx.", None)]
     got = maira2_processor_read(grounded_text(items, WIDE, "maira2"), 400, 300)
     assert got[1] == ("No ptx.", None)
     assert got[0][0] == "Left effusion."
-    np.testing.assert_allclose(got[0][1], [[102, 150, 398, 298], [10, 10, 22, 22]])
+    # the processor puts each box within one bin (3 px) of where it is; the first clipped at 350
+    np.testing.assert_allclose(got[0][1], [[act - 0 for act in b] for b in
+                                           [[99.5, 151.5, 348.5, 298.5], [60.5, 10.5, 69.5, 19.5]]])
+    tall = maira2_processor_read(box_to_text("a", [30, 300, 299, 450], ImageFrame(300, 600),
+                                             "maira2"), 300, 600)
+    np.testing.assert_allclose(tall[0][1], [[31.5, 301.5, 298.5, 448.5]])
 
 
 # -- round trip ------------------------------------------------------------------------------------
@@ -171,8 +255,18 @@ def test_round_trip_within_one_bin(size, corners, dialect, cache):
     text = grounded_text([("finding", xyxy)], frame, dialect)
     back = parse_boxes("The answer: " + text + " done.", frame, dialect)
     assert back.ok and back.malformed == 0 and back.items[0][0] == "finding"
+    want = xyxy
+    if dialect == "maira2" and cache is None:  # MAIRA-2 sees the centred crop only
+        m = min(w, h)
+        lo = np.array([(w - m) // 2, (h - m) // 2] * 2, np.float64)
+        status = box_frame.crop_status(xyxy, box_frame._params([frame] * len(xyxy)),
+                                   np.arange(len(xyxy)), "maira2")
+        want = np.clip(xyxy, lo, lo + m)[status < 2]
+        if not len(want):
+            assert back.items[0][1] is None
+            return
     bx, by = frame.bin_size(dialect)
-    err = np.abs(back.items[0][1] - xyxy)
+    err = np.abs(back.items[0][1] - want)
     assert (err[:, [0, 2]] <= bx + 1e-6).all() and (err[:, [1, 3]] <= by + 1e-6).all(), err
 
 
@@ -181,7 +275,8 @@ def test_spacing_and_prose_are_tolerated():
     r = parse_boxes("I see: <obj> Nodule <box> <x 25> <y37>\n<x50><y 74> </box></obj> and more",
                     WIDE, "maira2")
     assert r.items[0][0] == "Nodule" and r.malformed == 0
-    np.testing.assert_allclose(r.items[0][1], [[102, 150, 202, 298]])
+    # bin centres on the centred 300 crop of the 400 x 300 image: x 25.5 * 3 + 50, y 37.5 * 3
+    np.testing.assert_allclose(r.items[0][1], [[126.5, 112.5, 201.5, 223.5]])
     r = parse_boxes("```json\n[{\"text\": \"a\", \"boxes\": [[1, 2, 3, 4]]}]\n```", WIDE,
                     "pixels")
     np.testing.assert_allclose(r.boxes, [[1, 2, 3, 4]])
@@ -225,15 +320,16 @@ def test_what_is_unparsed():
 
 @pytest.mark.parametrize("dialect", ["maira2", "chexagent"])
 def test_canonical_and_tolerated_outputs_mixed_in_one_batch(dialect):
-    canonical = [grounded_text([("a", [[0, 0, 200, 150]]), ("b", None)], WIDE, dialect),
-                 grounded_text([("c", [[200, 150, 400, 300], [0, 0, 40, 30]])], WIDE, dialect)]
+    canonical = [grounded_text([("a", [[60, 0, 200, 150]]), ("b", None)], WIDE, dialect),
+                 grounded_text([("c", [[200, 150, 340, 300], [60, 0, 100, 30]])], WIDE,
+                               dialect)]
     texts = [canonical[0], "Here: " + canonical[1], canonical[1], "nothing"]
     assert strict_mask(texts, dialect).tolist() == [True, False, True, False]
     many = parse_many(texts, WIDE, dialect)
     got = [[(p, None if b is None else b.round().tolist()) for p, b in many.result(i).items]
            for i in range(4)]
     assert got[1] == got[2] and got[1][0][0] == "c"
-    np.testing.assert_allclose(got[1][0][1], [[200, 150, 400, 300], [0, 0, 40, 30]], atol=4)
+    np.testing.assert_allclose(got[1][0][1], [[200, 150, 340, 300], [60, 0, 100, 30]], atol=4)
     assert got[0][1] == ("b", None) and got[3] == []
 
 

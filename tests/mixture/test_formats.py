@@ -17,8 +17,9 @@ from ray_fixture import ray_cluster  # noqa: F401 (fixture)
 from radharmony.errors import RadHarmonyError
 from radharmony.imaging.pipeline import DefaultTransform
 from radharmony.mixture.formats import FORMATS, export_mixture
-from trainer_readers import (read_hf_chat, read_llava, read_llava_rad, read_maira2,
-                             read_onevision, read_r2gen)
+from trainer_readers import (read_energon, read_hf_chat, read_internvl, read_llama_factory,
+                             read_llava, read_llava_rad, read_maira2, read_onevision,
+                             read_r2gen)
 
 #: the fixture's records (ids are xxh3 of source, task, item: fixed), by what they are
 STUDY_3PA = "be631dd001a7a19d"      # findings, views PA PA PA, train
@@ -40,6 +41,23 @@ def cached(tmp_path_factory):
     return write_mixture(tmp_path_factory.mktemp("mixc"), images="cache", size=32)
 
 
+def _changed(mix, tmp_path, record_id, change):
+    """A copy of the mixture at ``tmp_path/changed`` whose record ``record_id`` has the
+    columns ``change(record)`` returns."""
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "changed"
+    shutil.copytree(mix.out, out)
+    table = pq.read_table(out / "records.parquet")
+    rows = [{**r, **change(r)} if r["record_id"] == record_id else r for r in table.to_pylist()]
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), out / "records.parquet",
+                   row_group_size=4)
+    return type(mix)(out=out, records=mix.records, roots=mix.roots, manifest=mix.manifest)
+
+
 def _by_id(mix):
     return {r["record_id"]: r for r in mix.records}
 
@@ -50,7 +68,8 @@ def _abs(mix, rec, j):
 
 def test_llava_one_frontal_image_string_and_text_only(mix, tmp_path):
     summary = export_mixture(mix.out, "llava", tmp_path / "train.json", progress=False)
-    assert summary["entries"] == 14 and summary["skipped"] == {"no frontal image": 4}
+    assert summary["entries"] == 13 and summary["skipped"] == {
+        "no frontal image": 4, "needs the prior image (one-image trainer)": 1}
     got = {e["id"]: (e, f) for e, f in read_llava(tmp_path / "train.json", "/ignored")}
     assert LATERAL_ONLY not in got and not set(VQA) & set(got)
     recs = _by_id(mix)
@@ -59,7 +78,7 @@ def test_llava_one_frontal_image_string_and_text_only(mix, tmp_path):
     assert entry["conversations"] == [
         {"from": "human", "value": "<image>\n" + FINDINGS_PROMPT},
         {"from": "gpt", "value": recs[STUDY_PA_LAT]["target"]}]
-    assert got[WITH_PRIOR][0]["image"] == _abs(mix, recs[WITH_PRIOR], 1)  # the PA, 2nd
+    assert WITH_PRIOR not in got  # its prompt compares with a prior LLaVA-1.5 cannot see
     text, file = got[SUMMARY]
     assert "image" not in text and file is None
     assert text["conversations"][0]["value"].startswith("Summarise these findings")
@@ -91,9 +110,10 @@ def test_a_list_image_fails_llava_but_not_onevision(mix, tmp_path):
 
 def test_llava_rad_keys_and_labels(mix, tmp_path):
     summary = export_mixture(mix.out, "llava-rad", tmp_path / "rad.json", progress=False)
-    assert summary["skipped"] == {"no frontal image": 4, "text-only": 1}
+    assert summary["skipped"] == {"no frontal image": 4, "text-only": 1,
+                                  "needs the prior image (one-image trainer)": 1}
     rows = {e["id"]: e for e, _ in read_llava_rad(tmp_path / "rad.json", "/")}
-    assert len(rows) == 13  # every entry's view is AP or PA
+    assert len(rows) == 12  # every entry's view is AP or PA
     study = rows[STUDY_PA_LAT]
     assert (study["view"], study["generate_method"]) == ("PA", "rule-based")
     assert study["reason"] == study["indication"] == _by_id(mix)[STUDY_PA_LAT]["fields"][
@@ -118,14 +138,42 @@ def test_hf_chat_images_follow_the_image_items(mix, tmp_path):
 def test_r2gen_report_records_by_split(mix, tmp_path):
     summary = export_mixture(mix.out, "r2gen", tmp_path / "annotation.json", progress=False)
     assert summary["skipped"] == {"not report generation": 9}
+    assert summary["splits"] == {"train": 5, "val": 4, "test": 0} and summary["variant"] == "iu"
+    assert summary["note"].startswith("test is empty by design")
     ann = read_r2gen(tmp_path / "annotation.json", "/images")
     assert {k: len(v) for k, v in ann.items()} == {"train": 5, "val": 4, "test": 0}
     entry = dict((e["id"], e) for e, _ in ann["val"])[STUDY_PA_LAT]
     assert entry["report"] == _by_id(mix)[STUDY_PA_LAT]["target"]
-    assert len(entry["image_path"]) == 3
+    rec = _by_id(mix)[STUDY_PA_LAT]  # views PA, LATERAL, None: the IU loader's two
+    assert entry["image_path"] == [_abs(mix, rec, 0), _abs(mix, rec, 1)]
+    prior = dict((e["id"], e) for e, _ in ann["train"] + ann["val"])[WITH_PRIOR]
+    assert prior["image_path"] == [_abs(mix, _by_id(mix)[WITH_PRIOR], j) for j in (1, 0)]
     only_valid = export_mixture(mix.out, "r2gen", tmp_path / "v.json", split="valid",
                                 progress=False)
     assert only_valid["entries"] == 4
+
+
+def test_r2gen_variants_choose_the_images_each_loader_reads(mix, tmp_path):
+    """IU X-ray's loader reads two images (IndexError on one): a study of one image is
+    skipped and counted; MIMIC-CXR's reads one: the frontal."""
+    one = _changed(mix, tmp_path, STUDY_3PA, lambda r: {"image_paths": r["image_paths"][:1],
+                                                          "views": ["PA"]})
+    out = one.out
+    iu = export_mixture(out, "r2gen", tmp_path / "iu.json", progress=False)
+    assert iu["skipped"] == {"not report generation": 9,
+                             "fewer than two images (R2Gen IU X-ray)": 1}
+    ann = read_r2gen(tmp_path / "iu.json", "/")  # no IndexError
+    assert all(len(e["image_path"]) == 2 for v in ann.values() for e, _ in v)
+    mimic = export_mixture(out, "r2gen", tmp_path / "m.json", r2gen_variant="mimic",
+                           progress=False)
+    assert mimic["skipped"] == {"not report generation": 9} and mimic["entries"] == 9
+    got = {e["id"]: e["image_path"] for v in read_r2gen(tmp_path / "m.json", "/",
+                                                         "mimic").values() for e, _ in v}
+    recs = _by_id(mix)
+    assert got[WITH_PRIOR] == [_abs(mix, recs[WITH_PRIOR], 1)]  # LATERAL, PA: the PA
+    assert got[STUDY_3PA] == [_abs(mix, recs[STUDY_3PA], 0)]
+    with pytest.raises(RadHarmonyError, match="r2gen_variant"):
+        export_mixture(out, "r2gen", tmp_path / "x.json", r2gen_variant="chexpert")
 
 
 def test_maira2_inputs_and_what_is_absent(mix, tmp_path):
@@ -147,10 +195,11 @@ def test_maira2_inputs_and_what_is_absent(mix, tmp_path):
 
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
 def test_the_same_records_give_the_same_bytes(mix, tmp_path, fmt):
-    a = export_mixture(mix.out, fmt, tmp_path / "a" / "x.json", progress=False)
-    b = export_mixture(mix.out, fmt, tmp_path / "b" / "x.json", progress=False)
+    name = "x.jsonl" if fmt == "internvl" else "x.json"  # InternVL reads .jsonl only
+    a = export_mixture(mix.out, fmt, tmp_path / "a" / name, progress=False)
+    b = export_mixture(mix.out, fmt, tmp_path / "b" / name, progress=False)
     assert a["entries"] == b["entries"] > 0
-    assert (tmp_path / "a" / "x.json").read_bytes() == (tmp_path / "b" / "x.json").read_bytes()
+    assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
 
 
 def test_cached_images_are_the_letterboxed_pixels_as_pngs(cached, tmp_path):
@@ -162,10 +211,12 @@ def test_cached_images_are_the_letterboxed_pixels_as_pngs(cached, tmp_path):
     recs = _by_id(cached)
     for entry, files in read_onevision(dest, folder):
         rec = recs[entry["id"]]
-        assert entry.get("image", []) == [f"{rec['source']}/{p}.png" for p in rec["image_paths"]]
+        paths = rec["image_paths"] + rec["fields"].get("prior_image_paths", [])  # then prior's
+        assert entry.get("image", []) == [f"{rec['source']}/{p}.png" for p in paths]
         for j, f in enumerate(files):
             png = cv2.imread(f, cv2.IMREAD_UNCHANGED)
-            want = DefaultTransform(size=32).encode(_abs(cached, rec, j))[0]
+            want = DefaultTransform(size=32).encode(
+                os.path.join(cached.roots[rec["source"]], paths[j]))[0]
             assert png.dtype == np.uint8 and np.array_equal(png, want), f
 
 
@@ -227,3 +278,76 @@ def test_ray_tasks_write_the_same_pngs(cached, tmp_path, ray_cluster):
     assert len(files) == 11 and all(
         (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes() for f in files)
     assert (tmp_path / "a" / "m.jsonl").read_bytes() == (tmp_path / "b" / "m.jsonl").read_bytes()
+
+
+def test_llama_factory_counts_image_tokens_over_all_messages(cached, tmp_path):
+    dest = tmp_path / "lf" / "data.json"
+    summary = export_mixture(cached.out, "llama-factory", dest, progress=False)
+    assert summary["dataset_info"]["name"] == "fixture" and summary["skipped"] == {}
+    rows = {r["id"]: (r, files) for r, files in read_llama_factory(tmp_path / "lf", "fixture")}
+    assert len(rows) == 18
+    recs = _by_id(cached)
+    study, files = rows[WITH_PRIOR]  # its two images, then the prior's two
+    assert len(study["images"]) == len(files) == 4
+    first = recs[WITH_PRIOR]["image_paths"][0]
+    assert study["images"][0] == f"images/rexgradient_train/{first}.png"  # beside the file
+    assert study["messages"][0]["content"].startswith("<image>" * 4 + "The last 2 images are")
+    assert rows[SUMMARY][0]["images"] == [] and "<image>" not in str(rows[SUMMARY][0])
+    info = json.loads((tmp_path / "lf" / "dataset_info.json").read_text())
+    assert info["fixture"]["columns"] == {"messages": "messages", "images": "images"}
+    # a literal <image> in a record's own text would break the count: left out, counted
+    odd = _changed(cached, tmp_path, VQA[0], lambda r: {"target": r["target"] + " <image>"})
+    s = export_mixture(odd.out, "llama-factory", tmp_path / "odd" / "d.json", progress=False)
+    assert s["skipped"] == {"<image> in the record's text": 1} and s["entries"] == 17
+    read_llama_factory(tmp_path / "odd", "fixture")
+
+
+def test_internvl_lines_and_meta(cached, tmp_path):
+    dest = tmp_path / "iv" / "train.jsonl"
+    summary = export_mixture(cached.out, "internvl", dest, progress=False)
+    rows = {r["id"]: (r, files) for r, files in read_internvl(summary["meta"]["path"])}
+    assert len(rows) == 18 == summary["entries"] and summary["skipped"] == {}
+    one, files = rows[MIMIC_LABELS]
+    assert (one["width"], one["height"]) == (32, 32) and len(files) == 1
+    assert one["conversations"][0]["value"].startswith("<image>\nWhich findings")
+    four, files = rows[WITH_PRIOR]  # two images, then the prior's two
+    assert four["width_list"] == [32] * 4 and len(files) == 4
+    assert four["conversations"][0]["value"].startswith(
+        "Image-1: <image>\nImage-2: <image>\nImage-3: <image>\nImage-4: <image>\n"
+        "The last 2 images are")
+    assert "image" not in rows[SUMMARY][0]
+    with pytest.raises(RadHarmonyError, match="must end in .jsonl"):
+        export_mixture(cached.out, "internvl", tmp_path / "x.json", progress=False)
+
+
+def test_energon_blends_one_dataset_per_source_and_task_by_its_records(mix, tmp_path):
+    dest = tmp_path / "en" / "metadataset.yaml"
+    summary = export_mixture(mix.out, "energon", dest, progress=False)
+    got = read_energon(dest)
+    want: dict = {}
+    for r in mix.records:
+        key = ({"train": "train", "valid": "val"}[r["split"]], r["source"], r["task"])
+        want.setdefault(key, set()).add(r["record_id"])
+    seen = {}
+    for split, parts in got.items():
+        for weight, rows in parts:
+            ids = {r["id"] for r in rows}
+            (key,) = {k for k, v in want.items() if ids <= v and k[0] == split}
+            assert ids == want[key] and weight == len(rows)  # the group's records, all
+            seen[key] = weight
+    assert set(seen) == set(want) and summary["entries"] == len(mix.records) == 18
+    assert summary["groups"]["train"] == {f"train/{s}.{t}.jsonl": n
+                                          for (sp, s, t), n in seen.items() if sp == "train"}
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+def test_every_format_renders_one_record_alone(mix, fmt):
+    from radharmony.mixture.formats import render_record
+
+    rec = {**_by_id(mix)[WITH_PRIOR]}
+    rec["fields"] = json.dumps(rec["fields"])
+    got = render_record(rec, fmt)
+    if fmt in ("llava", "llava-rad"):  # one image: the prior cannot come along
+        assert got == {"skipped": "needs the prior image (one-image trainer)"}
+    else:
+        assert got["id"] == rec["record_id"]

@@ -16,7 +16,7 @@ import pytest
 from radharmony.fake import make_fake
 from radharmony.imaging.geometry import Letterbox
 from radharmony.mixture.box_parse import parse_boxes
-from radharmony.mixture.boxes import DIALECTS, ImageFrame
+from radharmony.mixture.boxes import DIALECTS, TOKEN_DIALECTS, ImageFrame
 from radharmony.mixture.builder import build
 from radharmony.mixture.grounding_scores import grounding_metrics
 from radharmony.mixture.records import fields_json, fields_of
@@ -88,7 +88,7 @@ def test_cache_mode_boxes_land_on_the_same_bright_rectangle(tmp_path, roots, dia
         xyxy = np.concatenate([b for _, b in got.items if b is not None] or [np.zeros((0, 4))])
         assert len(xyxy) == len(want)
         if not want:
-            assert r["target"] == ("No foreign object." if dialect in ("maira2", "chexagent")
+            assert r["target"] == ("No foreign object." if dialect in TOKEN_DIALECTS
                                    else "[]") and r["f"]["boxes"] == []
             continue
         bx, by = frame.bin_size(dialect)
@@ -202,6 +202,26 @@ def test_perfect_predictions_score_one(tmp_path, roots, dialect):
     assert caption["target"] == caption["f"]["boxes"][0]["phrase"]
 
 
+def test_maira2_boxes_on_the_original_are_on_maira2s_centred_crop(tmp_path, roots):
+    from test_box_text import maira2_processor_read
+
+    m, recs = _build(tmp_path, roots, {"object_cxr_train": {"locate_foreign_objects": "all"}},
+                     boxes="maira2")
+    # 00001 (400 x 200: crop x 100..300) and 00002 (200 x 400: crop y 100..300) hold their
+    # boxes at the edges, wholly outside MAIRA-2's crop: dropped and counted, phrase kept
+    assert {c["what"]: c["records"] for c in m["counted"]} == {
+        "boxes_dropped_outside_crop": 3}
+    by_name = {Path(r["image_paths"][0]).name: r for _, r in recs.iterrows()}
+    assert by_name["00001.jpg"]["target"] == "<obj>Foreign object</obj>"
+    assert by_name["00002.jpg"]["target"] == "<obj>Foreign object</obj>"
+    read = maira2_processor_read(by_name["00003.jpg"]["target"], 300, 300)
+    np.testing.assert_allclose(read[0][1], [[100, 40, 180, 120]], atol=3)
+    # a wide image's box inside the crop, read back as MAIRA-2's processor does
+    wide = parse_boxes("<obj>a<box><x0><y0><x49><y99></box></obj>", ImageFrame(400, 200),
+                       "maira2")
+    np.testing.assert_allclose(wide.boxes, [[101, 1, 199, 199]])
+
+
 TWO_IN_ONE = {"maira2": ("</box><box>", ""), "chexagent": ("<|/box|><|ref|>Foreign object"
                                                               "<|/ref|><|box|>", ",")}
 OVER = {"maira2": "<obj>Foreign object<box><x0><y0><x120><y99></box></obj>",  # a bin over 99
@@ -210,8 +230,9 @@ OVER = {"maira2": "<obj>Foreign object<box><x0><y0><x120><y99></box></obj>",  # 
 
 @pytest.mark.parametrize("dialect", ["maira2", "chexagent"])
 def test_model_outputs_two_boxes_in_a_token_prose_and_out_of_range(tmp_path, roots, dialect):
+    # the cached square: MAIRA-2's crop is the whole image, so both boxes are written
     _, recs = _build(tmp_path, roots, {"object_cxr_train": {"locate_foreign_objects": "all"}},
-                     boxes=dialect)
+                     images="cache", size=64, boxes=dialect)
     recs = recs[recs["image_paths"].map(lambda p: p[0].endswith("00001.jpg"))]
     target = recs["target"].iloc[0]
     two = target.replace(*TWO_IN_ONE[dialect])  # both boxes' coordinates in one box token

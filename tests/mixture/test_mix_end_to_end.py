@@ -14,7 +14,8 @@ import pytest
 from mix_replicas import replicas, spec_for  # noqa: F401 (replicas: a fixture)
 from radharmony.cli.main import main
 from radharmony.mixture import RECORDS_NAME, build
-from trainer_readers import (read_hf_chat, read_llava, read_llava_rad, read_maira2,
+from trainer_readers import (read_energon, read_hf_chat, read_internvl, read_llama_factory,
+                             read_llava, read_llava_rad, read_maira2, read_ms_swift,
                              read_onevision, read_r2gen)
 
 
@@ -54,9 +55,19 @@ def test_every_format_of_a_built_mixture_is_read_by_its_trainer(mixture, tmp_pat
     assert all((images / f).is_file() for r in chat for f in r["images"])
     ann = read_r2gen(export("r2gen", "annotation.json"), images)
     reports = [r for r in records if r["family"] == "reports"]
-    assert sum(len(v) for v in ann.values()) == len(reports) and ann["train"]
+    two = [r for r in reports if len(r["image_paths"]) >= 2]  # IU X-ray's loader reads two
+    assert sum(len(v) for v in ann.values()) == len(two) < len(reports) and ann["train"]
     maira = read_maira2(export("maira2", "maira.jsonl"))
     assert maira and all((images / m["frontal"]).is_file() for m in maira)
+    lf = export("llama-factory", "data.json")
+    assert len(read_llama_factory(lf.parent, "test-mix")) == len(records)
+    swift = read_ms_swift(export("ms-swift", "swift.jsonl"), images)
+    assert len(swift) == len(records)
+    intern = read_internvl(tmp_path / "intern_meta.json") if export(
+        "internvl", "intern.jsonl") else None
+    assert len(intern) == len(records)
+    blend = read_energon(export("energon", "metadataset.yaml"))
+    assert sum(len(rows) for parts in blend.values() for _, rows in parts) == len(records)
     capsys.readouterr()
 
 

@@ -86,6 +86,12 @@ def test_findings_with_prior_through_the_build_counts_studies_without_one(tmp_pa
     assert counted == {"with_prior": len(with_prior), "without_prior": n - len(with_prior)}
     assert with_prior and all((Path(roots["mimic_cxr_jpg"]) / p).is_file()
                               for f in with_prior for p in f["prior_image_paths"])
+    # only a study with a prior is asked to compare with it
+    asks = ["prior" in p.lower() for p in recs["prompt"]]
+    assert asks == [f["prior_study_id"] is not None for f in fields] and 0 < sum(asks) < n
+    # the study's other sections ride along for the formats (indication, impression, ...)
+    assert all({"indication", "impression", "technique", "comparison", "history"} <= set(f)
+               and "findings" not in f and f["sections"] == ["findings"] for f in fields)
 
 
 def _raw(root: str, name: str) -> list[dict]:

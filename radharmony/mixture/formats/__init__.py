@@ -11,7 +11,13 @@ millions of records is never held whole) and writes one file, entries in the rec
 ``llava-rad``       LLaVA-Rad: the LLaVA-1.5 entry + ``view``, ``reason``, ...      JSON list
 ``hf-chat``         Hugging Face chat ``messages`` + ``images`` (TRL, Qwen-VL)       JSON lines
 ``r2gen``           R2Gen ``annotation.json``: ``{"train", "val", "test"}``          JSON
-``maira2``          MAIRA-2's seven inputs per study + ``absent``                   JSON lines
+``maira2``          MAIRA-2's inputs per study, grounded reports and phrases        JSON lines
+``llama-factory``   LLaMA-Factory ShareGPT ``messages`` / ``images`` + its            JSON list
+                    ``dataset_info.json`` entry beside it
+``ms-swift``        ms-swift ``messages`` / ``images`` / ``objects`` (boxes)          JSON lines
+``internvl``        InternVL ``conversations`` + the meta JSON beside it             JSON lines
+``energon``         Megatron-Energon metadataset: a blend of one JSON lines file     YAML
+                    per (source, task), weighted by its records
 =================== =============================================================== ==========
 
 Each format's module says what an entry holds; :mod:`radharmony.mixture.formats.common`
@@ -22,6 +28,7 @@ The same records give the same bytes.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -29,7 +36,7 @@ from ...errors import check_choice
 from ...export.codec import ExportError
 from ...gc_pause import paused_gc
 from ..records import read_manifest
-from . import hf_chat, llava, llava_rad, maira2, r2gen
+from . import energon, hf_chat, internvl, llama_factory, llava, llava_rad, maira2, ms_swift, r2gen
 from .common import Export, Output, dumps, record_batches
 
 #: format name -> (columns read, entry function, JSON lines?)
@@ -41,7 +48,17 @@ FORMATS = {
                                  lines=False),
     "hf-chat": SimpleNamespace(columns=hf_chat.COLUMNS, entry=hf_chat.entry, lines=True),
     "r2gen": SimpleNamespace(columns=r2gen.COLUMNS, entry=r2gen.entry, lines=False),
-    "maira2": SimpleNamespace(columns=maira2.COLUMNS, entry=maira2.entry, lines=True),
+    "llama-factory": SimpleNamespace(columns=llama_factory.COLUMNS, entry=llama_factory.entry,
+                                     lines=False, finish=llama_factory.finish),
+    "ms-swift": SimpleNamespace(columns=ms_swift.COLUMNS, entry=ms_swift.entry, lines=True,
+                                reframe=False),  # its boxes: objects, from the fields
+    "internvl": SimpleNamespace(columns=internvl.COLUMNS, entry=internvl.entry, lines=True,
+                                dialect=internvl.DIALECT, finish=internvl.finish,
+                                check_dest=internvl.check_dest),
+    "energon": SimpleNamespace(columns=energon.COLUMNS, entry=hf_chat.entry, lines=True,
+                               write=energon.write),
+    "maira2": SimpleNamespace(columns=maira2.COLUMNS, entry=maira2.entry, lines=True,
+                              dialect=maira2.DIALECT),
 }
 #: the splits an R2Gen annotation file holds, in order
 R2GEN_SPLITS = ("train", "val", "test")
@@ -51,14 +68,16 @@ def export_mixture(out: str | os.PathLike, fmt: str, dest: str | os.PathLike, *,
                    image_folder: str | os.PathLike | None = None, split: str | None = None,
                    images: str | None = None, workers: int | None = None,
                    engine: str = "local", progress: bool = True,
-                   cache_dir: str | os.PathLike | None = None) -> dict:
+                   cache_dir: str | os.PathLike | None = None,
+                   r2gen_variant: str = "iu") -> dict:
     """Write the mixture in folder ``out`` (``records.parquet`` + ``mixture.json``) as ``fmt``
     at ``dest``.
 
     Args:
         out: the mixture folder ``radharmony mix build`` wrote.
         fmt: one of :data:`FORMATS` (``llava``, ``llava-onevision``, ``llava-rad``,
-            ``hf-chat``, ``r2gen``, ``maira2``).
+            ``hf-chat``, ``r2gen``, ``maira2``, ``llama-factory``, ``ms-swift``,
+            ``internvl``, ``energon``).
         dest: the file to write (``train.json``, ``train.jsonl``, ``annotation.json``).
         image_folder: the folder image references are relative to. Cached images: where the
             PNGs are written (default ``<dest's folder>/images``). Original images: None
@@ -73,11 +92,17 @@ def export_mixture(out: str | os.PathLike, fmt: str, dest: str | os.PathLike, *,
         progress: a tqdm bar over the record row groups.
         cache_dir: the image cache the source datasets read and fill (None: images decoded
             without a cache; the pixels are the same).
+        r2gen_variant: ``"iu"`` (R2Gen's IU X-ray loader: two images per study, frontal then
+            lateral) or ``"mimic"`` (its MIMIC-CXR loader: the frontal image);
+            :mod:`radharmony.mixture.formats.r2gen`.
 
     Returns:
         a summary: ``format``, ``dest``, ``split``, ``entries`` written, ``skipped`` (reason ->
         records left out: ``no frontal image``, ``text-only``, ``not report generation``,
-        ``no image``, ``no target``), ``images`` (``mode``, ``size``, ``folder``, ``written``).
+        ``no image``, ``no target``), ``boxes`` (grounded records' boxes written again for
+        the image this export points at or the format's dialect: ``rewritten``, and
+        ``clipped`` / ``dropped`` by MAIRA-2's crop; :mod:`radharmony.mixture.reframe`),
+        ``images`` (``mode``, ``size``, ``folder``, ``written``).
     """
     spec = FORMATS.get(fmt)
     if spec is None:
@@ -88,29 +113,57 @@ def export_mixture(out: str | os.PathLike, fmt: str, dest: str | os.PathLike, *,
                           fix="pass split='train'")
     out, dest = Path(out), Path(dest)
     manifest = read_manifest(out)
+    check_choice("r2gen_variant", r2gen_variant, r2gen.VARIANTS, error=ExportError)
+    if getattr(spec, "check_dest", None) is not None:
+        spec.check_dest(dest)
     ex = Export(out, manifest, dest, images=images, image_folder=image_folder,
-                cache_dir=cache_dir, workers=workers, engine=engine, fmt=fmt)
+                cache_dir=cache_dir, workers=workers, engine=engine, fmt=fmt,
+                dialect=getattr(spec, "dialect", None),
+                variant=r2gen_variant if fmt == "r2gen" else None)
+    columns = list(dict.fromkeys([*spec.columns, "fields"]))  # the boxes' source pixels
     from tqdm.auto import tqdm
 
     try:
-        batches = tqdm(record_batches(out, spec.columns, split), unit="row group",
+        batches = tqdm(record_batches(out, columns, split), unit="row group",
                        desc=f"exporting {out.name} ({fmt})", disable=not progress)
         with paused_gc():  # a row group's records and entries: ~10 objects each, no cycles
-            entries = (_r2gen if fmt == "r2gen" else _list)(batches, dest, ex, spec)
+            if fmt == "energon":
+                groups = energon.write(batches, dest, ex)
+                entries = sum(n for files in groups.values() for n in files.values())
+            else:
+                entries = (_r2gen if fmt == "r2gen" else _list)(batches, dest, ex, spec)
     finally:
         ex.close()
-    return ex.summary(fmt, entries, split)
+    summary = ex.summary(fmt, entries, split)
+    if getattr(spec, "finish", None) is not None:  # the files a trainer reads beside it
+        spec.finish(ex, summary)
+    if fmt == "energon":
+        summary["groups"] = groups  # {split: {file relative to dest's folder: records}}
+    if fmt == "r2gen":
+        summary.update(entries=sum(entries.values()), variant=r2gen_variant, splits=entries,
+                       note=r2gen.EMPTY_TEST)
+    return summary
 
 
 class _Preview:
     """What an entry function needs of an :class:`Export`, for one record shown alone: image
     references as ``<source>/<image_path>`` and the reason a record would be skipped."""
 
+    #: boxes stay as the build wrote them, for the original image; R2Gen's default loader
+    mode, size, dialect, variant = "original", None, None, None
+
     def __init__(self):
         self.skipped: list[str] = []
+        self.boxes: Counter = Counter()
 
     def ref(self, source: str, path: str) -> str:
         return f"{source}/{path}"
+
+    def beside_dest(self, ref: str) -> str:
+        return ref
+
+    def image_size(self, source: str, path: str) -> tuple[None, None]:
+        return None, None  # not read for a preview
 
     def skip(self, reason: str) -> None:
         self.skipped.append(reason)
@@ -141,7 +194,8 @@ def _list(batches, dest: Path, ex: Export, spec) -> int:
     try:
         for recs in batches:
             for rec in recs:
-                entry = spec.entry(rec, ex)
+                entry = spec.entry(ex.reframed(rec) if getattr(spec, "reframe", True) else rec,
+                                   ex)
                 if entry is not None:
                     target.write(entry)
             ex.flush()
@@ -152,14 +206,15 @@ def _list(batches, dest: Path, ex: Export, spec) -> int:
     return target.count
 
 
-def _r2gen(batches, dest: Path, ex: Export, spec) -> int:
-    """R2Gen's one JSON object: each split's entries gathered in a temporary file first."""
+def _r2gen(batches, dest: Path, ex: Export, spec) -> dict:
+    """R2Gen's one JSON object: each split's entries gathered in a temporary file first
+    (returns the entries per split)."""
     parts = {name: Output(dest.with_name(f".{dest.name}.{name}"), lines=True)
              for name in R2GEN_SPLITS}
     try:
         for recs in batches:
             for rec in recs:
-                entry = spec.entry(rec, ex)
+                entry = spec.entry(ex.reframed(rec), ex)
                 if entry is not None:
                     if entry["split"] not in parts:
                         raise ExportError(f"Record {entry['id']} has the split "
@@ -170,6 +225,7 @@ def _r2gen(batches, dest: Path, ex: Export, spec) -> int:
             ex.flush()
         for part in parts.values():
             part.close()
+        counts = {name: parts[name].count for name in R2GEN_SPLITS}
         tmp = dest.with_name(f".{dest.name}.tmp{os.getpid()}")
         with open(tmp, "wb") as fh:
             for k, name in enumerate(R2GEN_SPLITS):
@@ -185,7 +241,7 @@ def _r2gen(batches, dest: Path, ex: Export, spec) -> int:
             if not part.fh.closed:
                 part.abort()
             Path(part.path).unlink(missing_ok=True)
-    return sum(p.count for p in parts.values())
+    return counts
 
 
 __all__ = ["FORMATS", "export_mixture"]

@@ -37,7 +37,8 @@ from ...errors import check_choice
 from ...export.codec import ExportError, png_bytes
 from ..reading import dictionary_paths, table_records
 from ..images import SourceImages, image_size
-from ..records import RECORDS_NAME, fields_of, source_roots
+from ..records import RECORDS_NAME, source_roots
+from .inputs import fields
 
 IMAGE_MODES = ("original", "cache")
 ENGINES = ("local", "ray")
@@ -50,19 +51,6 @@ DICOM_SUFFIXES = (".dcm", ".dicom", ".DCM", ".DICOM")
 def dumps(value) -> bytes:
     """Compact JSON bytes (no spaces, UTF-8 kept, NaN as null): the same bytes every time."""
     return orjson.dumps(value)
-
-
-def fields(rec: dict) -> dict:
-    """The record's ``fields`` as a dict (read once per record)."""
-    got = rec.get("_fields")
-    if got is None:
-        got = rec["_fields"] = fields_of(rec.get("fields"))
-    return got
-
-
-def text_or_none(value) -> str | None:
-    """A non-empty string, else None."""
-    return value if isinstance(value, str) and value.strip() else None
 
 
 def record_batches(out: Path, columns: list[str], split: str | None) -> Iterator[list[dict]]:
@@ -92,8 +80,11 @@ class Export:
     """One export's settings, its image references and what it skipped (see the module doc)."""
 
     def __init__(self, out: Path, manifest: dict, dest: Path, *, images: str | None,
-                 image_folder, cache_dir, workers: int | None, engine: str, fmt: str = ""):
+                 image_folder, cache_dir, workers: int | None, engine: str, fmt: str = "",
+                 dialect: str | None = None, variant: str | None = None):
         self.out, self.manifest, self.dest, self.fmt = out, manifest, dest, fmt
+        self.variant = variant  # the trainer's loader, where the format has several (R2Gen)
+        self.dialect = dialect  # the format's own box dialect (None: the build's)
         self._looked: set[str] = set()  # sources whose first original image was read
         mode = images if images is not None else (manifest.get("images") or {}).get(
             "mode", "original")
@@ -112,6 +103,8 @@ class Export:
         self.size = image_size(manifest) if self.mode == "cache" else None
         self.cache_dir = cache_dir
         self.skipped: Counter = Counter()
+        self.boxes: Counter = Counter()  # boxes written again: rewritten, clipped, dropped
+        self._sizes: dict = {}  # (source, path) -> (width, height) of an original image
         self.pending: list[tuple[str, str]] = []
         self.seen: set[int] = set()
         self.written = 0
@@ -151,6 +144,26 @@ class Export:
                                   "image_folder=None (absolute paths)")
         return rel
 
+    def image_size(self, source: str, path: str) -> tuple[int, int]:
+        """``(width, height)`` of the image an entry names: the cached square, or the
+        original file's from its header (read once per image)."""
+        if self.mode == "cache":
+            return self.size, self.size
+        key = (source, path)
+        if key not in self._sizes:
+            from ..grounding import image_size
+
+            h, w = image_size(self.roots[source], path)
+            self._sizes[key] = (w, h)
+        return self._sizes[key]
+
+    def beside_dest(self, ref: str) -> str:
+        """``ref`` relative to the written file's folder (a trainer that joins image paths to
+        its dataset folder, not to an image folder); an absolute path as it is."""
+        if os.path.isabs(ref):
+            return ref
+        return os.path.relpath(os.path.join(self.folder, ref), self.dest.parent)
+
     def _refuse_dicom(self, source: str, full: str):
         raise ExportError(f"The {self.fmt or 'trainer'} file would name DICOM files as "
                           f"images (source {source!r}: {full}), and its trainer opens images "
@@ -183,6 +196,35 @@ class Export:
 
     def skip(self, reason: str) -> None:
         self.skipped[reason] += 1
+
+    # -- boxes --------------------------------------------------------------------------------
+    def reframed(self, rec: dict) -> dict:
+        """``rec`` with its boxes written for the image this export points at, in the
+        format's dialect (:mod:`radharmony.mixture.reframe`); a record without boxes, or
+        whose boxes are already there, as it is."""
+        text = rec.get("fields")
+        if not text or '"dialect":' not in text:
+            return rec
+        f = fields(rec)
+        if f.get("dialect") is None or (not f.get("boxes") and self.dialect in (
+                None, f["dialect"])):
+            return rec
+        from ..reframe import convert, new_frame, rewrite, written_frame
+
+        old = written_frame(f)
+        frame = new_frame(old, self.mode, self.size)
+        want = self.dialect or f["dialect"]
+        if want == f["dialect"]:
+            if frame == old:
+                return rec
+            moved = rewrite(rec["record_id"], rec["prompt"], rec["target"], f, frame)
+        else:
+            moved = convert(rec["record_id"], rec["target"], f, frame, want)
+            moved.prompt = rec["prompt"]
+        self.boxes["rewritten"] += moved.boxes
+        self.boxes["clipped"] += moved.clipped
+        self.boxes["dropped"] += moved.dropped
+        return {**rec, "prompt": moved.prompt, "target": moved.target}
 
     # -- PNGs ---------------------------------------------------------------------------------
     def flush(self) -> None:
@@ -239,6 +281,7 @@ class Export:
     def summary(self, fmt: str, entries: int, split: str | None) -> dict:
         return {"format": fmt, "dest": str(self.dest), "split": split, "entries": entries,
                 "skipped": dict(sorted(self.skipped.items())),
+                "boxes": {k: self.boxes[k] for k in ("rewritten", "clipped", "dropped")},
                 "images": {"mode": self.mode, "size": self.size,
                            "folder": None if self.folder is None else str(self.folder),
                            "written": self.written}}

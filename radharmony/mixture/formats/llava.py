@@ -6,15 +6,20 @@
   (:func:`~radharmony.mixture.images.key_frontal`: PA, else AP, else the first other
   frontal view). The first human turn starts with ``"<image>\\n"``. A record with images but
   no frontal one is skipped (``"no frontal image"``); a text-only record has no ``image``
-  key and no ``<image>`` token.
+  key and no ``<image>`` token. A record with a prior study's images is skipped
+  (``"needs the prior image (one-image trainer)"``): its prompt compares with a prior the
+  trainer would not see.
 * ``llava-onevision`` (LLaVA-VL/LLaVA-NeXT): ``image`` is the list of every image of the
-  record, and the human turn holds one ``<image>`` line per image (the counts must agree).
+  record, then the prior study's (:func:`~radharmony.mixture.formats.inputs.prior_inputs`:
+  the prompt then says which are the prior's, the days between and the prior's findings),
+  and the human turn holds one ``<image>`` line per image (the counts must agree).
 """
 
 from __future__ import annotations
 
 from ..images import key_frontal
 from .common import Export
+from .inputs import NEEDS_PRIOR, every_image, has_prior
 
 COLUMNS = ["record_id", "source", "image_paths", "views", "prompt", "target"]
 NO_FRONTAL = "no frontal image"
@@ -50,6 +55,9 @@ def llava_entry(rec: dict, ex: Export) -> dict | None:
     """One LLaVA-1.5 entry (None: skipped, the reason counted)."""
     if not has_target(rec, ex):
         return None
+    if has_prior(rec):
+        ex.skip(NEEDS_PRIOR)
+        return None
     image, ok = one_image(rec, ex)
     if not ok:
         return None
@@ -64,9 +72,10 @@ def onevision_entry(rec: dict, ex: Export) -> dict | None:
     """One LLaVA-OneVision entry: every image, one ``<image>`` token each."""
     if not has_target(rec, ex):
         return None
-    paths = rec["image_paths"] or []
     entry = {"id": rec["record_id"]}
-    if paths:
-        entry["image"] = [ex.ref(rec["source"], p) for p in paths]
-    entry["conversations"] = conversation(TOKEN * len(paths) + rec["prompt"], rec["target"])
+    refs, words = every_image(rec, ex)
+    if refs:
+        entry["image"] = refs
+    entry["conversations"] = conversation(TOKEN * len(refs) + words + rec["prompt"],
+                                          rec["target"])
     return entry

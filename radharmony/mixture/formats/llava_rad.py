@@ -11,14 +11,18 @@ frontal image) plus the keys its loaders read:
   do not say (a record's ``labels`` are matched by name, case and ``_`` / space aside, so
   ``pleural_effusion`` and ``Pleural Effusion`` are the same finding).
 
-Text-only records are skipped (``"text-only"``: LLaVA-Rad's loaders need an image and a view).
+The sections are the study's (report records carry them in ``fields``: the indication even
+when the prompt does not show it; the impression is the target's when the target is the
+impression). Text-only records are skipped (``"text-only"``: LLaVA-Rad's loaders need an
+image and a view), and so are records with a prior study's images (one image per entry).
 """
 
 from __future__ import annotations
 
 from ...evaluate.reports import CHEXPERT_14
 from ..images import key_frontal
-from .common import Export, fields, text_or_none
+from .common import Export
+from .inputs import fields, section, text_or_none
 from .llava import COLUMNS as LLAVA_COLUMNS
 from .llava import llava_entry
 
@@ -45,10 +49,10 @@ def entry(rec: dict, ex: Export) -> dict | None:
     if base is None:
         return None
     f = fields(rec)
-    indication = text_or_none(f.get("indication"))
+    indication = section(rec, "indication")
     base.update(view=rec["views"][key_frontal(rec["views"])], reason=indication,
-                generate_method="rule-based", impression=text_or_none(f.get("impression")),
-                indication=indication, history=text_or_none(f.get("history")),
+                generate_method="rule-based", impression=section(rec, "impression"),
+                indication=indication, history=section(rec, "history"),
                 orientation=text_or_none(f.get("orientation")),
                 chexpert_labels=chexpert_labels(f.get("labels")))
     return base

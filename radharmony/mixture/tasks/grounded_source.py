@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..boxes import grounded_texts_flat
+from ..boxes import TOKEN_DIALECTS, crop_counts, grounded_texts_flat
 from ..grounding import BoxItem, box_table, choose_readers
 from ..records import fields_json, fields_of
 
@@ -215,11 +215,21 @@ class _Dump(dict):
         return [texts[c] for c in codes.tolist()]
 
 
+def crop_counted(it: Items) -> dict:
+    """What MAIRA-2's centred crop does to the items' boxes (``mixture.json``'s ``counted``:
+    ``boxes_clipped_to_crop``, ``boxes_dropped_outside_crop``; empty when nothing is cut, as
+    in the other dialects and on square images)."""
+    n = crop_counts(it.xyxy, np.repeat(it.width, it.counts), np.repeat(it.height, it.counts),
+                    dialect=it.dialect, mode=it.mode, size=it.size)
+    return {k: v for k, v in (("boxes_clipped_to_crop", n["clipped"]),
+                              ("boxes_dropped_outside_crop", n["dropped"])) if v}
+
+
 def nothing_text(dialect: str, words: str) -> str:
     """The target of an image with nothing to box: plain ``words`` in the token dialects
     (text without a token says nothing was found), an empty JSON list in the others."""
-    return words if dialect in ("maira2", "chexagent") else json.dumps([])
+    return words if dialect in TOKEN_DIALECTS else json.dumps([])
 
 
-__all__ = ["DEFAULTS", "Items", "fields", "items", "nothing_text", "options", "ranges",
+__all__ = ["DEFAULTS", "Items", "crop_counted", "fields", "items", "nothing_text", "options", "ranges",
            "texts"]

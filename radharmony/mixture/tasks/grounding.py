@@ -98,7 +98,15 @@ def _detect(ctx) -> Draft:
         return Rendered(texts(it, first[j], last[j]), {},
                         fields(it, first[j], last[j], task_kind="detection"))
 
-    return Draft("image", pos, render, skipped=_none_skipped(ctx, pos))
+    return _counted(Draft("image", pos, render, skipped=_none_skipped(ctx, pos)), it)
+
+
+def _counted(draft: Draft, it) -> Draft:
+    """``draft`` with the boxes MAIRA-2's crop cuts or leaves out of its items counted."""
+    from .grounded_source import crop_counted
+
+    draft.counted = crop_counted(it)
+    return draft
 
 
 def _none_skipped(ctx, pos) -> dict:
@@ -169,8 +177,8 @@ def _one_item(by: str, kind: str, name: str, slot: str):
             return Rendered(texts(it, j, j + 1), {slot: list(it.text[j])},
                             fields(it, j, j + 1, task_kind=kind, name=name))
 
-        return Draft("image", it.row, render,
-                     item=lambda j: [f"{ids[r]}|{t}" for r, t in zip(it.row[j], it.text[j])])
+        return _counted(Draft("image", it.row, render, item=lambda j: [
+            f"{ids[r]}|{t}" for r, t in zip(it.row[j], it.text[j])]), it)
 
     return build
 
@@ -185,8 +193,8 @@ def _caption(ctx) -> Draft:
         return Rendered(list(it.text[j]), {"box": texts(it, j, j + 1, phrases=[""] * len(j))},
                         fields(it, j, j + 1, task_kind="caption", name="phrase"))
 
-    return Draft("image", it.row, render,
-                 item=lambda j: [f"{ids[r]}|{t}" for r, t in zip(it.row[j], it.text[j])])
+    return _counted(Draft("image", it.row, render, item=lambda j: [
+        f"{ids[r]}|{t}" for r, t in zip(it.row[j], it.text[j])]), it)
 
 
 def _objects(ctx) -> Draft:
@@ -211,7 +219,7 @@ def _objects(ctx) -> Draft:
                 targets[k], out[k] = x, y
         return Rendered(targets, {}, out)
 
-    return Draft("image", every, render)
+    return _counted(Draft("image", every, render), it)
 
 
 def _report(ctx) -> Draft:
@@ -226,7 +234,7 @@ def _report(ctx) -> Draft:
         return Rendered(texts(it, a, b), {},
                         fields(it, a, b, task_kind="detection", extra=sentences))
 
-    return Draft("image", pos, render, skipped=_none_skipped(ctx, pos))
+    return _counted(Draft("image", pos, render, skipped=_none_skipped(ctx, pos)), it)
 
 
 def _task(name, needs, prompts, build, description, slots=()):

@@ -4,13 +4,19 @@ Targets never hold a placeholder for an absent section: a task needing a section
 studies without it (counted under ``no_findings``, ``no_impression``, ``no_indication``);
 findings + impression drops an absent one of the two (its target is then the present section
 alone, ``fields["sections"]`` says which) and skips a study with neither.
+
+A report record's ``fields`` hold ``sections`` (those of the target) and the study's other
+sections as text or None (:func:`section_fields`: ``indication``, ``history``, ``technique``,
+``comparison``, and ``findings`` / ``impression`` when not in the target), the inputs the
+trainers' formats fill (LLaVA-Rad's ``reason`` / ``indication`` / ``impression``, MAIRA-2's
+``indication`` / ``technique`` / ``comparison``).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..records import fields_json
+from ..records import OMIT, fields_json_rows
 from .base import Draft, Rendered, Task, register_task
 
 FINDINGS_PROMPTS = ("Describe the findings of the chest X-ray.",
@@ -30,14 +36,20 @@ SUMMARY_PROMPTS = ("Summarise these chest X-ray findings in an impression.\nFind
                    "{findings}")
 
 
-#: ``fields`` of a findings + impression record, by which of the two it has
-_SECTIONS = {(a, b): fields_json({"sections": [n for n, has in (("findings", a),
-                                                               ("impression", b)) if has]})
-             for a in (True, False) for b in (True, False)}
-
-
 def _section(sections: list, name: str) -> np.ndarray:
     return np.array([s[name] for s in sections], dtype=object)
+
+
+def section_fields(sections: list, target: list) -> dict:
+    """``fields`` columns of report records (``sections[k]``: study ``k``'s six sections;
+    ``target[k]``: the sections its target holds): ``sections`` and every other section's
+    text or None."""
+    from ...studies.sections import SECTION_KEYS  # pandas: only when a task runs
+
+    cols = {"sections": target}
+    for name in SECTION_KEYS:
+        cols[name] = [s[name] if name not in t else OMIT for s, t in zip(sections, target)]
+    return cols
 
 
 def _present(values: np.ndarray) -> np.ndarray:
@@ -78,10 +90,13 @@ def _report_task(name: str, want: tuple, prompts: tuple, *, indication: bool):
             f, i, ind = sec["findings"][p], sec["impression"][p], sec["indication"][p]
             if want == ("findings", "impression"):
                 targets = [both_target(a, b) for a, b in zip(f, i)]
-                fields = [_SECTIONS[(a is not None, b is not None)] for a, b in zip(f, i)]
+                names = [[n for n, v in (("findings", a), ("impression", b)) if v is not None]
+                         for a, b in zip(f, i)]
             else:
                 targets = list(sec[want[0]][p])
-                fields = [fields_json({"sections": list(want)})] * len(p)
+                names = [list(want)] * len(p)
+            fields = fields_json_rows(section_fields([u.sections[k] for k in p.tolist()],
+                                                     names))
             return Rendered(targets, {"indication": list(ind)}, fields)
 
         return Draft("study", pos, render, skipped={k: v for k, v in skipped.items() if v})
@@ -112,8 +127,8 @@ def _summarise(ctx) -> Draft:
 
     def render(j: np.ndarray) -> Rendered:
         p = pos[j]
-        return Rendered(list(i[p]), {"findings": list(f[p])},
-                        [fields_json({"sections": ["findings", "impression"]})] * len(p))
+        return Rendered(list(i[p]), {"findings": list(f[p])}, fields_json_rows(
+            {"sections": [["findings", "impression"]] * len(p)}))
 
     return Draft("study", pos, render, skipped={k: v for k, v in skipped.items() if v},
                  text_only=True)
@@ -123,4 +138,4 @@ register_task(Task(name="summarize_impression", family="text", needs=("findings"
                    prompts=SUMMARY_PROMPTS, build=_summarise, slots=("findings",),
                    description="a report's impression from its findings (text only)"))
 
-__all__ = ["both_target"]
+__all__ = ["both_target", "section_fields"]

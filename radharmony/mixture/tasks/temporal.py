@@ -5,7 +5,8 @@
   layer's (:func:`radharmony.studies.priors.find_priors`): the latest study of the same
   patient strictly earlier, never another patient's or a later one. A study without one (or
   whose prior has no frontal image) is a record without prior inputs, counted in
-  ``mixture.json``'s ``counted`` (``without_prior``).
+  ``mixture.json``'s ``counted`` (``without_prior``), whose prompt is the plain findings
+  prompt: only a record with a prior is asked to compare.
 * ``progression`` -- MS-CXR-T: per (image, finding) labelled, improving / stable / worsening,
   from the current image and the prior one.
 * ``vqa_difference`` -- Medical-Diff-VQA's difference questions with both studies: the
@@ -25,13 +26,15 @@ import warnings
 import numpy as np
 
 from ...errors import StudyWarning
-from ..records import fields_json
+from ..records import OMIT, fields_json
 from .base import Draft, Rendered, Task, register_capability, register_task
-from .reports import FINDINGS_PROMPTS
+from .reports import FINDINGS_PROMPTS, section_fields
 
-PRIOR_PROMPTS = tuple(p.replace("chest X-ray", "chest X-ray, compared with the prior study")
-                      if "chest X-ray" in p else p + " Compare with the prior study."
-                      for p in FINDINGS_PROMPTS)
+#: the comparison a findings-with-prior prompt makes, only for a study with a prior
+#: (slots ``{compared}`` and ``{compare}``; empty without one: the prompt never claims a prior)
+COMPARED, COMPARE = ", compared with the prior study", " Compare with the prior study."
+PRIOR_PROMPTS = tuple(p.replace("chest X-ray", "chest X-ray{compared}")
+                      if "chest X-ray" in p else p + "{compare}" for p in FINDINGS_PROMPTS)
 PROGRESSION_PROMPTS = ("Compared with the prior image, is the {finding} improving, stable or "
                        "worsening?",
                        "How has the {finding} changed since the prior chest X-ray: improving, "
@@ -91,16 +94,19 @@ def _with_prior(ctx) -> Draft:
 
 
 def _render_prior(u, p, prior, days, front, findings) -> Rendered:
-    out = []
+    out, has = [], [front[i] is not None for i in p.tolist()]
     for i in p.tolist():
         k, fr = int(prior[i]), front[i]
+        own = {n: v[0] for n, v in section_fields([u.sections[i]], [["findings"]]).items()
+               if v[0] is not OMIT}
         if fr is None:
-            out.append(fields_json({"sections": ["findings"], "prior_study_id": None}))
+            out.append(fields_json({**own, "prior_study_id": None}))
             continue
         f = prior_fields(u.study_ids[k], [u.paths[k][fr]], [u.views[k][fr]],
                          u.sections[k]["findings"], days[i])
-        out.append(fields_json({"sections": ["findings"], **f}))
-    return Rendered(list(findings[p]), {}, out)
+        out.append(fields_json({**own, **f}))
+    return Rendered(list(findings[p]), {"compared": [COMPARED if h else "" for h in has],
+                                        "compare": [COMPARE if h else "" for h in has]}, out)
 
 
 def _progression(ctx) -> Draft:
@@ -170,7 +176,7 @@ def _difference(ctx) -> Draft:
 
 register_task(Task(name="report_findings_with_prior", family="temporal",
                    needs=("study", "findings", "prior"), prompts=PRIOR_PROMPTS,
-                   build=_with_prior,
+                   build=_with_prior, slots=("compared", "compare"),
                    description="a study's findings from its images, the prior's frontal image "
                                "and findings, and the days between"))
 register_task(Task(name="progression", family="temporal", needs=("progression",),
