@@ -29,8 +29,8 @@ from ..gc_pause import paused_gc
 from ..version import __version__
 from .context import HELD_REASONS, SourceContext
 from .grounding import choose_readers
-from .holdout import (HoldOut, dataset_key, input_identity, open_dataset, read_hold_out,
-                      split_rows)
+from .holdout import (HoldOut, dataset_key, input_identity, missing_side_files, open_dataset,
+                      read_hold_out, split_rows)
 from .records import MANIFEST_FORMAT, MANIFEST_NAME, RECORDS_NAME
 from .rules import derive_seed
 from .spec import load_spec
@@ -156,6 +156,7 @@ def _build_source(spec, s, hold, sink, tallies, workers, progress, opened) -> di
                               f"{s.split!r}", expected="a split with rows",
                               found=f"{len(ds.harmonized_df)} rows, splits {splits}",
                               fix="set the source's split: to one of those (or all)")
+    _check_boxes(s, table, missing_side_files(ds))
     bad, images = hold.duplicates(s.root, table, workers=workers, progress=progress)
     ctx = SourceContext(name=s.name, key=s.dataset, spec=ds.spec, table=table,
                         kwargs=s.kwargs, seed=spec.seed, valid_share=spec.valid,
@@ -202,6 +203,23 @@ def _build_source(spec, s, hold, sink, tallies, workers, progress, opened) -> di
                 bar.update(len(chunk))
             bar.update(int((~keep).sum()))
     return info
+
+
+def _check_boxes(s, table, missing: dict) -> None:
+    """Raise when a task of source ``s`` needs boxes and its table has none because the
+    dataset's optional box file was looked for and is absent (naming it and where)."""
+    tasks = [t for t in s.rules if "boxes" in TASKS[t].needs]
+    if not tasks or "boxes" in table.columns or "boxes" not in missing:
+        return
+    where = missing["boxes"]
+    name = where[0].name if where else "its box file"
+    raise RadHarmonyError(
+        f"Mixture source {s.name!r}: {', '.join(tasks)} needs boxes, and {s.dataset}'s "
+        f"optional box file {name} is absent", expected=f"{name} (it carries the dataset's "
+        "boxes; without it the table has no boxes column)",
+        found="no file at " + (", ".join(str(p) for p in where) or "the places searched"),
+        fix=f"put {name} there (it comes with the release), or remove {', '.join(tasks)} "
+            f"from the tasks of {s.name!r}")
 
 
 def _start(spec, hold: HoldOut, pool: dict, out: Path, workers, jobs) -> dict:

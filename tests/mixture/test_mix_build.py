@@ -346,3 +346,25 @@ def test_fields_json_rows_writes_fields_json_s_text_per_record():
                 fields_json_rows(cols)
             continue
         assert fields_json_rows(cols) == want, cols
+
+
+def test_a_box_task_on_a_source_without_its_box_file_names_the_file_and_where(tmp_path):
+    """ReXGradient's boxes come from ``interstitial_pattern_bbox.json`` beside the split
+    JSON, an optional file: without it ``detect_findings`` names it and the path looked at."""
+    from radharmony.errors import RadHarmonyError
+    from radharmony.fake import write_rexgradient
+
+    base = write_rexgradient(tmp_path / "rex", studies={"train": 4, "valid": 2, "test": 2},
+                             image_size=(64, 64))
+    box = tmp_path / "rex" / "download" / "metadata" / "interstitial_pattern_bbox.json"
+    assert not box.exists()
+    spec = {"name": "nobox", "seed": 1, "sources": [
+        {"dataset": "rexgradient_train", "root": str(base),
+         "tasks": {"classify_view": "all", "detect_findings": "all"}}]}
+    with pytest.raises(RadHarmonyError) as err:
+        build(spec, tmp_path / "out", workers=1, progress=False)
+    msg = str(err.value)
+    assert msg.startswith("Mixture source 'rexgradient_train': detect_findings needs boxes, "
+                          "and rexgradient_train's optional box file "
+                          "interstitial_pattern_bbox.json is absent")
+    assert f"no file at {box}" in msg and "remove detect_findings" in msg
