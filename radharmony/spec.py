@@ -71,7 +71,11 @@ class DatasetSpec:
         extra_cols: further columns kept for filtering, after the label columns.
         outputs: the ``output_*`` flags this dataset supports (``"report"``, ``"cls"``, ...).
         view_map: raw view name -> canonical view (``PA``, ``AP``, ``LATERAL``, ...).
-        expected: published counts (``images``, ``studies``, ``patients``) for the full split.
+        expected: published counts (``images``, ``studies``, ``patients``, ``questions``,
+            ...) for the full split.
+        expected_note: why ``expected`` holds no count of the table's rows where it does not
+            (a subset the publishers never counted, a count given only rounded); the catalog
+            shows it in place of the count.
         access: where the data comes from and under what terms.
         group_col: the column splits are grouped by (never split across train/val).
         id_col: the column whose value is the native id in ``sample_id``.
@@ -124,6 +128,7 @@ class DatasetSpec:
     sex_col: str | None = None
     row_unit: str = "image"
     identity: Identity | None = None
+    expected_note: str = ""
 
     @property
     def columns(self) -> tuple[str, ...]:

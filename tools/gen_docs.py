@@ -87,7 +87,9 @@ def dataset_page(key: str) -> str:
     if spec.expected:
         out += ["| count | value |", "|---|---:|",
                 *(f"| {_cell(k)} | {v:,} |" for k, v in spec.expected.items()), ""]
-    else:
+    if spec.expected_note:
+        out += [f"No count of the table's rows: {spec.expected_note}.", ""]
+    elif not spec.expected:
         out += ["None declared.", ""]
     out += ["## Outputs", "",
             "`output_*` flags this dataset supports: " +
@@ -118,6 +120,24 @@ def dataset_page(key: str) -> str:
     return "\n".join(out)
 
 
+#: the units of a published count, in the order the catalog prefers them
+COUNT_UNITS = ("images", "questions", "studies", "pairs", "labels")
+
+
+def published_count(spec) -> str:
+    """The catalog's count of ``spec``: its release's count in the first unit of
+    :data:`COUNT_UNITS` it gives (``"1,162 pairs"``; images as a bare number), else
+    ``"none: <spec.expected_note>"``."""
+    for unit in COUNT_UNITS:
+        n = spec.expected.get(unit)
+        if n is not None:
+            return f"{n:,}" if unit == "images" else f"{n:,} {unit}"
+    if not spec.expected_note:
+        raise SystemExit(f"{spec.key}: its spec gives no count in {COUNT_UNITS} and no "
+                         "expected_note saying why: add one of them")
+    return f"none: {spec.expected_note}"
+
+
 def dataset_pages() -> list[tuple[str, str]]:
     """(path under docs/, text) of each registered dataset's page."""
     from radharmony.registry import list_datasets
@@ -125,16 +145,17 @@ def dataset_pages() -> list[tuple[str, str]]:
     from radharmony.registry import get_dataset_class
 
     pages = [(f"datasets/{key}.md", dataset_page(key)) for key in list_datasets()]
-    rows = ["| key | title | outputs | labels | images |", "|---|---|---|---:|---:|"]
+    rows = ["| key | title | outputs | labels | published count |", "|---|---|---|---:|---|"]
     for key in list_datasets():
         spec = get_dataset_class(key).harmonizer_class.spec
-        images = spec.expected.get("images")
-        rows.append(f"| [`{key}`]({key}.md) | {_cell(spec.title)} | "
+        # the key as one unbroken word (docs/stylesheets/extra.css: .rh-key)
+        rows.append(f"| [`{key}`]({key}.md){{: .rh-key }} | {_cell(spec.title)} | "
                     f"{', '.join(sorted(spec.outputs)) or '-'} | {len(spec.label_cols)} | "
-                    f"{'?' if images is None else f'{images:,}'} |")
+                    f"{_cell(published_count(spec))} |")
     catalog = [HEADER, "# Every dataset", "",
                "One page per registered dataset, generated from its spec (`radharmony list` "
-               "prints the same table).", "", *rows, ""]
+               "prints the same table). The published count is the release's own, in its "
+               "unit (images unless named); where none exists, why.", "", *rows, ""]
     return [("datasets/catalog.md", "\n".join(catalog)), *pages]
 
 
