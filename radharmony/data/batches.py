@@ -89,9 +89,8 @@ def _key_of(ds):
     """The :class:`~radharmony.data.filetable.FileTable` key function of ``ds``'s cache (no
     cache: every key ``""``; the file's identity is read all the same, for the watch)."""
     cache = ds.image_cache
-    if cache is None:
-        return lambda path, st: ""
-    return lambda path, st: cache.key(path, resolved=True, st=st)
+    return (lambda path, st: "") if cache is None else \
+        (lambda path, st: cache.key(path, resolved=True, st=st))
 
 
 def identify(ds, index: int) -> tuple[str, str]:
