@@ -184,6 +184,14 @@ def _load(path: str):
 
 
 # -- in the parent ------------------------------------------------------------------------------
+class RemoteTraceback(Exception):
+    """The traceback of an error raised in a source process (the cause of the error raised
+    again here)."""
+
+    def __str__(self) -> str:
+        return "\n\nIn the source process:\n" + str(self.args[0])
+
+
 def start_server(processes: int) -> "Jobs":
     """Start the fork server and its ``processes`` source processes (they import while the
     caller goes on); :meth:`Jobs.start` gives them the work."""
@@ -266,7 +274,7 @@ class Jobs:
             self.results[msg[1]] = msg[2]
         else:
             del self.busy[conn]
-            raise msg[2]
+            raise msg[2] from RemoteTraceback(msg[3])
 
     def _died(self, conn: Connection):
         """Raise the error of a process that ended (its socket closed)."""
@@ -350,6 +358,6 @@ def remove_spools(folder: Path, prefix: str) -> None:
         left.unlink(missing_ok=True)
 
 
-__all__ = ["DEFAULT_PROCESSES", "INHERITED", "Jobs", "POLL_SECONDS", "PRELOAD", "STALL_SECONDS",
-           "Spool", "process_count", "remove_spools", "replay", "serve", "spool_path",
+__all__ = ["DEFAULT_PROCESSES", "INHERITED", "Jobs", "POLL_SECONDS", "PRELOAD", "RemoteTraceback",
+           "STALL_SECONDS", "Spool", "process_count", "remove_spools", "replay", "serve", "spool_path",
            "start_server"]

@@ -305,8 +305,11 @@ def test_a_source_failing_in_its_process_raises_its_error_and_leaves_nothing(rep
         {"dataset": "chexpert", "root": replicas["chexpert"], "tasks": {"classify_view": "all"}},
         {"dataset": "chexpert", "root": replicas["chexpert"], "split": "test", "name": "bad",
          "tasks": {"classify_view": "all"}}]}
-    with pytest.raises(RadHarmonyError, match=r"'bad': chexpert has no rows in split 'test'"):
+    with pytest.raises(RadHarmonyError, match=r"'bad': chexpert has no rows in split 'test'") \
+            as err:
         build(spec, tmp_path / "out", workers=2, progress=False)
+    assert "In the source process:" in str(err.value.__cause__)  # where it was raised there
+    assert "_build_source" in str(err.value.__cause__)
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == []
 
 
