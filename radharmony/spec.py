@@ -59,6 +59,10 @@ class Identity:
     note: str = ""
 
 
+#: the units of a published count, in the order the catalog prefers them
+COUNT_UNITS = ("images", "questions", "studies", "pairs", "labels")
+
+
 @dataclass(frozen=True)
 class DatasetSpec:
     """What a dataset ships and what its harmonized table holds.
@@ -129,6 +133,16 @@ class DatasetSpec:
     row_unit: str = "image"
     identity: Identity | None = None
     expected_note: str = ""
+
+    def published_count(self) -> str | None:
+        """The release's count of what the table holds, in the first unit of
+        :data:`COUNT_UNITS` that ``expected`` gives (``"1,162 pairs"``; images as a bare
+        number); None where it gives none (``expected_note`` says why)."""
+        for unit in COUNT_UNITS:
+            n = self.expected.get(unit)
+            if n is not None:
+                return f"{n:,}" if unit == "images" else f"{n:,} {unit}"
+        return None
 
     @property
     def columns(self) -> tuple[str, ...]:

@@ -106,6 +106,10 @@ def test_every_dataset_has_a_published_count_or_says_why_none_exists():
     assert counts["slake_chest"].startswith("none: SLAKE counts 14,028 questions")
     assert counts["chexmask_nih"] == ("none: CheXmask publishes 657,566 masks over its five "
                                       "sources and no count per source")
+    # `radharmony list` shows the same counts (from the light catalog)
+    assert catalog.spec("ms_cxr").published_count() == "1,162 pairs"
+    assert catalog.spec("slake_chest").published_count() is None
+    assert catalog.spec("slake_chest").expected_note.startswith("SLAKE counts 14,028")
 
 
 def test_catalog_keys_are_never_broken_mid_word():

@@ -120,22 +120,14 @@ def dataset_page(key: str) -> str:
     return "\n".join(out)
 
 
-#: the units of a published count, in the order the catalog prefers them
-COUNT_UNITS = ("images", "questions", "studies", "pairs", "labels")
-
-
 def published_count(spec) -> str:
-    """The catalog's count of ``spec``: its release's count in the first unit of
-    :data:`COUNT_UNITS` it gives (``"1,162 pairs"``; images as a bare number), else
-    ``"none: <spec.expected_note>"``."""
-    for unit in COUNT_UNITS:
-        n = spec.expected.get(unit)
-        if n is not None:
-            return f"{n:,}" if unit == "images" else f"{n:,} {unit}"
-    if not spec.expected_note:
-        raise SystemExit(f"{spec.key}: its spec gives no count in {COUNT_UNITS} and no "
+    """The catalog's count of ``spec`` (:meth:`~radharmony.spec.DatasetSpec.published_count`),
+    else ``"none: <spec.expected_note>"``."""
+    count = spec.published_count()
+    if count is None and not spec.expected_note:
+        raise SystemExit(f"{spec.key}: its spec gives no published count and no "
                          "expected_note saying why: add one of them")
-    return f"none: {spec.expected_note}"
+    return count or f"none: {spec.expected_note}"
 
 
 def dataset_pages() -> list[tuple[str, str]]:
