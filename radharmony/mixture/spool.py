@@ -132,6 +132,7 @@ def serve(fds: list[int]) -> None:
         os.close(fd)
     for pid in pids:
         os.waitpid(pid, 0)
+    os._exit(0)  # nothing of this interpreter is worth tearing down
 
 
 def _die_with(server: int) -> None:
