@@ -49,8 +49,11 @@ from .records import RECORD_SCHEMA
 #: at most this many source processes unless ``workers`` says more (each holds one source's
 #: table and drafts: memory grows with them)
 DEFAULT_PROCESSES = 4
-#: what the fork server imports once, before it forks the source processes
-PRELOAD = ("radharmony.mixture.builder", "radharmony.registry", "radharmony.data.dataset")
+#: what the fork server imports once, before it forks the source processes: all a source
+#: process would import (a module of an optional extra that is absent is passed over)
+PRELOAD = ("radharmony.mixture.builder", "radharmony.registry", "radharmony.data.dataset",
+           "radharmony.vqa.dataset", "radharmony.imaging._jit", "radharmony.imaging._png_jit",
+           "tqdm.auto")
 #: seconds in which no source finished and no process of the build used CPU: it is stalled
 STALL_SECONDS = 600.0
 #: how often the parent looks at its processes while it waits
@@ -110,9 +113,13 @@ INHERITED: dict = {}
 # -- in the fork server and its processes -------------------------------------------------------
 def serve(fds: list[int]) -> None:
     """The fork server: import :data:`PRELOAD`, fork one source process per socket of ``fds``,
-    wait for them. Runs in a fresh interpreter with one thread of its own."""
+    wait for them. Runs in a fresh interpreter where no caller code runs: no Python thread
+    but this one (the imported libraries' native pools, idle, aside)."""
     for name in PRELOAD:
-        import_module(name)
+        try:
+            import_module(name)
+        except ImportError:  # an optional extra (numba) that is not installed
+            pass
     me, pids = os.getpid(), []
     for fd in fds:
         pid = os.fork()
