@@ -13,7 +13,7 @@ written once under ``<work>/mixture-<scale>/`` and reused.
 The spec draws 14 tasks from the six sources with MIMIC's test split and ReXGradient's test set
 held out. A first build fills the table cache; each measured run is a fresh process building the
 mixture from the cached tables, timed around :func:`radharmony.mixture.build` (wall, and CPU
-summed over the build's processes: it forks one per source, as many at once as cores, at most
+summed over the build's processes: one per source, as many at once as cores, at most
 4), with the peak memory of the whole process tree: the sum of its processes' proportional set
 sizes sampled every 0.1 s (a page shared by the forked processes counts once), beside the peak
 RSS of the parent and of the largest source process. The fastest run counts for time, the
@@ -125,7 +125,7 @@ def _pss_kib(pid: int) -> int:
 
 
 class TreeMemory:
-    """The peak memory of this process and the processes it starts (the build forks one per
+    """The peak memory of this process and the processes it starts (the build runs one per
     source), sampled every ``every`` seconds as the sum of their proportional set sizes: the
     memory the build holds at once, each shared page counted once."""
 

@@ -29,6 +29,17 @@ def _impression(report: str | None) -> str:
     return "IMPRESSION: " + report.rsplit("IMPRESSION:\n", 1)[-1]
 
 
+def sample_grid(ds, n: int = 8):
+    """The first ``n`` samples of ``ds`` in a grid, each titled with its patient, view and a
+    finding or its report's first words (``ds.title``), its impression below it."""
+    from .plotting import plot_grid
+
+    rows = range(min(n, len(ds)))
+    samples = [ds[i] for i in rows]
+    return plot_grid(samples, captions=[_impression(s["report"]) for s in samples],
+                     titles=[ds.title(i) for i in rows], ncols=4)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="radharmony demo", description=__doc__.split("\n")[0])
     parser.add_argument("--out", default="demo_output", help="folder for the replica, cache "
@@ -47,7 +58,6 @@ def main(argv: list[str] | None = None) -> int:
     from .fake import write_rexgradient
     from .harmonizer import ReXGradientValidHarmonizer
     from .data.loader import CachedLoader
-    from .plotting import plot_grid
 
     t0 = time.perf_counter()
     out = Path(args.out).absolute()
@@ -93,10 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Iterated {seen} samples; batch img {tuple(batch['img'].shape)} "
           f"{batch['img'].dtype}, range [{batch['img'].min():.2f}, {batch['img'].max():.2f}]")
 
-    samples = [val_ds[i] for i in range(min(8, len(val_ds)))]
-    fig = plot_grid(samples, captions=[_impression(s["report"]) for s in samples], ncols=4)
     grid = out / "samples.png"
-    fig.savefig(grid, dpi=110)
+    sample_grid(val_ds).savefig(grid, dpi=110)
     print(f"\nWrote {grid}\nDone in {time.perf_counter() - t0:.1f} s.")
     return 0
 

@@ -76,6 +76,10 @@ class Identity:
     note: str = ""
 
 
+#: the units of a published count, in the order the catalog prefers them
+COUNT_UNITS = ("images", "questions", "studies", "pairs", "labels")
+
+
 @dataclass(frozen=True)
 class DatasetSpec:
     """What a dataset ships and what its harmonized table holds.
@@ -88,7 +92,11 @@ class DatasetSpec:
         extra_cols: further columns kept for filtering, after the label columns.
         outputs: the ``output_*`` flags this dataset supports (``"report"``, ``"cls"``, ...).
         view_map: raw view name -> canonical view (``PA``, ``AP``, ``LATERAL``, ...).
-        expected: published counts (``images``, ``studies``, ``patients``) for the full split.
+        expected: published counts (``images``, ``studies``, ``patients``, ``questions``,
+            ...) for the full split.
+        expected_note: why ``expected`` holds no count of the table's rows where it does not
+            (a subset the publishers never counted, a count given only rounded); the catalog
+            shows it in place of the count.
         access: where the data comes from and under what terms.
         group_col: the column splits are grouped by (never split across train/val).
         id_col: the column whose value is the native id in ``sample_id``.
@@ -151,6 +159,7 @@ class DatasetSpec:
     reg_cols: tuple[str, ...] = ()
     grades: tuple[str, ...] = ()
     sides: tuple[str, ...] = ()
+    expected_note: str = ""
 
     @property
     def grade_cols(self) -> tuple[str, ...]:
@@ -159,6 +168,16 @@ class DatasetSpec:
     @property
     def side_cols(self) -> tuple[str, ...]:
         return tuple(map(side_column, self.sides))
+
+    def published_count(self) -> str | None:
+        """The release's count of what the table holds, in the first unit of
+        :data:`COUNT_UNITS` that ``expected`` gives (``"1,162 pairs"``; images as a bare
+        number); None where it gives none (``expected_note`` says why)."""
+        for unit in COUNT_UNITS:
+            n = self.expected.get(unit)
+            if n is not None:
+                return f"{n:,}" if unit == "images" else f"{n:,} {unit}"
+        return None
 
     @property
     def columns(self) -> tuple[str, ...]:

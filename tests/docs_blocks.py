@@ -82,7 +82,8 @@ def _rex(sub: str = "") -> Callable[[Path], Path]:
 
 def _mixture(tmp: Path) -> Path:
     """A small mixture folder (records.parquet + mixture.json over fake replicas, written by
-    tests/mixture/mixture_fixtures.py) standing in for one ``radharmony mix build`` wrote."""
+    tests/mixture/mixture_fixtures.py, its tasks named as the registry names them) standing in
+    for one ``radharmony mix build`` wrote."""
     import importlib.util
     import sys
 
@@ -92,7 +93,8 @@ def _mixture(tmp: Path) -> Path:
             "mixture_fixtures", REPO / "tests" / "mixture" / "mixture_fixtures.py")
         sys.modules["mixture_fixtures"] = module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-    return module.write_mixture(tmp / "mixture", images="cache", size=64).out
+    return module.write_mixture(tmp / "mixture", images="cache", size=64,
+                                registry_names=True).out
 
 
 #: a data root as the docs write it -> the replica that stands in for it (longest first)

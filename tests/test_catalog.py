@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from docs_blocks import gen_docs
 from radharmony import catalog
 
 REPO = Path(__file__).resolve().parents[1]
@@ -86,3 +87,36 @@ def test_list_from_the_file_equals_list_from_the_registry():
                            capture_output=True, text=True, env=env, cwd=REPO, timeout=120).stdout
     assert json.loads(light) == json.loads(heavy) and len(json.loads(light)) >= 30
     assert main  # the in-process import stays usable
+
+
+def test_every_dataset_has_a_published_count_or_says_why_none_exists():
+    """The catalog page's count column: the release's count in its unit, or the spec's
+    ``expected_note`` (never a bare ``?``)."""
+    gen = gen_docs()
+    text = dict(gen.dataset_pages())["datasets/catalog.md"]
+    rows = [r for r in text.splitlines() if r.startswith("| [`")]
+    assert len(rows) == len(catalog.list_datasets())
+    counts = {r.split("`")[1]: r.rsplit(" | ", 1)[1].rstrip(" |") for r in rows}
+    assert "?" not in counts.values()
+    assert counts["nih_cxr14"] == "112,120"
+    assert counts["medical_diff_vqa"] == "700,703 questions"
+    assert counts["ms_cxr"] == "1,162 pairs"
+    assert counts["mimic_cxr_jpg_test"] == "687 studies"
+    assert counts["chexmask_vindr"] == "18,000"
+    assert counts["slake_chest"].startswith("none: SLAKE counts 14,028 questions")
+    assert counts["chexmask_nih"] == ("none: CheXmask publishes 657,566 masks over its five "
+                                      "sources and no count per source")
+    # `radharmony list` shows the same counts (from the light catalog)
+    assert catalog.spec("ms_cxr").published_count() == "1,162 pairs"
+    assert catalog.spec("slake_chest").published_count() is None
+    assert catalog.spec("slake_chest").expected_note.startswith("SLAKE counts 14,028")
+
+
+def test_catalog_keys_are_never_broken_mid_word():
+    """Each key links with the class whose style keeps it on one line (the site's CSS)."""
+    text = dict(gen_docs().dataset_pages())["datasets/catalog.md"]
+    assert "| [`chexmask_chexpert`](chexmask_chexpert.md){: .rh-key } |" in text
+    css = (REPO / "docs" / "stylesheets" / "extra.css").read_text()
+    assert ".md-typeset a.rh-key code" in css and "white-space: nowrap" in css
+    mkdocs = (REPO / "mkdocs.yml").read_text()
+    assert "stylesheets/extra.css" in mkdocs and "- attr_list" in mkdocs

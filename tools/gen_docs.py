@@ -87,7 +87,9 @@ def dataset_page(key: str) -> str:
     if spec.expected:
         out += ["| count | value |", "|---|---:|",
                 *(f"| {_cell(k)} | {v:,} |" for k, v in spec.expected.items()), ""]
-    else:
+    if spec.expected_note:
+        out += [f"No count of the table's rows: {spec.expected_note}.", ""]
+    elif not spec.expected:
         out += ["None declared.", ""]
     out += ["## Outputs", "",
             "`output_*` flags this dataset supports: " +
@@ -125,6 +127,16 @@ def dataset_page(key: str) -> str:
     return "\n".join(out)
 
 
+def published_count(spec) -> str:
+    """The catalog's count of ``spec`` (:meth:`~radharmony.spec.DatasetSpec.published_count`),
+    else ``"none: <spec.expected_note>"``."""
+    count = spec.published_count()
+    if count is None and not spec.expected_note:
+        raise SystemExit(f"{spec.key}: its spec gives no published count and no "
+                         "expected_note saying why: add one of them")
+    return count or f"none: {spec.expected_note}"
+
+
 def dataset_pages() -> list[tuple[str, str]]:
     """(path under docs/, text) of each registered dataset's page."""
     from radharmony.registry import list_datasets
@@ -132,16 +144,17 @@ def dataset_pages() -> list[tuple[str, str]]:
     from radharmony.registry import get_dataset_class
 
     pages = [(f"datasets/{key}.md", dataset_page(key)) for key in list_datasets()]
-    rows = ["| key | title | outputs | labels | images |", "|---|---|---|---:|---:|"]
+    rows = ["| key | title | outputs | labels | published count |", "|---|---|---|---:|---|"]
     for key in list_datasets():
         spec = get_dataset_class(key).harmonizer_class.spec
-        images = spec.expected.get("images")
-        rows.append(f"| [`{key}`]({key}.md) | {_cell(spec.title)} | "
+        # the key as one unbroken word (docs/stylesheets/extra.css: .rh-key)
+        rows.append(f"| [`{key}`]({key}.md){{: .rh-key }} | {_cell(spec.title)} | "
                     f"{', '.join(sorted(spec.outputs)) or '-'} | {len(spec.label_cols)} | "
-                    f"{'?' if images is None else f'{images:,}'} |")
+                    f"{_cell(published_count(spec))} |")
     catalog = [HEADER, "# Every dataset", "",
                "One page per registered dataset, generated from its spec (`radharmony list` "
-               "prints the same table).", "", *rows, ""]
+               "prints the same table). The published count is the release's own, in its "
+               "unit (images unless named); where none exists, why.", "", *rows, ""]
     return [("datasets/catalog.md", "\n".join(catalog)), *pages]
 
 

@@ -17,12 +17,13 @@ def cmd_list(args: argparse.Namespace) -> int:
             rows.append({"key": key, "family": family, "title": spec.title,
                          "splits": keys, "outputs": sorted(spec.outputs),
                          "labels": len(spec.label_cols), "expected": dict(spec.expected),
-                         "access": spec.access})
+                         "published": spec.published_count(),
+                         "expected_note": spec.expected_note, "access": spec.access})
 
-    def text(rows):
+    def text(rows):  # a dataset without a published count: its page says why
         body = text_table([[r["key"], r["title"], ",".join(r["outputs"]) or "-", r["labels"],
-                            r["expected"].get("images", "?")] for r in rows],
-                          ["KEY", "TITLE", "OUTPUTS", "LABELS", "IMAGES"])
+                            r["published"] or "none"] for r in rows],
+                          ["KEY", "TITLE", "OUTPUTS", "LABELS", "PUBLISHED"])
         access = {r["family"]: r["access"] for r in rows}
         return body + "\n\nAccess:\n" + "\n".join(f"  {f}: {a}" for f, a in access.items())
     emit(args, rows, text)

@@ -30,8 +30,8 @@ def add_parser(subparsers, *, parents=()) -> None:
         "tasks", parents=list(parents), help="the tasks a mixture can draw",
         description="Every task of the registry: its family, what it needs (images, study, "
         "prior, report sections, labels, boxes, questions, ...) and the dataset keys that can "
-        "feed it with their default arguments. --json prints a list of {name, needs, "
-        "datasets}.")
+        "feed it with their default arguments. --json prints the same as a list of {name, "
+        "family, needs, datasets, description}.")
     t.set_defaults(func=run_tasks)
 
     m = subparsers.add_parser(
@@ -101,10 +101,7 @@ def tasks_listing() -> list[dict]:
 
 
 def run_tasks(args: argparse.Namespace) -> int:
-    listing = tasks_listing()
-    if args.json:
-        emit(args, [{k: r[k] for k in ("name", "needs", "datasets")} for r in listing], str)
-        return EXIT_OK
+    listing = tasks_listing()  # --json: every field the text shows
 
     def text(rows):
         lines = [text_table([[r["name"], r["family"], ", ".join(r["needs"]),

@@ -86,9 +86,11 @@ def _pack(cache, name: str):
 
 
 def _key_of(ds):
-    """The :class:`~radharmony.data.filetable.FileTable` key function of ``ds``'s cache."""
+    """The :class:`~radharmony.data.filetable.FileTable` key function of ``ds``'s cache (no
+    cache: every key ``""``; the file's identity is read all the same, for the watch)."""
     cache = ds.image_cache
-    return lambda path, st: cache.key(path, resolved=True, st=st)
+    return (lambda path, st: "") if cache is None else \
+        (lambda path, st: cache.key(path, resolved=True, st=st))
 
 
 def identify(ds, index: int) -> tuple[str, str]:

@@ -336,10 +336,29 @@ class BaseRadiologicalDataset(SampleReads, Subsets, torch.utils.data.Dataset,
 
         return validate_dataset(self, decode=decode, num_workers=num_workers, progress=progress)
 
+    def title(self, index: int) -> str:
+        """Sample ``index`` as a person names it: its patient, view and first positive label
+        (``no finding`` where every label is negative), or else the first words of its report
+        (:func:`radharmony.plotting.image_title`)."""
+        from ..plotting import image_title
+
+        row = self.harmonized_df.iloc[index]
+        labels = [(c, row[c]) for c in self.spec.label_cols if c in row.index]
+        positive = [c for c, v in labels if v == 1]
+        if not positive and labels and all(v == 0 for _, v in labels):
+            positive = ["no finding"]
+        view = row.get("view")
+        report = row.get("report")
+        return image_title(row.get(self.spec.group_col, "?"), view if isinstance(view, str)
+                           else None, findings=positive,
+                           report=report if isinstance(report, str) else None)
+
     def plot(self, index: int, **kwargs):
-        """A matplotlib Figure of sample ``index`` (see :func:`radharmony.plotting.plot_sample`)."""
+        """A matplotlib Figure of sample ``index`` (see :func:`radharmony.plotting.plot_sample`),
+        titled :meth:`title`."""
         from ..plotting import plot_sample
 
+        kwargs.setdefault("title", self.title(index))
         return plot_sample(self[index], **kwargs)
 
     def __repr__(self) -> str:

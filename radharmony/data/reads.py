@@ -40,14 +40,15 @@ class SampleReads:
         return self._file_table().file(int(self._file_rows[index]))
 
     def load_image(self, index: int) -> tuple[np.ndarray, Letterbox]:
-        """``(quantized (size, size) array, Letterbox)`` through the cache when enabled."""
-        cache = self.image_cache
-        if cache is None:
-            return self.pipeline.encode(self.image_file(index))
+        """``(quantized (size, size) array, Letterbox)`` through the cache when enabled.
+        Cached or not, the file's identity is read first (one ``lstat``), which tells the
+        build's :class:`~radharmony.data.shared.SharedImageWatch` which file the row reads."""
         try:
             path, key = batches.identify(self, index)
         except OSError:  # absent, a loop, a name too long: the standard error names it
             return self.pipeline.encode(self.image_file(index))
+        if self.image_cache is None:
+            return self.pipeline.encode(path)
         return batches.load_one(self, index, path, key)
 
     def cache_key(self, index: int) -> str:
@@ -92,7 +93,11 @@ class SampleReads:
                 arr, box = self.load_image(index)
                 return self.finish(self.assemble(index, self.pipeline.to_tensor(arr, self.dtype),
                                                  box))
-            sample = self.assemble(index, str(self.image_file(index)), None)
+            try:  # the watch learns the file here too
+                path = batches.identify(self, index)[0]
+            except OSError:
+                path = str(self.image_file(index))  # the user's transform reports it
+            sample = self.assemble(index, path, None)
             sample = self.user_transform(sample)
             sample["img"] = sampling.as_tensor(sample["img"], self.dtype)
             return self.finish(sample)

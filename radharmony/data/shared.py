@@ -8,8 +8,8 @@ every place that reads the identities asks here:
   :meth:`~radharmony.data.dataset.BaseRadiologicalDataset.validate`, which lists every row of
   every such file;
 * :class:`SharedImageWatch` rides on the identities a dataset build reads anyway -- the file
-  table's one ``lstat`` per row as a sample is first read (an epoch, ``cache_keys()``,
-  ``pre_cache()``), shared by every split, fold and filter of the build -- and warns once per
+  table's one ``lstat`` per row as a sample is first read (an epoch, cached or not,
+  ``cache_keys()``, ``pre_cache()``), shared by every split, fold and filter of the build -- and warns once per
   build, naming both patients and the file, at the first row of a second patient that reaches
   a file already seen. No file is ``stat``-ed for it.
 

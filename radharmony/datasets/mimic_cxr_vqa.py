@@ -26,7 +26,9 @@ SPEC = vqa_spec("mimic_cxr_vqa", "MIMIC-CXR-VQA", metadata_files=("train.json",)
                 identity=Identity("mimic_cxr_jpg"),  # MIMIC subject ids
                 extra=(*TAXONOMY, "split", "split_raw", "image_id"), view_map=VIEW_MAP,
                 access="PhysioNet ehrxqa 1.0.0 (MIMIC-CXR-VQA), credentialed access; images: "
-                       "mimic-cxr-jpg 2.0.0")
+                       "mimic-cxr-jpg 2.0.0",
+                expected_note="the release gives about 378,000 questions (48 templates), "
+                              "rounded: no exact count")
 
 
 def _answer(value) -> str | None:

@@ -157,7 +157,7 @@ class _ReXGradientHarmonizer(ReportLabelsHarmonizer, BaseHarmonizer):
     def inputs(self, path: Path) -> Inputs:
         """The split JSON and, when it lies beside it, the box file."""
         box = path.with_name(BBOX_FILE)
-        return Inputs(path, {"boxes": box if box.is_file() else None})
+        return Inputs(path, {"boxes": box if box.is_file() else None}, looked={"boxes": [box]})
 
     def read(self, inputs: Inputs) -> ReXGradientRaw:
         """The split JSON, plus ``interstitial_pattern_bbox.json`` when it lies beside it."""

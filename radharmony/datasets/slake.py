@@ -23,7 +23,10 @@ FILES = {"train.json": "train", "validation.json": "valid", "validate.json": "va
          "test.json": "test"}
 SPEC = vqa_spec("slake_chest", "SLAKE (English chest X-ray questions)",
                 metadata_files=("train.json",), extra=("task", "category", "split", "split_raw"),
-                access="HF BoKelvin/SLAKE (cc-by-4.0); original at med-vqa.com/slake")
+                access="HF BoKelvin/SLAKE (cc-by-4.0); original at med-vqa.com/slake",
+                expected_note="SLAKE counts 14,028 questions (English and Chinese, every "
+                              "modality) over 642 images; the English chest X-ray subset kept "
+                              "here has no published count")
 
 
 class SLAKEChestHarmonizer(BaseVQAHarmonizer):

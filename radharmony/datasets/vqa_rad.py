@@ -25,7 +25,9 @@ ORGAN = "CHEST"
 SPEC = vqa_spec("vqa_rad_chest", "VQA-RAD (chest X-rays)",
                 metadata_files=("VQA_RAD Dataset Public.json",),
                 extra=("task", "split", "split_raw", "image_organ"),
-                access="OSF (osf.io/89kps) or HF flaviagiammarino/vqa-rad, CC0-1.0")
+                access="OSF (osf.io/89kps) or HF flaviagiammarino/vqa-rad, CC0-1.0",
+                expected_note="VQA-RAD counts 2,248 questions over 315 images of every organ; "
+                              "the chest X-ray subset kept here has no published count")
 
 
 class VQARADChestHarmonizer(BaseVQAHarmonizer):

@@ -6,9 +6,9 @@ dataset is built with the spec's arguments (its table harmonized, or read from t
 cache), its rows of the drawn split kept, every task's eligible items drafted, each task's rule
 drawn with a seed of (spec seed, source, task), ``max_records`` applied, units of hold-out
 patients and images dropped (counted), and the records written in fixed row groups. The
-sources are built side by side in forked processes (:mod:`radharmony.mixture.spool`) or one
-after another in this one; either way the file is the same bytes for the same spec on the same
-files, whatever ``workers``.
+sources are built side by side in the processes of a fork server (never a ``fork`` of this
+process: :mod:`radharmony.mixture.spool`) or one after another in this one; either way the
+file is the same bytes for the same spec on the same files, whatever ``workers``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import json
 import os
 import warnings
 from collections import Counter
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,12 +29,12 @@ from ..gc_pause import paused_gc
 from ..version import __version__
 from .context import HELD_REASONS, SourceContext
 from .grounding import choose_readers
-from .holdout import (HoldOut, dataset_key, input_identity, open_dataset, read_hold_out,
-                      split_rows)
+from .holdout import (HoldOut, dataset_key, input_identity, missing_side_files, open_dataset,
+                      read_hold_out, split_rows)
 from .records import MANIFEST_FORMAT, MANIFEST_NAME, RECORDS_NAME
 from .rules import derive_seed
 from .spec import load_spec
-from .spool import INHERITED, Spool, fork_jobs, process_count, remove_spools, replay
+from .spool import INHERITED, Spool, process_count, remove_spools, replay, start_server
 from .tasks import TASKS
 from .writer import ROW_GROUP, RecordWriter, assemble, repeat_index
 
@@ -55,8 +54,8 @@ def build(spec, out: str | os.PathLike, *, workers: int | None = None,
 
     ``workers``: the processes building sources side by side (default: the usable cores, at
     most :data:`~radharmony.mixture.spool.DEFAULT_PROCESSES`; 1 builds them in this process,
-    as on platforms without ``fork``), and the threads reading image files for the hold-out
-    check; the records do not depend on it. ``progress``: show progress bars.
+    as off Linux), and the threads reading image files for the hold-out check; the records
+    do not depend on it. ``progress``: show progress bars.
     """
     spec = load_spec(spec)
     out = Path(out)
@@ -66,12 +65,20 @@ def build(spec, out: str | os.PathLike, *, workers: int | None = None,
         raise RadHarmonyError(f"Cannot create the mixture folder {out}",
                               expected="a writable folder", found=f"{type(exc).__name__}: "
                               f"{exc}", fix="choose another OUT") from None
-    pool: dict = {}  # datasets read for the hold-out that a source reads too
-    hold, hold_inputs = read_hold_out(spec.hold_out, workers=workers, progress=progress,
-                                      keep={dataset_key(s) for s in spec.sources}, pool=pool)
-    tallies = Tallies()
     processes = process_count(workers, len(spec.sources))
-    children = _start(spec, hold, pool, out, workers, processes) if processes > 1 else None
+    # the fork server's processes start (and import) while the hold-out is read
+    jobs = start_server(processes) if processes > 1 else None
+    pool: dict = {}  # datasets read for the hold-out that a source reads too
+    try:
+        hold, hold_inputs = read_hold_out(spec.hold_out, workers=workers, progress=progress,
+                                          keep={dataset_key(s) for s in spec.sources},
+                                          pool=pool)
+    except BaseException:
+        if jobs is not None:
+            jobs.stop(kill=True)
+        raise
+    tallies = Tallies()
+    children = _start(spec, hold, pool, out, workers, jobs) if jobs is not None else None
     writer = RecordWriter(out / RECORDS_NAME, row_group=ROW_GROUP)
     try:
         if children is None:
@@ -149,6 +156,7 @@ def _build_source(spec, s, hold, sink, tallies, workers, progress, opened) -> di
                               f"{s.split!r}", expected="a split with rows",
                               found=f"{len(ds.harmonized_df)} rows, splits {splits}",
                               fix="set the source's split: to one of those (or all)")
+    _check_boxes(s, table, missing_side_files(ds))
     bad, images = hold.duplicates(s.root, table, workers=workers, progress=progress)
     ctx = SourceContext(name=s.name, key=s.dataset, spec=ds.spec, table=table,
                         kwargs=s.kwargs, seed=spec.seed, valid_share=spec.valid,
@@ -197,15 +205,39 @@ def _build_source(spec, s, hold, sink, tallies, workers, progress, opened) -> di
     return info
 
 
-def _start(spec, hold: HoldOut, pool: dict, out: Path, workers, processes: int) -> dict:
-    """Fork ``processes`` processes and give them every source (the longest first): they
-    inherit the spec, the hold-out and the datasets opened for it."""
+def _check_boxes(s, table, missing: dict) -> None:
+    """Raise when a task of source ``s`` needs boxes and its table has none because the
+    dataset's optional box file was looked for and is absent (naming it and where)."""
+    tasks = [t for t in s.rules if "boxes" in TASKS[t].needs]
+    if not tasks or "boxes" in table.columns or "boxes" not in missing:
+        return
+    where = missing["boxes"]
+    name = where[0].name if where else "its box file"
+    raise RadHarmonyError(
+        f"Mixture source {s.name!r}: {', '.join(tasks)} needs boxes, and {s.dataset}'s "
+        f"optional box file {name} is absent", expected=f"{name} (it carries the dataset's "
+        "boxes; without it the table has no boxes column)",
+        found="no file at " + (", ".join(str(p) for p in where) or "the places searched"),
+        fix=f"put {name} there (it comes with the release), or remove {', '.join(tasks)} "
+            f"from the tasks of {s.name!r}")
+
+
+def _start(spec, hold: HoldOut, pool: dict, out: Path, workers, jobs) -> dict:
+    """Give the fork server's processes (``jobs``) every source, the longest first, each with
+    the dataset the hold-out opened for it, if any."""
     token = f"{os.getpid()}-{id(spec):x}-source"
-    executor, futures = fork_jobs(processes, {"spec": spec, "hold": hold, "pool": pool,
-                                              "out": out, "workers": workers, "token": token},
-                                  _child, _longest_first(spec.sources))
-    pool.clear()  # the processes have them
-    return {"executor": executor, "futures": futures, "token": token}
+    calls = {i: (i, pool.get(dataset_key(spec.sources[i])))
+             for i in _longest_first(spec.sources)}
+    try:
+        jobs.start({"spec": spec, "hold": hold, "out": out, "workers": workers, "token": token},
+                   _child, calls, names={i: s.name for i, s in enumerate(spec.sources)},
+                   folder=out, token=token)
+    except BaseException:
+        jobs.stop(kill=True)
+        remove_spools(out, token + "-")
+        raise
+    pool.clear()  # pickled for the processes
+    return {"jobs": jobs, "token": token, "sources": len(spec.sources)}
 
 
 def _longest_first(sources) -> list[int]:
@@ -221,37 +253,31 @@ def _longest_first(sources) -> list[int]:
     return sorted(range(len(sources)), key=lambda i: (-weight(i), i))
 
 
-def _child(i: int):
-    """In a forked process: build source ``i`` into its spool."""
+def _child(i: int, opened):
+    """In a source process: build source ``i`` (``opened``: its dataset, when the hold-out
+    read it) into its spool."""
     st = INHERITED
     spec = st["spec"]
     s = spec.sources[i]
     tallies = Tallies()
     spool = Spool(st["out"], f"{st['token']}-{i}")
     try:
-        info = _source(spec, s, st["hold"], spool, tallies, st["workers"], False,
-                       st["pool"].get(dataset_key(s)))
+        info = _source(spec, s, st["hold"], spool, tallies, st["workers"], False, opened)
     finally:
         path = spool.close()
     return info, tallies, path
 
 
 def _gather(children: dict, writer: RecordWriter, tallies: Tallies, progress: bool) -> list:
-    """The sources' records into ``writer`` in the spec's order, as their processes end."""
+    """The sources' records into ``writer`` in the spec's order, as their processes end
+    (never waiting on a dead or stalled one: :meth:`~radharmony.mixture.spool.Jobs.result`)."""
     from tqdm.auto import tqdm
 
-    futures, infos = children["futures"], []
-    with tqdm(total=len(futures), desc="mixture: sources", unit="source",
+    jobs, infos = children["jobs"], []
+    with tqdm(total=children["sources"], desc="mixture: sources", unit="source",
               disable=not progress) as bar:
-        for i in range(len(futures)):
-            try:
-                info, theirs, path = futures[i].result()
-            except BrokenProcessPool:
-                raise RadHarmonyError(
-                    "A process building the mixture's sources ended without finishing",
-                    expected="each source built in its process",
-                    found="a process killed (most often: out of memory)",
-                    fix="build with fewer processes (workers=1, or --workers 1)") from None
+        for i in range(children["sources"]):
+            info, theirs, path = jobs.result(i)
             tallies.merge(theirs)
             replay(path, writer.write)
             infos.append(info)
@@ -261,11 +287,7 @@ def _gather(children: dict, writer: RecordWriter, tallies: Tallies, progress: bo
 
 def _stop(children: dict, out: Path, *, kill: bool) -> None:
     """End the processes (``kill``: at once, on an error) and remove what they spooled."""
-    executor = children["executor"]
-    if kill:
-        for p in list((getattr(executor, "_processes", None) or {}).values()):
-            p.terminate()
-    executor.shutdown(wait=True, cancel_futures=True)
+    children["jobs"].stop(kill=kill)
     remove_spools(out, children["token"] + "-")
 
 

@@ -50,16 +50,28 @@ def input_identity(ds) -> list:
     (:func:`~radharmony.files.file_identity`: path, size, mtime, ctime, inode; None for a side
     file looked for and absent), and each folder it lists by path and suffixes (not walked
     again: the table cache keyed the table on its listing)."""
-    h = getattr(ds, "harmonizer", None)
-    if h is None or h.csv_path is None:
+    inputs = _inputs(ds)
+    if inputs is None:
         return []
-    inputs = h.inputs(h.csv_path)
     out: list = [["metadata", file_identity(inputs.metadata)]]
     out += [[role, None if p is None else file_identity(p)]
             for role, p in sorted(inputs.files.items())]
     out += [[role, None if root is None else os.path.realpath(root), list(suffixes)]
             for role, (root, suffixes) in sorted(inputs.folders.items())]
     return out
+
+
+def missing_side_files(ds) -> dict[str, list]:
+    """The dataset's side files looked for and absent: role -> the paths tried
+    (:meth:`~radharmony.table.inputs.Inputs.missing`)."""
+    inputs = _inputs(ds)
+    return {} if inputs is None else inputs.missing()
+
+
+def _inputs(ds):
+    """What the dataset's table was read from (None: no metadata file, a custom table)."""
+    h = getattr(ds, "harmonizer", None)
+    return None if h is None or h.csv_path is None else h.inputs(h.csv_path)
 
 
 def image_files(table: pd.DataFrame) -> list[str]:
@@ -177,4 +189,4 @@ def read_hold_out(entries, *, workers, progress: bool, keep=frozenset(), pool=No
 
 
 __all__ = ["Fingerprints", "HoldOut", "dataset_key", "fingerprint", "image_files", "input_identity",
-           "open_dataset", "read_hold_out", "split_rows"]
+           "missing_side_files", "open_dataset", "read_hold_out", "split_rows"]

@@ -60,7 +60,7 @@ def record_weights(sources, tasks, rates: dict) -> np.ndarray:
                                   expected="source, 'source/task' or (source, task) -> a "
                                   "finite share >= 0", found=f"{key!r}: {rate!r}",
                                   fix="pass e.g. rates={'mimic_cxr_jpg': 2, "
-                                      "'rexgradient_train/findings': 1}")
+                                      "'rexgradient_train/report_findings': 1}")
         keys[norm] = float(rate)
     # each (source, task) group once: a record weighs what its group does
     s_codes, s_names = pd.factorize(np.asarray(sources, object), use_na_sentinel=False)

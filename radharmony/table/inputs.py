@@ -26,16 +26,26 @@ class Inputs:
         folders: folders read or listed recursively, by role, as ``(path, suffixes)``: only
             regular files whose names end with one of ``suffixes`` (any file when empty) count;
             ``path`` None where the folder is absent.
+        looked: where a side file was looked for, by role (the paths tried): what an error
+            names when the file is needed and absent (:meth:`missing`); no part of
+            :meth:`identity`.
     """
 
     metadata: Path
     files: dict[str, Path | None] = field(default_factory=dict)
     folders: dict[str, tuple[Path | None, tuple[str, ...]]] = field(default_factory=dict)
+    looked: dict[str, list[Path]] = field(default_factory=dict, compare=False)
     _walks: dict = field(default_factory=dict, repr=False, compare=False)
 
     def file(self, role: str) -> Path | None:
         """The side file declared for ``role`` (None when absent)."""
         return self.files[role]
+
+    def missing(self) -> dict[str, list[Path]]:
+        """Each side file looked for and absent: role -> the paths it was looked for at
+        (empty where the harmonizer did not say)."""
+        return {role: list(self.looked.get(role, [])) for role, path in self.files.items()
+                if path is None}
 
     def listing(self, role: str) -> list[str]:
         """Sorted relative POSIX paths of the files in folder ``role`` (walked once)."""

@@ -129,6 +129,11 @@ def test_ordinary_path_warns_once_naming_both_patients(tmp_path, kind, first):
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
         _ordinary_use(ds, first)
+    _warned_once_naming_both(rec, ds, a, b)
+
+
+def _warned_once_naming_both(rec, ds, a: int, b: int) -> None:
+    """``rec`` holds one SharedImageWarning, naming row ``b``'s file and both rows' patients."""
     shared = [str(w.message) for w in rec if issubclass(w.category, SharedImageWarning)]
     assert len(shared) == 1, shared
     p1, p2 = ds.harmonized_df["patient_id"].iat[a], ds.harmonized_df["patient_id"].iat[b]
@@ -138,6 +143,31 @@ def test_ordinary_path_warns_once_naming_both_patients(tmp_path, kind, first):
                                 f"{ds.sample_ids[b]} (patient_id {p2!r}) (a hard link or a "
                                 "symlink inside the dataset)")
     assert "remove the link or the duplicate row" in shared[0]
+
+
+@pytest.mark.parametrize("kind", ["hardlink", "symlink"])
+@pytest.mark.parametrize("transform", [False, True])
+def test_an_uncached_epoch_warns_once_naming_both_patients(tmp_path, kind, transform):
+    """``cache_dir=None`` (and a user transform, which is handed the file's path): the epoch
+    reads each file's identity all the same, and warns as a cached epoch does."""
+    root = write_rexgradient(tmp_path / "rex", studies={"valid": 4}, image_size=(96, 80))
+    a, b = _one_link(root, kind)
+    kw = {"transform": lambda s: {**s, "img": torch.zeros(1, 8, 8)}} if transform else {}
+    ds = ReXGradientValidDataset(root, cache_dir=None, **kw)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        assert _epoch(ds) == len(ds) and _epoch(ds) == len(ds)
+        train, val = ds.get_datasets(2)
+        _epoch(train), _epoch(val)
+    _warned_once_naming_both(rec, ds, a, b)
+
+
+def test_an_uncached_clean_replica_never_warns(tmp_path):
+    root = write_rexgradient(tmp_path / "rex", studies={"valid": 4}, image_size=(96, 80))
+    ds = ReXGradientValidDataset(root, cache_dir=None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SharedImageWarning)
+        assert _epoch(ds) == len(ds)
 
 
 def test_a_split_read_alone_still_warns_once(tmp_path):

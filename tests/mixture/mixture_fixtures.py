@@ -12,7 +12,10 @@ of record the formats treat differently:
 * multiple-choice VQA over the question's images (``question``, ``options``, ``answer``).
 
 Patients alternate between ``train`` and ``valid``. Row groups hold ``row_group_size``
-records, so readers are exercised across row-group boundaries.
+records, so readers are exercised across row-group boundaries. The tasks have short names of
+their own (``findings``, ``view``, ...); ``registry_names=True`` gives them the registry's
+(:data:`REGISTRY_NAMES`), as the docs' examples need: what they name must exist in a mixture
+``radharmony mix build`` writes.
 """
 
 from __future__ import annotations
@@ -35,6 +38,11 @@ from radharmony.version import __version__
 
 FINDINGS_PROMPT = "Write the findings section of the radiology report for this chest X-ray."
 SOURCES = ("rexgradient_train", "mimic_cxr_jpg", "rexvqa_train")
+#: the fixture's task names -> the registry's task of that kind
+REGISTRY_NAMES = {"findings": "report_findings", "findings_with_prior":
+                  "report_findings_with_prior", "summarise": "summarize_impression",
+                  "view": "classify_view", "findings_multilabel": "classify_findings",
+                  "vqa_mcq": "vqa_mcq"}
 
 
 @dataclass
@@ -141,8 +149,10 @@ def _vqa_records(ds) -> list[dict]:
 
 
 def write_mixture(folder: str | Path, *, images: str = "original", size: int = 64,
-                  row_group_size: int = 4) -> Mixture:
-    """Replicas under ``folder/data`` and a mixture of their records in ``folder/mix``."""
+                  row_group_size: int = 4, registry_names: bool = False) -> Mixture:
+    """Replicas under ``folder/data`` and a mixture of their records in ``folder/mix``
+    (``registry_names``: each task renamed to the registry's, with its family and a record
+    id of that name)."""
     folder = Path(folder)
     data, out = folder / "data", folder / "mix"
     out.mkdir(parents=True, exist_ok=True)
@@ -156,6 +166,13 @@ def write_mixture(folder: str | Path, *, images: str = "original", size: int = 6
         sources.append({"name": key, "dataset": key, "root": roots[key], "split": "train",
                         "kwargs": {k: str(v) for k, v in kwargs.items()
                                    if k != "base_image_dir"}, "inputs": {}})
+    if registry_names:
+        from radharmony.mixture.tasks import TASKS
+
+        for r in records:
+            task = REGISTRY_NAMES[r["task"]]
+            r.update(task=task, family=TASKS[task].family,
+                     record_id=record_id(r["source"], task, r["record_id"]))
     patients = list(dict.fromkeys(r["patient_id"] for r in records))
     for r in records:
         r["split"] = "train" if patients.index(r["patient_id"]) % 2 == 0 else "valid"

@@ -305,8 +305,11 @@ def test_a_source_failing_in_its_process_raises_its_error_and_leaves_nothing(rep
         {"dataset": "chexpert", "root": replicas["chexpert"], "tasks": {"classify_view": "all"}},
         {"dataset": "chexpert", "root": replicas["chexpert"], "split": "test", "name": "bad",
          "tasks": {"classify_view": "all"}}]}
-    with pytest.raises(RadHarmonyError, match=r"'bad': chexpert has no rows in split 'test'"):
+    with pytest.raises(RadHarmonyError, match=r"'bad': chexpert has no rows in split 'test'") \
+            as err:
         build(spec, tmp_path / "out", workers=2, progress=False)
+    assert "In the source process:" in str(err.value.__cause__)  # where it was raised there
+    assert "_build_source" in str(err.value.__cause__)
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == []
 
 
@@ -346,3 +349,25 @@ def test_fields_json_rows_writes_fields_json_s_text_per_record():
                 fields_json_rows(cols)
             continue
         assert fields_json_rows(cols) == want, cols
+
+
+def test_a_box_task_on_a_source_without_its_box_file_names_the_file_and_where(tmp_path):
+    """ReXGradient's boxes come from ``interstitial_pattern_bbox.json`` beside the split
+    JSON, an optional file: without it ``detect_findings`` names it and the path looked at."""
+    from radharmony.errors import RadHarmonyError
+    from radharmony.fake import write_rexgradient
+
+    base = write_rexgradient(tmp_path / "rex", studies={"train": 4, "valid": 2, "test": 2},
+                             image_size=(64, 64))
+    box = tmp_path / "rex" / "download" / "metadata" / "interstitial_pattern_bbox.json"
+    assert not box.exists()
+    spec = {"name": "nobox", "seed": 1, "sources": [
+        {"dataset": "rexgradient_train", "root": str(base),
+         "tasks": {"classify_view": "all", "detect_findings": "all"}}]}
+    with pytest.raises(RadHarmonyError) as err:
+        build(spec, tmp_path / "out", workers=1, progress=False)
+    msg = str(err.value)
+    assert msg.startswith("Mixture source 'rexgradient_train': detect_findings needs boxes, "
+                          "and rexgradient_train's optional box file "
+                          "interstitial_pattern_bbox.json is absent")
+    assert f"no file at {box}" in msg and "remove detect_findings" in msg

@@ -51,13 +51,17 @@ def _cli(*args) -> subprocess.CompletedProcess:
                           text=True, timeout=120)
 
 
-def test_radharmony_tasks_json_lists_name_needs_datasets():
+def test_radharmony_tasks_json_lists_what_the_text_shows():
     r = _cli("tasks", "--json")
     assert r.returncode == 0, r.stderr
     listing = json.loads(r.stdout)
     assert [t["name"] for t in listing] == TASK_NAMES
-    assert all(set(t) == {"name", "needs", "datasets"} for t in listing)
+    assert all(set(t) == {"name", "family", "needs", "datasets", "description"}
+               for t in listing)
     by = {t["name"]: t for t in listing}
+    assert by["classify_findings"]["family"] == "labels" == TASKS["classify_findings"].family
+    assert by["report_findings_with_prior"]["family"] == "temporal"
+    assert by["vqa_mcq"]["description"] == TASKS["vqa_mcq"].description
     assert by["vqa_open"]["datasets"] == ["gemex_vqa", "medical_diff_vqa", "mimic_cxr_vqa",
                                           "mimic_ext_cxr_qba", "rexvqa_test", "rexvqa_train",
                                           "rexvqa_valid", "slake_chest", "vqa_rad_chest"]
