@@ -63,3 +63,22 @@ def to_canonical(array: np.ndarray, affine: np.ndarray) -> tuple[np.ndarray, np.
     if any(flips):
         out = out[tuple(slice(None, None, -1) if f else slice(None) for f in flips)]
     return out, new
+
+
+def reassign_geometry(array: np.ndarray, affine: np.ndarray, assumed: np.ndarray,
+                      declared: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A canonical ``array`` with its LPS ``affine``, read from a file whose header geometry
+    was ``assumed`` (the LPS affine of the file's own index order), given the geometry that
+    side metadata ``declares`` for that index order instead (CT-RATE's v1 files carry the
+    NIfTI defaults; the metadata has the real spacing, position and orientation). Returns the
+    array and affine in the canonical order of the declared geometry (flips and transposes
+    only: no voxel is resampled).
+
+    >>> a = np.arange(8).reshape(2, 2, 2)
+    >>> out, aff = reassign_geometry(a, np.eye(4), np.eye(4), np.diag([2.0, 2.0, 2.0, 1.0]))
+    >>> np.linalg.norm(aff[:3, :3], axis=0).tolist(), axis_codes(aff)
+    ([2.0, 2.0, 2.0], ('S', 'P', 'L'))
+    """
+    to_file = np.linalg.inv(np.asarray(assumed, dtype=np.float64)) @ \
+        np.asarray(affine, dtype=np.float64)  # canonical index -> file index
+    return to_canonical(array, np.asarray(declared, dtype=np.float64) @ to_file)
