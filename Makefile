@@ -61,6 +61,7 @@ bench: install
 	$(BIN)/python -m benchmarks.vqa
 	$(BIN)/python -m benchmarks.qba
 	$(BIN)/python -m benchmarks.audit
+	$(BIN)/python -m benchmarks.ct_rate_table
 	$(BIN)/python -m benchmarks.mixture_build
 	$(BIN)/python -m benchmarks.mixture_export
 	$(BIN)/python -m benchmarks.mixture_boxes

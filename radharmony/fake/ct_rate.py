@@ -112,21 +112,24 @@ def metadata_row(name: str, *, sex: str, age: int, spacing, position, shape, int
     return [fields[c] for c in METADATA_HEADER]
 
 
-REPORT = ("Pleural effusion? Shortness of breath.",
+REPORT = ("Pleural effusion? Shortness of breath ({days} days).",
           "Non-contrast images were taken in the axial plane with 1.5 mm slice thickness.",
-          "Trachea and both main bronchi are open. {finding} No pleural effusion.",
+          "Trachea and both main bronchi are open. Mediastinal main vascular structures, heart "
+          "contour and size are normal. {finding} No pleural effusion. Thoracic aorta diameter "
+          "is {aorta} mm. No lytic-destructive lesion was detected in the bone structures.",
           "{impression}")
 
 
 def write_ct_rate(root: str | Path, *, split: str = "train", n_patients: int = 3,
                   seed: int = 0, volumes: bool = True, shape=(12, 20, 24),
                   only_v1: tuple[str, ...] = (), both: tuple[str, ...] = (),
-                  metadata_only: bool = False) -> Path:
+                  metadata_only: bool = False, n_volumes: int | None = None) -> Path:
     """Write one split of a CT-RATE replica under ``root`` and return ``root/dataset``.
 
     Patient ``p`` has scans ``a`` (two reconstructions) and, for even ``p``, ``b`` (one).
     Volumes go to the v2 tree, except those named in ``only_v1`` (v1 tree only) and ``both``
-    (written to both trees). ``metadata_only``: the three CSVs, no volumes.
+    (written to both trees). ``metadata_only``: the three CSVs, no volumes. ``n_volumes``:
+    stop after that many reconstructions (``n_patients`` is then a bound).
     """
     root = Path(root) / "dataset"
     rng = np.random.default_rng(seed)
@@ -136,10 +139,13 @@ def write_ct_rate(root: str | Path, *, split: str = "train", n_patients: int = 3
         sex, age = ("M", "F")[p % 2], int(rng.integers(30, 85))
         for scan, recons in (("a", 2), ("b", 1))[:1 + (p % 2 == 0)]:
             finding = ("Minimal atelectasis in the left lower lobe.", "Lungs are clear.")[p % 2]
-            text = [t.format(finding=finding, impression=f"Scan {scan}: {finding}")
+            text = [t.format(finding=finding, impression=f"Scan {scan}: {finding}",
+                             days=p % 30 + 1, aorta=f"{25 + p % 170 / 10:.1f}")
                     for t in REPORT]
             flags = [int(v) for v in rng.integers(0, 2, len(LABELS))]
             for r in range(1, recons + 1):
+                if n_volumes is not None and len(rows) >= n_volumes:
+                    break
                 name = f"{split}_{p}_{scan}_{r}.nii.gz"
                 square = not (p == 1 and r == 2)
                 spacing = (0.75, 0.75 if square else 0.8, (1.5, 1.0)[r - 1])
