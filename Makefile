@@ -15,12 +15,12 @@ $(BIN)/python:
 # Every other dependency is installed at its declared floor's release line (name==floor.*,
 # tools/min_requirements.py --constraints): the floors pyproject.toml declares are the versions
 # every `make test` (and so CI) installs and tests.
-EXTRAS := test bench eval webdataset ray config fast docs lightning
+EXTRAS := test bench eval webdataset ray config fast docs lightning volumes
 $(STAMP): pyproject.toml tools/min_requirements.py | $(BIN)/python
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
 	$(PYTHON) tools/min_requirements.py --constraints $(EXTRAS) > $(VENV)/floors.txt
-	$(BIN)/python -m pip install -q -c $(VENV)/floors.txt -e '.[test,bench,eval,webdataset,ray,config,fast,docs,lightning]'
+	$(BIN)/python -m pip install -q -c $(VENV)/floors.txt -e '.[test,bench,eval,webdataset,ray,config,fast,docs,lightning,volumes]'
 	$(BIN)/python -m pip install -q --no-deps torchxrayvision==1.5.7
 	touch $(STAMP)
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .volume import CANONICAL_AXES
+from .volume import CANONICAL_AXES, VolumeGeometryError
 
-#: world axis index and sign of each canonical array axis, in LPS (S = +z, P = +y, L = +x)
-_TARGET = {"S": (2, 1.0), "P": (1, 1.0), "L": (0, 1.0)}
+#: world axis index and sign of each direction letter, in LPS (L = +x, P = +y, S = +z)
+_LETTERS = {"L": (0, 1.0), "R": (0, -1.0), "P": (1, 1.0), "A": (1, -1.0), "S": (2, 1.0),
+            "I": (2, -1.0)}
 
 
 def axis_codes(affine: np.ndarray, space: str = "LPS") -> tuple[str, str, str]:
@@ -42,11 +43,24 @@ def to_canonical(array: np.ndarray, affine: np.ndarray) -> tuple[np.ndarray, np.
     """``array`` (3-D) and its LPS ``affine`` (array index -> world) reordered so that the axes
     run toward :data:`CANONICAL_AXES` (flips and transposes only: every voxel keeps its exact
     world position). Returns views where no copy is needed."""
+    return orient(array, affine, CANONICAL_AXES)
+
+
+def orient(array: np.ndarray, affine: np.ndarray, codes) -> tuple[np.ndarray, np.ndarray]:
+    """``array`` (3-D) and its LPS ``affine`` reordered so that its axes run toward ``codes``
+    (three letters, one of L/R, P/A and S/I each, e.g. "RAS": axis 0 toward the patient's
+    right), by flips and transposes only. Returns views where no copy is needed."""
+    codes = tuple(codes)
+    if len(codes) != 3 or any(c not in _LETTERS for c in codes) or \
+            len({_LETTERS[c][0] for c in codes}) != 3:
+        raise VolumeGeometryError(f"unknown orientation {''.join(map(str, codes))!r}",
+                                  expected="three letters, one of L/R, P/A and S/I each",
+                                  found=repr(codes), fix="pass e.g. 'RAS' or 'SPL'")
     affine = np.asarray(affine, dtype=np.float64)
     dom = _dominant(affine)
     perm, flips = [], []
-    for letter in CANONICAL_AXES:
-        world, sign = _TARGET[letter]
+    for letter in codes:
+        world, sign = _LETTERS[letter]
         axis = next(a for a, (w, _) in enumerate(dom) if w == world)
         perm.append(axis)
         flips.append(dom[axis][1] * sign < 0)
