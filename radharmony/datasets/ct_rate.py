@@ -116,7 +116,25 @@ def split_spec(split: str) -> DatasetSpec:
         column_types=COLUMN_TYPES, access=ACCESS, expected=EXPECTED[split])
 
 
+#: the LPS affine a v1 file's header gives its (i, j, k) index: the defaults of a NIfTI made
+#: from an array and an identity affine (sform code 2, no qform), i.e. RAS identity
+V1_HEADER_AFFINE = np.diag([-1.0, -1.0, 1.0, 1.0])
+
+
 # -- pure helpers ---------------------------------------------------------------------------------
+def metadata_affine(position, orientation, spacing) -> np.ndarray:
+    """The LPS affine of a volume file's (column i, row j, slice k) index from the metadata:
+    ``ImagePositionPatient`` the first voxel, ``ImageOrientationPatient`` the row and column
+    directions, slices along their cross product, ``spacing`` (x, y, z) mm (the geometry the
+    dataset's own ``fix_metadata.py`` writes into v1 files)."""
+    row, col = np.asarray(orientation[:3], float), np.asarray(orientation[3:6], float)
+    out = np.eye(4)
+    out[:3, 0], out[:3, 1] = row * spacing[0], col * spacing[1]
+    out[:3, 2] = np.cross(row, col) * spacing[2]
+    out[:3, 3] = position
+    return out
+
+
 def numbers(col: pd.Series, n: int, *, source: str, column: str) -> np.ndarray:
     """``"[a, b, ...]"`` text cells -> an (rows, ``n``) float array (never one character
     sliced off: ``"[0.75, 0.8]"`` is 0.75 and 0.8)."""
@@ -284,15 +302,29 @@ def _dataset_classes():
     :mod:`radharmony.datasets.torch_side`."""
     from ..data.volumes import VolumeDataset
 
-    class CTRATETrainDataset(VolumeDataset):
+    class CTRATEVolumes(VolumeDataset):
+        """A v1 volume gets the metadata's geometry in place of its header's defaults (and,
+        through the table's ``rescale_*`` columns, the metadata's rescale); a v2 volume is
+        read as it is."""
+        ct = True
+
+        def declared_geometry(self, index: int):
+            row = self.harmonized_df.iloc[index]
+            if row["volume_version"] != 1:
+                return None
+            return V1_HEADER_AFFINE, metadata_affine(
+                row["image_position_patient"], row["image_orientation_patient"],
+                (row["spacing_x"], row["spacing_y"], row["spacing_z"]))
+
+    class CTRATETrainDataset(CTRATEVolumes):
         """CT-RATE train volumes; ``base_image_dir`` is the repository's ``dataset/``."""
         harmonizer_class = CTRATETrainHarmonizer
 
-    class CTRATEValidDataset(VolumeDataset):
+    class CTRATEValidDataset(CTRATEVolumes):
         """CT-RATE validation volumes; ``base_image_dir`` is the repository's ``dataset/``."""
         harmonizer_class = CTRATEValidHarmonizer
 
-    return CTRATETrainDataset, CTRATEValidDataset
+    return CTRATEVolumes, CTRATETrainDataset, CTRATEValidDataset
 
 
 __getattr__ = torch_side(__name__, _dataset_classes)

@@ -13,8 +13,8 @@ Quirks reproduced: ``XYSpacing`` (and the DICOM vectors) as bracketed strings
 ``validation_`` in the others; the metadata's ~40 DICOM columns in their order; two
 reconstructions of a scan sharing one report; v1 volumes holding the stored values
 (HU - intercept, intercepts -1024 and -8192) in the file's (column, row, slice) index order
-with the NIfTI header's defaults (identity affine, ``scl_slope`` 1 / ``scl_inter`` 0 or both
-0), v2 volumes in Hounsfield units with the geometry in the header, as the dataset's own
+with the NIfTI header's defaults (identity affine as an sform of code 2, no qform,
+``scl_slope`` 1 / ``scl_inter`` 0 or both 0), v2 volumes in Hounsfield units with the geometry in the header, as the dataset's own
 ``fix_metadata.py`` writes them (SimpleITK: qform and sform, code 1).
 """
 
@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from . import register_fake
-from ..datasets.ct_rate import LABELS
+from ..datasets.ct_rate import LABELS, V1_HEADER_AFFINE, metadata_affine
 from .tables import write_csv
 
 #: the metadata CSV's columns, in the released order
@@ -70,16 +70,6 @@ def chest_hu(shape: tuple[int, int, int], *, rng: np.random.Generator) -> np.nda
     return np.round(hu).astype(np.int16)
 
 
-def file_affine(position, orientation, spacing) -> np.ndarray:
-    """The LPS affine of the file index (column i, row j, slice k): the DICOM geometry."""
-    row, col = np.asarray(orientation[:3], float), np.asarray(orientation[3:], float)
-    out = np.eye(4)
-    out[:3, 0], out[:3, 1] = row * spacing[0], col * spacing[1]
-    out[:3, 2] = np.cross(row, col) * spacing[2]
-    out[:3, 3] = position
-    return out
-
-
 def write_volume(path: Path, hu: np.ndarray, *, version: int, position, spacing,
                  intercept: float, header_slope: float = 1.0) -> Path:
     """One reconstruction: ``hu`` (slice, row, column) in the file's (column, row, slice)
@@ -88,10 +78,10 @@ def write_volume(path: Path, hu: np.ndarray, *, version: int, position, spacing,
 
     voxels = np.transpose(hu, (2, 1, 0))
     if version == 2:
-        return write_nifti(path, voxels, LPS_TO_RAS @ file_affine(position, IOP, spacing),
+        return write_nifti(path, voxels, LPS_TO_RAS @ metadata_affine(position, IOP, spacing),
                            dtype=np.int16)
     stored = (voxels.astype(np.int32) - int(intercept)).astype(np.int16)
-    return write_nifti(path, stored, np.eye(4), qform=0, sform=0,
+    return write_nifti(path, stored, LPS_TO_RAS @ V1_HEADER_AFFINE, qform=0, sform=2,
                        slope=header_slope, intercept=0.0, dtype=np.int16)
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from radharmony.datasets.ct_rate import (LABELS, CTRATETrainHarmonizer, CTRATEValidHarmonizer,
                                          numbers)
@@ -155,3 +156,98 @@ def test_a_bad_volume_name_is_named(tmp_path):
         warnings.simplefilter("ignore")
         with pytest.raises(MetadataError, match=r"row 2: VolumeName is not .*train_12_b\.nii"):
             CTRATETrainHarmonizer(base_image_dir=base).harmonize()
+
+
+# -- volumes ------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def replica(tmp_path_factory):
+    """Patients 1-2 of the fake: every volume in the v2 tree, and in the v1 tree as well."""
+    root = tmp_path_factory.mktemp("ct_rate")
+    both = ("train_1_a_1", "train_1_a_2", "train_2_a_1", "train_2_a_2", "train_2_b_1")
+    return write_ct_rate(root, n_patients=2, both=both)
+
+
+def dataset(base, **kw):
+    from radharmony.datasets.ct_rate import CTRATETrainDataset
+
+    return CTRATETrainDataset(base_image_dir=base, cache_dir=None, **kw)
+
+
+def test_a_v2_volume_is_hu_in_the_canonical_order_with_its_header_geometry(replica):
+    ds = dataset(replica)
+    assert ds.harmonized_df["volume_version"].tolist() == [2, 2, 2, 2, 2]  # v2 preferred
+    s = ds[1]  # train_1_a_2: XYSpacing "[0.75, 0.8]", ZSpacing 1, IPP [-175, -190, -310.5]
+    img = s["img"][0].numpy()
+    assert s["img"].shape == (1, 12, 20, 24) and s["img"].dtype == torch.int16
+    assert img[0, 0, 0] == -1000  # air in the corner: HU, not stored values
+    assert s["spacing"].tolist() == pytest.approx([1.0, 0.8, 0.75])  # (d, h, w): z, y, x
+    # canonical (S, P, L) = the file's (slice, row, column): no flip for this orientation
+    assert s["affine"].numpy() == pytest.approx(np.array(
+        [[0, 0, 0.75, -175.0], [0, 0.8, 0, -190.0], [1.0, 0, 0, -310.5], [0, 0, 0, 1]]))
+
+
+def test_a_v1_volume_is_rescaled_once_and_takes_the_metadata_geometry(replica, tmp_path):
+    """The same volumes read from the v1 tree (stored values, header defaults, the metadata's
+    rescale -1024 or -8192 and geometry) equal the v2 reads voxel for voxel."""
+    v2 = dataset(replica)
+    import shutil
+
+    v1_only = tmp_path / "dataset"
+    shutil.copytree(replica, v1_only, ignore=shutil.ignore_patterns("train_fixed"))
+    v1 = dataset(v1_only)
+    df = v1.harmonized_df
+    assert df["volume_version"].tolist() == [1, 1, 1, 1, 1]
+    assert df["rescale_intercept"].tolist() == [-1024.0, -8192.0, -8192.0, -1024.0, -8192.0]
+    for i in range(len(v1)):
+        a, b = v1[i], v2[i]
+        assert torch.equal(a["img"], b["img"]), i
+        assert a["affine"].numpy() == pytest.approx(b["affine"].numpy(), abs=1e-5), i
+    assert v1[1]["spacing"].tolist() == pytest.approx([1.0, 0.8, 0.75])
+
+
+def test_a_rescale_on_a_v2_volume_is_refused_not_applied_twice(replica):
+    from radharmony.volumes.checks import HounsfieldError
+
+    ds = dataset(replica)
+    df = ds.harmonized_df.copy()
+    df.loc[0, ["rescale_slope", "rescale_intercept"]] = [1.0, -1024.0]  # as CT-CLIP does
+    bad = dataset(replica, harmonized_df=df.drop(columns=["sample_id", "view", "age_years",
+                                                          "sex"]))
+    with pytest.raises(HounsfieldError, match="train_1_a_1.nii.gz"):
+        bad[0]
+
+
+def test_one_per_study_keeps_the_first_reconstruction(replica):
+    ds = dataset(replica, one_per_study=True)
+    assert ds.harmonized_df["volume_name"].tolist() == ["train_1_a_1", "train_2_a_1",
+                                                        "train_2_b_1"]
+    train, val = ds.get_datasets(2, seed=0)  # patient-grouped, as every dataset
+    assert not set(train.harmonized_df["patient_id"]) & set(val.harmonized_df["patient_id"])
+
+
+def test_the_cached_table_follows_the_trees(replica, tmp_path):
+    import shutil
+
+    base = tmp_path / "dataset"
+    shutil.copytree(replica, base, ignore=shutil.ignore_patterns("train_fixed"))
+    cache = tmp_path / "cache"
+    first = CTRATETrainHarmonizer(base_image_dir=base).harmonize(cache_dir=cache)
+    assert first["volume_version"].tolist() == [1] * 5
+    shutil.copytree(replica / "train_fixed", base / "train_fixed")  # v2 downloaded later
+    again = CTRATETrainHarmonizer(base_image_dir=base).harmonize(cache_dir=cache)
+    assert again["volume_version"].tolist() == [2] * 5
+    assert again["rescale_intercept"].isna().all()
+
+
+def test_cached_samples_equal_uncached_ones(replica, tmp_path):
+    from radharmony.datasets.ct_rate import CTRATETrainDataset
+
+    cached = CTRATETrainDataset(base_image_dir=replica, cache_dir=tmp_path / "c",
+                                output_cls=True)
+    plain = dataset(replica, output_cls=True)
+    for _ in range(2):  # filling, then from the cache
+        for i in (0, 2):
+            a, b = cached[i], plain[i]
+            assert a.keys() == b.keys()
+            assert torch.equal(a["img"], b["img"]) and torch.equal(a["affine"], b["affine"])
+    assert len(set(cached.cache_keys())) == len(cached)

@@ -1,0 +1,216 @@
+"""The volume dataset: a table of CT or MR volumes -> samples ``{"img": (1, D, H, W), ...}``.
+
+:class:`VolumeDataset` is :class:`~radharmony.data.dataset.BaseRadiologicalDataset` with a
+volume inside: the same table, outputs (``cls``, ``cls_mask``, ``report``), splits and folds
+grouped by patient (:mod:`radharmony.data.subsets`), filters and ``exclude``. Only the image
+path differs. Each row's volume is read by :func:`radharmony.volumes.read_volume` into the
+canonical order (``docs/volumes.md``), kept in the volume cache (int16 Hounsfield units, keyed
+by the file's identity, the reader's version and every parameter), then given to the model
+through a preset (``preset="merlin"``, ``"ct_clip"``, ...; :mod:`radharmony.volumes.presets`),
+whose output is cached too.
+
+A sample: ``img`` ``(1, D, H, W)`` (int16 HU without a preset, the preset's output in ``dtype``
+with one), ``spacing`` (mm, ``(d, h, w)``), ``affine`` (4x4, voxel index -> world mm, LPS),
+``sample_id`` and the requested outputs. The table may carry, per row:
+
+- ``rescale_slope`` / ``rescale_intercept``: a rescale from side metadata that the stored values
+  still need (CT-RATE's v1 files); NaN or absent: none. It is applied exactly once: a file
+  whose header scales as well is refused by the reader.
+
+A dataset module adds dataset-specific geometry by overriding :meth:`VolumeDataset.declared_geometry`.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Callable, ClassVar
+
+import numpy as np
+import torch
+
+from . import sampling
+from .dataset import BaseRadiologicalDataset
+from ..errors import ImageReadError, PathSafetyError, RadHarmonyError
+from ..imaging.pipeline import DefaultTransform
+
+
+class VolumeDataset(BaseRadiologicalDataset):
+    """Samples of a volume dataset (CT, MR): ``img`` ``(1, D, H, W)`` in the canonical order.
+
+    Takes every argument of :class:`~radharmony.data.dataset.BaseRadiologicalDataset` (``dtype``
+    is the type of a preset's output; ``transform``, when given, is a callable on the sample
+    dict that receives ``img`` as the volume's path, e.g. a MONAI ``Compose`` starting with
+    ``LoadImaged``), and:
+
+    Args:
+        preset: None (the volume as read: int16 HU, the canonical order, native spacing) or a
+            model's input (``"merlin"``, ``"ct_clip"``, ... or a preset object with ``apply``;
+            :mod:`radharmony.volumes.presets`).
+        one_per_study: keep one volume per study (the lowest ``reconstruction`` when the table
+            has that column, else the first row): report and study-level tasks then count each
+            scan once.
+    """
+
+    #: the volumes are CT: each is checked to be in Hounsfield units when read
+    #: (:func:`radharmony.volumes.checks.check_hu`); None: DICOM decides from ``Modality``
+    ct: ClassVar[bool | None] = None
+
+    def __init__(self, base_image_dir: str | os.PathLike | None = None,
+                 csv_path: str | os.PathLike | None = None, transform: Callable | None = None,
+                 *, preset=None, one_per_study: bool = False, **kwargs):
+        if isinstance(transform, DefaultTransform):
+            raise RadHarmonyError(f"{type(self).__name__} reads volumes",
+                                  expected="transform=None (with preset=) or a callable on the "
+                                  "sample dict", found="a DefaultTransform (the 2-D pipeline)",
+                                  fix="pass preset='merlin' (or another preset) instead")
+        super().__init__(base_image_dir, csv_path, transform, **kwargs)
+        self.image_cache = None  # the 2-D cache: volumes have their own
+        self.preset = _preset(preset)
+        self.volume_cache = _volume_cache(self.cache_dir) \
+            if self.cache_dir is not None and self.user_transform is None else None
+        if one_per_study:
+            df = self.harmonized_df
+            order = df.sort_values([c for c in ("study_id", "reconstruction") if c in df],
+                                   kind="stable").index
+            first = df.loc[order].drop_duplicates("study_id").index.sort_values()
+            self._set_table(df.iloc[first.to_numpy()], derived=True)
+        self.one_per_study = bool(one_per_study)
+
+    def _load_kernels(self, df) -> None:
+        """Nothing to load: the 2-D kernels (8-bit conversion, PNG decoding) serve no volume."""
+
+    # -- reading ----------------------------------------------------------------------------------
+    def rescale(self, index: int) -> tuple[float, float] | None:
+        """The side-metadata rescale row ``index``'s stored values need (None: none)."""
+        df = self.harmonized_df
+        if "rescale_slope" not in df.columns:
+            return None
+        slope, intercept = df["rescale_slope"].iat[index], df["rescale_intercept"].iat[index]
+        if slope != slope or intercept != intercept:  # NaN: nothing to apply
+            return None
+        return float(slope), float(intercept)
+
+    def declared_geometry(self, index: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(assumed, declared)`` LPS affines of row ``index``'s file index order when side
+        metadata replaces the file's geometry (see
+        :func:`radharmony.volumes.geometry.reassign_geometry`), else None (the default: the
+        file's header is the geometry)."""
+        return None
+
+    def read_params(self, index: int) -> dict:
+        """Everything besides the file that decides row ``index``'s volume (the cache keys on
+        it): the rescale applied and any declared geometry."""
+        geometry = self.declared_geometry(index)
+        return {"reader": "read_volume", "ct": self.ct, "rescale": self.rescale(index),
+                "geometry": None if geometry is None else
+                [np.round(a, 9).tolist() for a in geometry]}
+
+    def read_volume(self, index: int):
+        """Row ``index``'s :class:`~radharmony.volumes.Volume`, canonical, uncached."""
+        from ..volumes import read_volume
+        from ..volumes.geometry import reassign_geometry
+        from ..volumes.volume import Volume
+
+        path = self.image_file(index)
+        rescale = self.rescale(index)
+        volume = read_volume(path, rescale=rescale, ct=self.ct)
+        geometry = self.declared_geometry(index)
+        if geometry is None:
+            return volume
+        array, affine = reassign_geometry(volume.array, volume.in_space("LPS").affine,
+                                          *geometry)
+        return Volume.from_array(np.ascontiguousarray(array), affine, space="LPS",
+                                 source=volume.source)
+
+    def load_volume(self, index: int):
+        """Row ``index``'s volume through the cache (the preset's output when there is one)."""
+        if self.volume_cache is None:
+            volume = self.read_volume(index)
+            return volume if self.preset is None else self.preset.apply(volume)
+        path = self.image_file(index)
+        params = self.read_params(index)
+
+        def load():
+            return self.read_volume(index)
+
+        volume = self.volume_cache.get([path], params, load)
+        if self.preset is None:
+            return volume
+        return self.volume_cache.get([path], {**params, "preset": self.preset.name},
+                                     lambda: self.preset.apply(volume))
+
+    def cache_key(self, index: int) -> str:
+        """Row ``index``'s key in the volume cache (its file's identity and parameters)."""
+        if self.volume_cache is None:
+            raise RadHarmonyError(f"{type(self).__name__} has no cache",
+                                  expected="a cache_dir", found="cache_dir=None",
+                                  fix="pass cache_dir='./cache'")
+        return self.volume_cache.key([self.image_file(index)], self.read_params(index))
+
+    def cache_keys(self) -> list[str]:
+        return [self.cache_key(i) for i in range(len(self))]
+
+    def pre_cache(self, num_workers: int = 0, *, progress: bool = True, engine: str = "local",
+                  address: str | None = None) -> list[str]:
+        """Read every volume (and its preset) into the cache; returns the cache keys."""
+        del num_workers, engine, address
+        rows = range(len(self))
+        if progress:
+            from tqdm import tqdm
+            rows = tqdm(rows, desc=f"{type(self).__name__}: caching volumes")
+        for i in rows:
+            self.load_volume(i)
+        return self.cache_keys()
+
+    # -- samples ----------------------------------------------------------------------------------
+    def __getitem__(self, index: int) -> dict:
+        if not -len(self) <= index < len(self):
+            raise IndexError(f"index {index} out of range for {len(self)} samples")
+        index = int(index) % len(self)
+        try:
+            if self.user_transform is not None:
+                sample = self.user_transform(self.assemble(index, str(self.image_file(index)),
+                                                           None))
+                sample["img"] = sampling.as_tensor(sample["img"], self.dtype)
+                return self.finish(sample)
+            volume = self.load_volume(index)
+            sample = self.assemble(index, self.volume_tensor(volume), None)
+            sample["spacing"] = torch.tensor(volume.spacing, dtype=torch.float64)
+            sample["affine"] = torch.from_numpy(np.array(volume.affine, dtype=np.float64))
+            return self.finish(sample)
+        except (ImageReadError, PathSafetyError) as exc:
+            raise type(exc)(f"Sample {self.rows.ids[index]}: {exc.what}", expected=exc.expected,
+                            found=exc.found, fix=exc.fix) from None
+
+    def volume_tensor(self, volume) -> torch.Tensor:
+        """The sample's ``img``: ``(1, D, H, W)`` (a preset with channels gives its own
+        leading axis); int16 stays int16, floats take ``dtype``."""
+        array = np.ascontiguousarray(volume.array)
+        img = torch.from_numpy(array)
+        if img.ndim == 3:
+            img = img[None]
+        return img.to(self.dtype) if img.is_floating_point() else img
+
+    def __getitems__(self, indices) -> list[dict]:
+        return [self[i] for i in indices]
+
+    def __repr__(self) -> str:
+        df = self.harmonized_df
+        return (f"{type(self).__name__}({len(df)} volumes, {df['study_id'].nunique()} studies, "
+                f"{df['patient_id'].nunique()} patients, preset="
+                f"{getattr(self.preset, 'name', None)!r}, outputs={sorted(self.outputs)})")
+
+
+def _preset(preset):
+    """A preset object from a name, an object with ``apply``, or None."""
+    if preset is None or hasattr(preset, "apply"):
+        return preset
+    from ..volumes import presets
+
+    return presets.get(preset)
+
+
+def _volume_cache(cache_dir):
+    from ..volumes.cache import VolumeCache
+
+    return VolumeCache(cache_dir)
