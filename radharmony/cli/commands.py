@@ -289,8 +289,9 @@ def cmd_view(args: argparse.Namespace) -> int:
 
     keys = resolve_keys(args.key)
     _check_csv_path(args, keys)
-    datasets = [build_dataset(k, args, cache_dir=args.cache_dir,
-                              transform=DefaultTransform(size=args.size)) for k in keys]
+    datasets = [build_dataset(k, args, cache_dir=args.cache_dir, **(  # volumes: as read
+        {} if get_dataset_class(k).spec.row_unit == "volume" else
+        {"transform": DefaultTransform(size=args.size)})) for k in keys]
     server = make_server(datasets, host=args.host, port=args.port,
                          allow_remote=args.allow_remote)
     url = server.url

@@ -152,15 +152,46 @@ class VolumeDataset(BaseRadiologicalDataset):
 
     def pre_cache(self, num_workers: int = 0, *, progress: bool = True, engine: str = "local",
                   address: str | None = None) -> list[str]:
-        """Read every volume (and its preset) into the cache; returns the cache keys."""
-        del num_workers, engine, address
-        rows = range(len(self))
-        if progress:
-            from tqdm import tqdm
-            rows = tqdm(rows, desc=f"{type(self).__name__}: caching volumes")
-        for i in rows:
-            self.load_volume(i)
-        return self.cache_keys()
+        """Read every volume (and its preset's output) into the cache, ``num_workers``
+        processes; returns the cache keys. Raises on the first volume that fails (the CLI's
+        ``radharmony cache`` counts failures instead: :meth:`pre_cache_volumes`)."""
+        return self.pre_cache_volumes(num_workers=num_workers, progress=progress,
+                                      engine=engine, address=address).keys
+
+    def pre_cache_volumes(self, *, num_workers: int = 0, progress: bool = True,
+                          keep_going: bool = False, engine: str = "local",
+                          address: str | None = None, **ray_options):
+        """:func:`radharmony.data.precache.pre_cache` for volumes: every volume read into the
+        cache in ``num_workers`` DataLoader processes; with ``keep_going`` a failing volume is
+        recorded (its ``sample_id`` and the error) instead of stopping the run."""
+        import time
+
+        from tqdm.auto import tqdm
+
+        from .precache import FIRST_N, PreCacheReport
+
+        if engine != "local" or address is not None or ray_options:
+            raise RadHarmonyError("Volumes are pre-cached in local processes",
+                                  expected="engine='local'", found=f"engine={engine!r}",
+                                  fix="pass engine='local' (num_workers= processes)")
+        if self.volume_cache is None:
+            raise RadHarmonyError(f"{type(self).__name__} has no volume cache",
+                                  expected="a dataset built with cache_dir and no transform",
+                                  found="cache_dir=None or a user transform",
+                                  fix="build it with cache_dir='./cache'")
+        start, failures = time.perf_counter(), []
+        loader = torch.utils.data.DataLoader(_Caching(self, keep_going), batch_size=None,
+                                             num_workers=num_workers)
+        for i, failed in tqdm(loader, total=len(self), desc=f"caching {type(self).__name__}",
+                              unit="volume", disable=not progress):
+            if failed is not None:
+                failures.append((int(i), failed))
+        keys = [None if any(i == f for f, _ in failures) else self.cache_key(i)
+                for i in range(len(self))]
+        first = [{"sample_id": self.rows.ids[i], "detail": d} for i, d in failures[:FIRST_N]]
+        return PreCacheReport(images=len(self), cached=len(self) - len(failures),
+                              failed=len(failures), seconds=time.perf_counter() - start,
+                              first_failures=first, keys=keys)
 
     # -- samples ----------------------------------------------------------------------------------
     def __getitem__(self, index: int) -> dict:
@@ -214,3 +245,22 @@ def _volume_cache(cache_dir):
     from ..volumes.cache import VolumeCache
 
     return VolumeCache(cache_dir)
+
+
+class _Caching(torch.utils.data.Dataset):
+    """Reads volume ``i`` of ``ds`` through its cache; yields ``(i, None or the error)``."""
+
+    def __init__(self, ds: VolumeDataset, keep_going: bool):
+        self.ds, self.keep_going = ds, keep_going
+
+    def __len__(self) -> int:
+        return len(self.ds)
+
+    def __getitem__(self, i: int):
+        try:
+            self.ds.load_volume(i)
+        except RadHarmonyError as exc:
+            if not self.keep_going:
+                raise
+            return i, f"{type(exc).__name__}: {exc}"
+        return i, None

@@ -251,3 +251,46 @@ def test_cached_samples_equal_uncached_ones(replica, tmp_path):
             assert a.keys() == b.keys()
             assert torch.equal(a["img"], b["img"]) and torch.equal(a["affine"], b["affine"])
     assert len(set(cached.cache_keys())) == len(cached)
+
+
+# -- the command line and the viewer --------------------------------------------------------------
+def test_cli_list_info_harmonize_cache_on_the_fake(replica, tmp_path, capsys):
+    import json
+
+    from radharmony.cli.main import main
+
+    assert main(["list", "--json"]) == 0
+    keys = {d["key"] for d in json.loads(capsys.readouterr().out)}
+    assert {"ct_rate_train", "ct_rate_valid"} <= keys
+    assert main(["info", "ct_rate_train", "--root", str(replica), "--json", "-q"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    info = info[0] if isinstance(info, list) else info
+    assert (info["images"], info["studies"], info["patients"]) == (5, 3, 2)
+    out = tmp_path / "tables"
+    assert main(["harmonize", "ct_rate_train", "--root", str(replica), "--out", str(out),
+                 "-q"]) == 0
+    table = pd.read_parquet(out / "ct_rate_train.parquet")
+    assert table["volume_name"].tolist()[:2] == ["train_1_a_1", "train_1_a_2"]
+    capsys.readouterr()
+    cache = tmp_path / "cache"
+    assert main(["cache", "ct_rate_train", "--root", str(replica), "--cache-dir", str(cache),
+                 "--json", "-q"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    report = report[0] if isinstance(report, list) else report
+    assert (report["cached"], report["failed"]) == (5, 0)
+    assert len(list((cache / "volumes").rglob("*.b2nd"))) == 5
+
+
+def test_the_viewer_shows_a_volume_s_middle_axial_slice(replica):
+    import cv2
+
+    from radharmony.viewer.app import ViewerApp
+
+    app = ViewerApp([dataset(replica, output_cls=True, output_report=True)])
+    s = app.sample(index=1)
+    assert s["image_error"] is None and (s["height"], s["width"]) == (20, 24)
+    assert s["fields"]["volume_shape"] == [12, 20, 24]
+    assert [x["title"] for x in s["sections"]] == ["CLINICAL INFORMATION", "TECHNIQUE",
+                                                   "FINDINGS", "IMPRESSION"]
+    png = cv2.imdecode(np.frombuffer(app.image_png(index=1), np.uint8), cv2.IMREAD_UNCHANGED)
+    assert png.shape == (20, 24) and png.min() == 0 and png.max() == 255
