@@ -63,6 +63,16 @@ def apply_rescale(stored: np.ndarray, slope: float | None, intercept: float | No
     return out
 
 
+def as_hu(array: np.ndarray) -> np.ndarray:
+    """A CT's integer array as int16 when its values fit (unsigned stored values with no
+    rescale), else as it is."""
+    if array.dtype == np.int16 or array.dtype.kind not in "iu" or array.size == 0:
+        return array
+    if array.min() >= _I16.min and array.max() <= _I16.max:
+        return array.astype(np.int16)
+    return array
+
+
 def _fits_int16(stored: np.ndarray, slope: float, intercept: float) -> bool:
     if abs(slope) > _I16.max or abs(intercept) > 1 << 20:
         return False

@@ -263,7 +263,7 @@ def read_nifti(path: str | Path, *, rescale: tuple[float, float] | None = None,
     >>> volume.source.notes                                   # doctest: +SKIP
     ('sform used (code 1)',)
     """
-    from .checks import apply_rescale, check_hu
+    from .checks import apply_rescale, as_hu, check_hu
     from .geometry import to_canonical
     from .volume import Volume, VolumeSource, check_affine
 
@@ -283,8 +283,10 @@ def read_nifti(path: str | Path, *, rescale: tuple[float, float] | None = None,
     check_affine(affine, f"{path} (the {used} transform)")
     view, canonical = to_canonical(np.transpose(stored, (2, 1, 0)), affine @ _REVERSE)
     array = apply_rescale(view, *(applied or (None, None)))
-    if ct and check:
-        check_hu(array, path)
+    if ct:
+        array = as_hu(array)
+        if check:
+            check_hu(array, path)
     return Volume.from_array(array, canonical, source=source)
 
 
