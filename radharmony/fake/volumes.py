@@ -1,5 +1,6 @@
 """Writing volumes in their exact on-disk formats, for tests and demos (NumPy + gzip only).
 
+- :func:`synthetic_ct`: a chest-like CT in Hounsfield units (air, body, lungs, spine, noise).
 - :func:`write_nifti`: a NIfTI-1 single file (``.nii`` or ``.nii.gz``): the 348-byte header,
   4 extension bytes, the voxels in the file's index order (i fastest); qform (quaternion) and
   sform each with its own code, so files with only one, both, or both disagreeing are written
@@ -20,6 +21,34 @@ import numpy as np
 from ..volumes.nifti import DATATYPES, HEADER_SIZE, header_dtype
 
 _CODES = {np.dtype(t).newbyteorder("=").str[1:]: c for c, t in DATATYPES.items()}
+
+
+def synthetic_ct(shape, *, rng=None, noise: int = 20) -> np.ndarray:
+    """A chest-like CT in Hounsfield units, int16 ``(D, H, W)`` canonical order (S, P, L):
+    air (-1000) around an elliptic body (40) holding two lungs (-850) and a spine (600), with
+    uniform noise of +-``noise`` HU; outside the scanner's circular field of view, padding
+    -1024. Seeded by ``rng`` (default seed 0); built slab by slab (memory: the volume)."""
+    rng = np.random.default_rng(0) if rng is None else rng
+    depth, height, width = shape
+    yy, xx = np.mgrid[0:height, 0:width].astype(np.float32)
+    y, x = (yy - height / 2) / (height / 2), (xx - width / 2) / (width / 2)
+    out = np.empty(shape, dtype=np.int16)
+    slab = 16
+    for start in range(0, depth, slab):
+        grow = 0.9 + 0.1 * np.sin(np.pi * (start + slab / 2) / max(depth, 1))
+        label = np.full((height, width), -1000, dtype=np.int16)
+        label[(x / (0.85 * grow)) ** 2 + (y / (0.6 * grow)) ** 2 <= 1] = 40
+        for side in (-1, 1):
+            label[((x - side * 0.38) / (0.3 * grow)) ** 2 + ((y + 0.05) / (0.42 * grow)) ** 2
+                  <= 1] = -850
+        label[(x ** 2 + (y - 0.45) ** 2) <= 0.01] = 600
+        stop = min(depth, start + slab)
+        block = rng.integers(-noise, noise + 1, size=(stop - start, height, width),
+                             dtype=np.int16)
+        block += label
+        block[:, x ** 2 + y ** 2 > 1] = -1024
+        out[start:stop] = block
+    return out
 
 
 def write_nifti(path: str | Path, array: np.ndarray, affine, *, qform: int = 1, sform: int = 1,

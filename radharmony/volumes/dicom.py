@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import SHOW, ImageReadError, RadHarmonyError
+from .checks import allocate, apply_rescale, fits_int16, int16_exact, rescale_int16
 from .dicom_headers import SliceHeader, find_files, scan
 
 #: steps may spread this much around their median (relative) before the series is refused
@@ -212,8 +213,12 @@ def _check_steps(slices, steps: np.ndarray, where) -> None:
 
 # --------------------------------------------------------------------------- pixels
 
-def read_pixels(slices: list[SliceHeader], where) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(stored (k, rows, columns), per-slice slopes, intercepts): sign-extended or masked."""
+def read_pixels(slices: list[SliceHeader], where) -> tuple[np.ndarray, tuple | str | None]:
+    """The slices' values, (k, rows, columns), and the rescale applied: (slope, intercept),
+    None (none), or "per-slice". Each slice is read, cut to its stored bits and rescaled while it
+    is in cache: int16 in place when every slice's slope and intercept give exact int16
+    values; else float32 (a fractional slope) or, with no rescale anywhere, the stored type.
+    """
     first = slices[0]
     rows, columns = int(first.get("Rows")), int(first.get("Columns"))
     bits = int(first.get("BitsAllocated") or 16)
@@ -226,20 +231,43 @@ def read_pixels(slices: list[SliceHeader], where) -> tuple[np.ndarray, np.ndarra
             found=f"BitsAllocated {bits}, SamplesPerPixel {first.get('SamplesPerPixel')}, "
                   f"NumberOfFrames {first.get('NumberOfFrames')}",
             fix="convert the series (e.g. enhanced multi-frame to single frames) first")
-    dtype = np.dtype(f"{'i' if signed else 'u'}{bits // 8}")
-    stored = np.empty((len(slices), rows, columns), dtype=dtype)
-    slopes, intercepts = np.ones(len(slices)), np.zeros(len(slices))
-    for k, header in enumerate(slices):
+    for header in slices:
         if (header.get("Rows"), header.get("Columns")) != (rows, columns):
             raise DicomSeriesError(
                 f"{where}: the slices differ in size", expected=f"{rows} x {columns} each",
                 found=f"{header.path.name}: {header.get('Rows')} x {header.get('Columns')}",
                 fix="remove the odd file (a scout or a localizer in the series)")
+    slopes = [_number(h, "RescaleSlope", 1.0) for h in slices]
+    intercepts = [_number(h, "RescaleIntercept", 0.0) for h in slices]
+    bits_stored = int(first.get("BitsStored") or bits)
+    bounds = _stored_range(bits, bits_stored, signed)
+    uniform = len(set(slopes)) == 1 and len(set(intercepts)) == 1
+    rescale = (slopes[0], intercepts[0]) if uniform else "per-slice"
+    identity = uniform and rescale == (1.0, 0.0)
+    in_place = not identity and bits == 16 and \
+        all(int16_exact(s, i, bounds) for s, i in zip(slopes, intercepts))
+    stored = allocate((len(slices), rows, columns), f"{'i' if signed else 'u'}{bits // 8}")
+    for k, header in enumerate(slices):
         _read_slice(header, stored[k])
-        slopes[k] = _number(header, "RescaleSlope", 1.0)
-        intercepts[k] = _number(header, "RescaleIntercept", 0.0)
-    _fix_bits(stored, int(first.get("BitsStored") or bits), signed)
-    return stored, slopes, intercepts
+        _fix_bits(stored[k], bits_stored, signed)
+        if in_place:
+            rescale_int16(stored[k].view(np.int16), slopes[k], intercepts[k])
+    if identity:
+        return stored, None
+    if in_place:
+        return stored.view(np.int16), rescale
+    if uniform:
+        return apply_rescale(stored, *rescale, bounds=bounds), rescale
+    if bits == 16 and all(fits_int16(stored[k], slopes[k], intercepts[k])
+                          for k in range(len(stored))):
+        for k in range(len(stored)):     # the data's own range says int16 after all
+            rescale_int16(stored[k].view(np.int16), slopes[k], intercepts[k])
+        return stored.view(np.int16), rescale
+    out = allocate(stored.shape, np.float32)
+    for k in range(len(stored)):
+        np.copyto(out[k], stored[k], casting="unsafe")
+        out[k] = out[k] * np.float32(slopes[k]) + np.float32(intercepts[k])
+    return out, rescale
 
 
 def _number(header: SliceHeader, keyword: str, default: float) -> float:
@@ -289,6 +317,12 @@ def _read_slice(header: SliceHeader, out: np.ndarray) -> None:
     np.copyto(out, pixels, casting="unsafe")
 
 
+def _stored_range(bits: int, bits_stored: int, signed: bool) -> tuple[int, int]:
+    """The values ``bits_stored`` of ``bits`` can hold."""
+    n = bits_stored if 0 < bits_stored < bits else bits
+    return (-(1 << (n - 1)), (1 << (n - 1)) - 1) if signed else (0, (1 << n) - 1)
+
+
 def _fix_bits(stored: np.ndarray, bits_stored: int, signed: bool) -> None:
     """Keep only the stored bits: sign-extended from the top stored bit when signed."""
     total = stored.dtype.itemsize * 8
@@ -309,7 +343,7 @@ def read_dicom_series(source, *, series_uid: str | None = None, stack: int | Non
     """The canonical :class:`~radharmony.volumes.Volume` of a DICOM series: ``source`` a
     folder (searched recursively) or a list of files. See the module text for the rules;
     ``ct`` (default: ``Modality`` is CT) checks the Hounsfield units."""
-    from .checks import apply_rescale, as_hu, check_hu
+    from .checks import as_hu, check_hu
     from .geometry import to_canonical
     from .volume import Volume, VolumeSource
 
@@ -341,17 +375,12 @@ def read_dicom_series(source, *, series_uid: str | None = None, stack: int | Non
                                fix="pass one of the stack indices")
     slices = stacks[stack or 0]
     slices, affine, notes = geometry(slices, where, tilt=tilt)
-    stored, slopes, intercepts = read_pixels(slices, where)
+    values, rescale = read_pixels(slices, where)
     modality = str(slices[0].get("Modality") or "")
-    view, canonical = to_canonical(stored, affine)
-    if np.all(slopes == slopes[0]) and np.all(intercepts == intercepts[0]):
-        rescale = (float(slopes[0]), float(intercepts[0]))
-        array = apply_rescale(view, *rescale)
-    else:
-        rescale = None
-        array = _per_slice(stored, slopes, intercepts)
-        array = np.ascontiguousarray(to_canonical(array, affine)[0])
-        notes += ("per-slice RescaleSlope/RescaleIntercept applied",)
+    view, canonical = to_canonical(values, affine)
+    array = apply_rescale(view, None, None)     # the canonical layout (a copy only if needed)
+    if rescale == "per-slice":
+        rescale, notes = None, notes + ("per-slice RescaleSlope/RescaleIntercept applied",)
     if skipped:
         notes += (f"{len(skipped)} non-image file(s) skipped, e.g. {skipped[0].name}",)
     if modality == "CT" if ct is None else ct:
@@ -359,16 +388,5 @@ def read_dicom_series(source, *, series_uid: str | None = None, stack: int | Non
         if check:
             check_hu(array, where)
     source_info = VolumeSource(files=tuple(str(h.path) for h in slices), reader="dicom",
-                               series_uid=uid, rescale=None if rescale == (1.0, 0.0)
-                               else rescale, notes=notes)
+                               series_uid=uid, rescale=rescale, notes=notes)
     return Volume.from_array(array, canonical, source=source_info)
-
-
-def _per_slice(stored: np.ndarray, slopes: np.ndarray, intercepts: np.ndarray) -> np.ndarray:
-    """Each slice rescaled by its own slope and intercept: int16 when every slice's result is
-    an int16, else float32."""
-    from .checks import apply_rescale
-
-    parts = [apply_rescale(stored[k], slopes[k], intercepts[k]) for k in range(len(stored))]
-    exact = all(p.dtype == np.int16 for p in parts)
-    return np.stack(parts) if exact else np.stack(parts).astype(np.float32, copy=False)

@@ -98,6 +98,20 @@ def test_each_slice_has_its_own_rescale_applied_once(tmp_path):
     assert read_volume(half, check=False).array.dtype == np.float32
 
 
+@pytest.mark.parametrize("intercepts", [[-1024] * 5, [-1024, -1000, -1024, -2048, -1024]])
+def test_12_bit_unsigned_slices_rescale_to_exact_int16(tmp_path, intercepts):
+    """The usual CT export (uint16, BitsStored 12): every slice rescaled while it is read."""
+    stored = (_stored() + 2000).view(np.uint16)
+    paths = write_dicom_series(tmp_path / "s", stored, bits_stored=12, intercept=intercepts,
+                               positions=slice_positions(5, AXIAL, step=2.5))
+    volume = read_volume(tmp_path / "s", check=False)
+    assert volume.array.dtype == np.int16
+    expected = stored.astype(np.int32) + np.array(intercepts)[:, None, None]
+    assert np.array_equal(volume.array, expected)
+    assert volume.source.rescale == ((1.0, -1024.0) if len(set(intercepts)) == 1 else None)
+    assert_same_voxels(volume, *nibabel_dicom_voxels(paths))
+
+
 def test_signed_12_bit_pixels_are_sign_extended_from_the_stored_bits(tmp_path):
     """PixelRepresentation 1, BitsStored 12 of 16, high bits left zero by the scanner (RSNA
     abdominal trauma files): -100 stored as 0x0F9C reads -100, not 3996."""
