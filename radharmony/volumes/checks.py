@@ -18,6 +18,8 @@ the true result fits), the stored type when there is nothing to apply, float32 o
 
 from __future__ import annotations
 
+import mmap
+
 import numpy as np
 
 from ..errors import RadHarmonyError
@@ -27,7 +29,10 @@ HU_FLOOR = -3024
 #: where the air peak of a CT in Hounsfield units lies
 AIR = (-1100.0, -800.0)
 _I16 = np.iinfo(np.int16)
-#: volumes up to this many voxels are checked whole, larger ones on a 1/32 subsample
+#: arrays from this many bytes are mapped whole (:func:`allocate`)
+_MAPPED = 1 << 24
+_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
+#: volumes up to this many voxels are checked whole, larger ones on a 1/128 subsample
 _SAMPLE = 1 << 22
 
 
@@ -35,26 +40,47 @@ class HounsfieldError(RadHarmonyError, ValueError):
     """A CT volume's values are not Hounsfield units (rescale missing, doubled or wrong)."""
 
 
-def apply_rescale(stored: np.ndarray, slope: float | None, intercept: float | None) -> np.ndarray:
-    """``stored x slope + intercept`` as a new C-contiguous array (``stored`` may be any view:
-    transposed, flipped). No rescale (``slope`` None, or 1 and 0): a contiguous copy in the
-    stored type."""
+def allocate(shape, dtype) -> np.ndarray:
+    """An uninitialised C-contiguous array for a whole volume, its pages mapped in one call
+    (anonymous ``mmap`` + ``MADV_POPULATE_WRITE`` where the kernel has it): on virtual
+    machines page faults one by one cost as much as decoding the volume."""
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if nbytes < _MAPPED:
+        return np.empty(shape, dtype=dtype)
+    block = mmap.mmap(-1, nbytes)
+    try:
+        block.madvise(_POPULATE_WRITE)
+    except (OSError, ValueError):   # an older kernel: pages come on first touch
+        pass
+    return np.frombuffer(block, dtype=dtype).reshape(shape)
+
+
+def apply_rescale(stored: np.ndarray, slope: float | None, intercept: float | None, *,
+                  bounds: tuple[int, int] | None = None) -> np.ndarray:
+    """``stored x slope + intercept`` as a C-contiguous array (``stored`` may be any view:
+    transposed, flipped). No rescale (``slope`` None, or 1 and 0): ``stored`` itself when it is
+    already C-contiguous, writable and native, else a contiguous copy in the stored type.
+    A C-contiguous, writable 2-byte ``stored`` is rescaled to int16 in place (the bytes are
+    reused: the caller must not keep using ``stored``). ``bounds``: the stored values' known
+    range (DICOM's ``BitsStored``), sparing a pass over the voxels."""
     slope = 1.0 if slope is None else float(slope)
     intercept = 0.0 if intercept is None else float(intercept)
+    own = stored.flags.c_contiguous and stored.flags.writeable and stored.dtype.isnative
     if (slope, intercept) == (1.0, 0.0):
-        out = np.empty(stored.shape, dtype=stored.dtype.newbyteorder("="))
+        if own:
+            return stored                  # already the canonical layout (decoded for us)
+        out = allocate(stored.shape, stored.dtype.newbyteorder("="))
         np.copyto(out, stored)
         return out
-    if stored.dtype.kind in "iub" and slope.is_integer() and intercept.is_integer() and \
-            _fits_int16(stored, slope, intercept):
-        out = np.empty(stored.shape, dtype=np.int16)
-        np.copyto(out, stored, casting="unsafe")   # modular: exact when the result fits
-        if slope != 1:
-            np.multiply(out, np.int16(slope), out=out, casting="unsafe")
-        if intercept:
-            np.add(out, np.int16(intercept), out=out, casting="unsafe")
-        return out
-    out = np.empty(stored.shape, dtype=np.float32)
+    if stored.dtype.kind in "iub" and fits_int16(stored, slope, intercept, bounds):
+        if own and stored.dtype.itemsize == 2:
+            out = stored.view(np.int16)    # the same bits: a modular cast, exact as below
+        else:
+            out = allocate(stored.shape, np.int16)
+            np.copyto(out, stored, casting="unsafe")   # modular: exact when the result fits
+        return rescale_int16(out, slope, intercept)
+    out = allocate(stored.shape, np.float32)
     np.copyto(out, stored, casting="unsafe")
     if slope != 1:
         out *= np.float32(slope)
@@ -63,12 +89,46 @@ def apply_rescale(stored: np.ndarray, slope: float | None, intercept: float | No
     return out
 
 
-def _fits_int16(stored: np.ndarray, slope: float, intercept: float) -> bool:
-    if abs(slope) > _I16.max or abs(intercept) > 1 << 20:
+def as_hu(array: np.ndarray) -> np.ndarray:
+    """A CT's integer array as int16 when its values fit (unsigned stored values with no
+    rescale), else as it is."""
+    if array.dtype == np.int16 or array.dtype.kind not in "iu" or array.size == 0:
+        return array
+    if array.min() >= _I16.min and array.max() <= _I16.max:
+        out = allocate(array.shape, np.int16)
+        np.copyto(out, array, casting="unsafe")
+        return out
+    return array
+
+
+def int16_exact(slope: float, intercept: float, bounds: tuple[int, int]) -> bool:
+    """Whether every stored value within ``bounds`` rescales to an exact int16."""
+    slope, intercept = float(slope), float(intercept)
+    if not (slope.is_integer() and intercept.is_integer()) or abs(slope) > _I16.max:
+        return False
+    ends = np.array(bounds, dtype=np.float64) * slope + intercept
+    return bool(ends.min() >= _I16.min and ends.max() <= _I16.max)
+
+
+def rescale_int16(out: np.ndarray, slope: float, intercept: float) -> np.ndarray:
+    """``out`` (int16, holding the stored bits) x slope + intercept in place, in wrapping
+    int16 arithmetic: exact whenever the true result fits int16."""
+    if slope != 1:
+        np.multiply(out, np.int16(slope), out=out, casting="unsafe")
+    if intercept:
+        np.add(out, np.int16(intercept), out=out, casting="unsafe")
+    return out
+
+
+def fits_int16(stored: np.ndarray, slope: float, intercept: float, bounds=None) -> bool:
+    """Whether ``stored`` x slope + intercept is an exact int16 for every value: from
+    ``bounds`` or the stored type's range when they tell, else from the data's own range."""
+    slope, intercept = float(slope), float(intercept)
+    if not (slope.is_integer() and intercept.is_integer()) or abs(slope) > _I16.max or \
+            abs(intercept) > 1 << 20:
         return False
     info = np.iinfo(stored.dtype) if stored.dtype.kind in "iu" else np.iinfo(np.uint8)
-    ends = np.array([info.min, info.max], dtype=np.float64) * slope + intercept
-    if ends.min() >= _I16.min and ends.max() <= _I16.max:
+    if any(int16_exact(slope, intercept, b) for b in [bounds, (info.min, info.max)] if b):
         return True
     if stored.size == 0:
         return True
@@ -79,7 +139,7 @@ def _fits_int16(stored: np.ndarray, slope: float, intercept: float) -> bool:
 def check_hu(array: np.ndarray, where: object) -> None:
     """Raise :class:`HounsfieldError` naming ``where`` when ``array`` (a CT, rescaled) does
     not look like Hounsfield units (see the module text). A subsample of the voxels is read
-    of a large volume (every 2nd slice, every 4th row and column) make the histogram; the
+    of a large volume (every 2nd slice, every 8th row and column) make the histogram; the
     minimum is exact."""
     if array.size == 0:
         return
@@ -91,7 +151,7 @@ def check_hu(array: np.ndarray, where: object) -> None:
             found=f"minimum {low:g}",
             fix="the rescale was applied twice or with a wrong intercept (e.g. the metadata's "
                 "RescaleIntercept applied to a file already in HU): apply it exactly once")
-    sample = (array if array.size <= _SAMPLE else array[::2, ::4, ::4]).ravel()
+    sample = (array if array.size <= _SAMPLE else array[::2, ::8, ::8]).ravel()
     air = _air_level(sample)
     if air is not None and not AIR[0] <= air <= AIR[1]:
         cause = ("the stored values were never rescaled (pass the RescaleSlope/RescaleIntercept "
@@ -113,8 +173,10 @@ def _air_level(sample: np.ndarray) -> float | None:
         sample = sample[sample != low]
     if sample.size == 0:
         return None
-    counts, edges = np.histogram(sample, bins=np.arange(HU_FLOOR - 25, 33000, 25))
+    low = HU_FLOOR - 25
+    bins = (33000 - low) // 25
+    counts, _ = np.histogram(sample, bins=bins, range=(low, low + 25 * bins))
     dense = np.flatnonzero(counts >= 0.005 * sample.size)
     if dense.size == 0:
         return None
-    return float(edges[dense[0]] + 12.5)
+    return float(low + 25 * dense[0] + 12.5)

@@ -14,6 +14,7 @@ decompressor never produces more than the header's data size.
 
 from __future__ import annotations
 
+import os
 import zlib as _stdlib_zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ImageReadError, RadHarmonyError
+from .checks import allocate
 
 try:  # ISA-L inflate: the same bytes ~2-3x faster (the ``fast`` extra)
     from isal import isal_zlib as _zlib
@@ -55,6 +57,8 @@ DATATYPES = {2: "u1", 4: "i2", 8: "i4", 16: "f4", 64: "f8", 256: "i1", 512: "u2"
              1024: "i8", 1280: "u8"}
 #: deflate expands at most ~1032:1; a header claiming more than that is not in the file
 _DEFLATE_RATIO = 1032
+#: compressed bytes fed to the inflater at a time
+_PIECE = 1 << 20
 #: |1 - (b^2 + c^2 + d^2)| below this is a = 0 (nibabel's threshold: 3 float32 epsilons)
 _W2_THRESHOLD = float(np.finfo(np.float32).eps) * 3
 _RAS_TO_LPS = np.diag([-1.0, -1.0, 1.0, 1.0])
@@ -188,58 +192,78 @@ def parse_header(block: bytes, path: str | Path) -> NiftiHeader:
 
 
 def read_nifti_array(path: str | Path) -> tuple[NiftiHeader, np.ndarray]:
-    """The header and the stored voxels of ``path`` as an array ``(nx, ny, nz)`` in the file's
-    own index order (a Fortran-ordered view on the decoded bytes; no scaling applied)."""
+    """The header and the stored voxels of ``path`` as a writable array ``(nx, ny, nz)`` in
+    the file's own index order (Fortran order over the decoded bytes; no scaling applied).
+    The voxels are decoded straight into their array, piece by piece."""
     path = Path(path)
     try:
         with open(path, "rb") as fh:
-            data = fh.read()
+            gz = fh.read(2) == b"\x1f\x8b"
+            fh.seek(0)
+            if gz:
+                data = fh.read()
+                header, size = parse_header(_inflated(data, HEADER_SIZE, path), path), len(data)
+            else:
+                header = parse_header(fh.read(HEADER_SIZE), path)
+                size = os.fstat(fh.fileno()).st_size
+            need = header.vox_offset + header.nbytes
+            room = size * _DEFLATE_RATIO + 1024 if gz else size
+            if need > room:
+                raise NiftiError(
+                    f"{path}: the header claims more voxels than the file can hold",
+                    expected=f"at most {room:,} bytes of data in a {size:,}-byte "
+                             f"{'gzip ' if gz else ''}file",
+                    found=f"shape {header.shape} of {header.dtype.name} = {need:,} bytes",
+                    fix="the header or the file is corrupt (truncated download?): fetch it again")
+            buf = allocate(need, np.uint8)
+            if gz:
+                got = _inflate_into(data, buf, path)
+                del data
+            else:
+                fh.seek(0)
+                got = fh.readinto(memoryview(buf))
     except OSError as exc:
         raise ImageReadError(f"Cannot read the NIfTI file {path}", expected="a readable file",
                              found=f"{type(exc).__name__}: {exc}",
                              fix="check the path and permissions") from exc
-    gz = data[:2] == b"\x1f\x8b"
-    head = _inflate(data, HEADER_SIZE, path) if gz else data[:HEADER_SIZE]
-    header = parse_header(head, path)
-    need = header.vox_offset + header.nbytes
-    room = len(data) * _DEFLATE_RATIO + 1024 if gz else len(data)
-    if need > room:
-        raise NiftiError(
-            f"{path}: the header claims more voxels than the file can hold",
-            expected=f"at most {room:,} bytes of data in a {len(data):,}-byte "
-                     f"{'gzip ' if gz else ''}file",
-            found=f"shape {header.shape} of {header.dtype.name} = {need:,} bytes",
-            fix="the header or the file is corrupt (truncated download?): fetch it again")
-    body = _inflate(data, need, path) if gz else data
-    del data
-    if len(body) < need:
+    if got < need:
         raise NiftiError(f"{path}: the file is truncated",
                          expected=f"{need:,} bytes (header + {header.shape} {header.dtype.name})",
-                         found=f"{len(body):,} bytes",
-                         fix="download or convert the file again")
-    flat = np.frombuffer(body, dtype=header.dtype, count=int(np.prod(header.shape)),
-                         offset=header.vox_offset)
+                         found=f"{got:,} bytes", fix="download or convert the file again")
+    flat = buf[header.vox_offset:].view(header.dtype)
     return header, flat.reshape(header.shape, order="F")
 
 
-def _inflate(data: bytes, limit: int, path) -> bytes:
-    """The first ``limit`` bytes gzip ``data`` decodes to (fewer when it ends early); every
-    member read, a corrupt or truncated stream named."""
-    out, rest = [], data
-    got = 0
+def _inflated(data: bytes, limit: int, path) -> bytes:
+    """The first ``limit`` decoded bytes of gzip ``data`` (fewer when it ends early)."""
+    out = np.empty(limit, dtype=np.uint8)
+    return out[:_inflate_into(data, out, path)].tobytes()
+
+
+def _inflate_into(data: bytes, out: np.ndarray, path) -> int:
+    """Decode gzip ``data`` (every member) into ``out`` (uint8) until it is full or the
+    stream ends; returns the bytes written. The compressed bytes are fed in pieces, so each
+    decoded piece is copied while it is still in cache, and never more than ``out`` holds
+    is decoded. A corrupt stream is named."""
+    view, pos, got, limit = memoryview(data), 0, 0, len(out)
+    inflater = _zlib.decompressobj(31)
     try:
-        while rest and got < limit:
-            d = _zlib.decompressobj(31)
-            chunk = d.decompress(rest, limit - got)
-            out.append(chunk)
-            got += len(chunk)
-            if not d.eof:
-                break
-            rest = d.unused_data
+        while got < limit and pos < len(view):
+            piece = view[pos:pos + _PIECE]
+            pos += len(piece)
+            while piece and got < limit:
+                chunk = inflater.decompress(piece, limit - got)
+                out[got:got + len(chunk)] = np.frombuffer(chunk, dtype=np.uint8)
+                got += len(chunk)
+                if inflater.eof:        # a multi-member file: the next member follows
+                    piece = inflater.unused_data
+                    inflater = _zlib.decompressobj(31)
+                else:
+                    piece = inflater.unconsumed_tail
     except (_stdlib_zlib.error, _zlib.error) as exc:
         raise NiftiError(f"{path}: the gzip stream is corrupt", expected="a valid .nii.gz",
                          found=str(exc), fix="download or convert the file again") from exc
-    return out[0] if len(out) == 1 else b"".join(out)
+    return got
 
 
 def nifti_geometry(header: NiftiHeader) -> tuple[np.ndarray, str, tuple[str, ...]]:
@@ -263,7 +287,7 @@ def read_nifti(path: str | Path, *, rescale: tuple[float, float] | None = None,
     >>> volume.source.notes                                   # doctest: +SKIP
     ('sform used (code 1)',)
     """
-    from .checks import apply_rescale, check_hu
+    from .checks import apply_rescale, as_hu, check_hu
     from .geometry import to_canonical
     from .volume import Volume, VolumeSource, check_affine
 
@@ -283,8 +307,10 @@ def read_nifti(path: str | Path, *, rescale: tuple[float, float] | None = None,
     check_affine(affine, f"{path} (the {used} transform)")
     view, canonical = to_canonical(np.transpose(stored, (2, 1, 0)), affine @ _REVERSE)
     array = apply_rescale(view, *(applied or (None, None)))
-    if ct and check:
-        check_hu(array, path)
+    if ct:
+        array = as_hu(array)
+        if check:
+            check_hu(array, path)
     return Volume.from_array(array, canonical, source=source)
 
 

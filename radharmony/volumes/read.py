@@ -23,12 +23,14 @@ class VolumePathError(RadHarmonyError, ValueError):
 
 
 def read_volume(path, *, series_uid: str | None = None, rescale=None, ct: bool | None = None,
-                check: bool = True, **declared):
+                check: bool = True, **options):
     """The canonical :class:`~radharmony.volumes.Volume` at ``path``.
 
     ``path``: a NIfTI file, a folder of DICOM files (searched recursively; several series
     need ``series_uid``), a list of DICOM files, or a NumPy volume (``.npz``/``.npy``) with
-    ``declared`` geometry (``axes=``, ``spacing=``, ``key=``; see :func:`.npz.read_npz`).
+    declared geometry (``options``: ``axes=``, ``spacing=``, ``key=``; see
+    :func:`.npz.read_npz`). DICOM ``options``: ``stack=`` (a series of several orientations)
+    and ``tilt="shear"`` (see :func:`.dicom.read_dicom_series`).
     ``rescale``: (slope, intercept) from side metadata for a NIfTI file whose header holds
     stored values (CT-RATE v1); never applied on top of the header's own. ``ct``: check that
     the values are Hounsfield units (:func:`.checks.check_hu`); DICOM decides it from
@@ -42,20 +44,20 @@ def read_volume(path, *, series_uid: str | None = None, rescale=None, ct: bool |
     if isinstance(path, (list, tuple)):
         from .dicom import read_dicom_series
         return read_dicom_series([_checked(p) for p in path], series_uid=series_uid, ct=ct,
-                                 check=check)
+                                 check=check, **options)
     path = _checked(path)
     name = path.name.lower()
     if path.is_dir():
         from .dicom import read_dicom_series
-        return read_dicom_series(path, series_uid=series_uid, ct=ct, check=check)
+        return read_dicom_series(path, series_uid=series_uid, ct=ct, check=check, **options)
     if name.endswith(NIFTI_SUFFIXES):
         from .nifti import read_nifti
         return read_nifti(path, rescale=rescale, ct=bool(ct), check=check)
     if name.endswith(NUMPY_SUFFIXES):
         from .npz import read_npz
-        return read_npz(path, ct=bool(ct), check=check, **declared)
+        return read_npz(path, ct=bool(ct), check=check, **options)
     from .dicom import read_dicom_series
-    return read_dicom_series([path], series_uid=series_uid, ct=ct, check=check)
+    return read_dicom_series([path], series_uid=series_uid, ct=ct, check=check, **options)
 
 
 def _checked(path) -> Path:

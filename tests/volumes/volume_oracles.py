@@ -62,3 +62,32 @@ def sitk_voxels(path):
     direction = np.array(image.GetDirection()).reshape(3, 3)
     world = (index * image.GetSpacing()) @ direction.T + image.GetOrigin()
     return data[tuple(index[:, ::-1].astype(int).T)], world
+
+
+def nibabel_dicom_voxels(paths):
+    """(values, LPS world positions) of every pixel of each DICOM slice, by nibabel's DICOM
+    wrapper (its per-slice affine and its rescaled data), slice by slice."""
+    pytest.importorskip("nibabel")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)   # "the DICOM readers are experimental"
+        from nibabel.nicom.dicomwrappers import wrapper_from_file
+
+    values, world = [], []
+    for path in paths:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            wrapper = wrapper_from_file(str(path))
+            data = wrapper.get_data()
+        index = np.argwhere(np.ones(data.shape, bool)).astype(np.float64)   # (row, column)
+        affine = wrapper.affine
+        world.append(index @ affine[:3, :2].T + affine[:3, 3])
+        values.append(data[tuple(index.astype(int).T)])
+    return np.concatenate(values), np.concatenate(world)
+
+
+def sitk_series_files(folder):
+    """SimpleITK's (GDCM's) file order of the one series in ``folder``."""
+    sitk = pytest.importorskip("SimpleITK")
+    return list(sitk.ImageSeriesReader.GetGDCMSeriesFileNames(str(folder)))
