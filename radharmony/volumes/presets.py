@@ -39,7 +39,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..errors import RadHarmonyError, check_choice
-from .cache import READER_SOURCES, VolumeCache
+from .cache import FAST_CPARAMS, READER_SOURCES, VolumeCache
 from .geometry import orient
 from .resample import crop_or_pad_slices, grid_size, resample_spacing, resize
 from .volume import CANONICAL_AXES, Volume
@@ -160,10 +160,8 @@ class Preset:
         a, b = self.out
         lo, hi = info["lo"], info["hi"]
         scale = (b - a) / (hi - lo) if hi > lo else 0.0
-        out = array.astype(np.float32)
-        out -= np.float32(lo)
-        out *= np.float32(scale)
-        out += np.float32(a)
+        out = np.multiply(array, np.float32(scale), dtype=np.float32)
+        out += np.float32(a - lo * scale)
         if self.clip:
             np.clip(out, min(a, b), max(a, b), out=out)
         if self.layout == "CHWD":
@@ -214,7 +212,7 @@ def preset_array(cache: VolumeCache, preset: str | Preset, inputs, params: dict,
     preset = get_preset(preset)
     array, info = cache.fetch(inputs, {"volume": params, "preset": preset.record()},
                               lambda: preset.geometry(cache.get(inputs, params, load)),
-                              sources=PRESET_SOURCES)
+                              sources=PRESET_SOURCES, cparams=FAST_CPARAMS)
     return preset.finish(array, info)
 
 
