@@ -14,9 +14,10 @@ Entries are Blosc2 ``.b2nd`` files (the format nnU-Net v2 keeps its preprocessed
 ``<root>/volumes/<k[:2]>/<key>.b2nd``, the geometry and provenance in the file's ``vlmeta``.
 They are written whole to a temporary file and renamed into place (a killed writer leaves only
 a ``.tmp-*`` file, swept after an hour); a file that fails to open or decode is reported,
-removed and rebuilt. :data:`CHUNKS`, :data:`BLOCKS` and :data:`CPARAMS` were chosen with
-numbers (``docs/volumes.md``, ``benchmarks/volumes_cache.py``): whole-volume reads and random
-128^3 patch reads are both fast, and an entry is smaller than the source ``.nii.gz``.
+removed and rebuilt. :data:`CHUNKS`, :data:`BLOCKS`, :data:`CPARAMS` (canonical volumes) and
+:data:`FAST_CPARAMS` (preset outputs) were chosen with numbers (``docs/volumes.md``,
+``benchmarks/volumes_cache.py``): whole-volume reads and random 128^3 patch reads are both
+fast, and a canonical entry is smaller than the source ``.nii.gz``.
 
 ``memory_bytes`` adds an in-memory tier: the compressed entries most recently used, up to that
 many bytes per process (least recently used dropped first; an entry larger than the budget is
@@ -32,6 +33,7 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -57,8 +59,11 @@ READER_SOURCES = ("volumes/volume.py", "volumes/geometry.py", "volumes/read.py",
 #: chunk and block shapes, (d, h, w), clipped to each volume's shape
 CHUNKS = (64, 128, 128)
 BLOCKS = (16, 64, 64)
-#: LZ4 on bit-shuffled int16: see the module docstring
-CPARAMS = {"codec": "LZ4", "clevel": 5, "filter": "BITSHUFFLE"}
+#: canonical volumes (stored once, read whole or by patch): LZ4HC on bit-shuffled int16,
+#: smaller than the source .nii.gz and decoded at LZ4's speed
+CPARAMS = {"codec": "LZ4HC", "clevel": 5, "filter": "BITSHUFFLE"}
+#: preset outputs (read whole every epoch): LZ4 on byte-shuffled int16, the fastest decode
+FAST_CPARAMS = {"codec": "LZ4", "clevel": 5, "filter": "SHUFFLE"}
 
 
 class VolumeCacheError(RadHarmonyError, OSError):
@@ -140,7 +145,7 @@ class VolumeCache:
 
     def _key(self, identities, params, sources) -> str:
         text = json.dumps({"inputs": identities, "params": params, "version": __version__,
-                           "layout": LAYOUT_VERSION, "code": source_digest(sources)},
+                           "layout": LAYOUT_VERSION, "code": _code_digest(tuple(sources))},
                           sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()
 
@@ -171,9 +176,11 @@ class VolumeCache:
 
     # -- entries ----------------------------------------------------------------------------
     def fetch(self, inputs, params, build: Callable[[], tuple[np.ndarray, dict]], *,
-              sources: Sequence[str] = READER_SOURCES) -> tuple[np.ndarray, dict]:
+              sources: Sequence[str] = READER_SOURCES, cparams: dict = CPARAMS
+              ) -> tuple[np.ndarray, dict]:
         """``(array, meta)`` of the entry of ``inputs`` and ``params``: from memory, else from
-        disk, else ``build()`` -- stored unless an input changed while it ran."""
+        disk, else ``build()`` -- stored (compressed with ``cparams``) unless an input changed
+        while it ran."""
         before = input_identities(inputs)
         key = self._key(before, params, sources)
         stored = self._open(key)
@@ -184,7 +191,7 @@ class VolumeCache:
                 self._drop(key, exc)
         array, meta = build()
         if input_identities(inputs) == before:
-            self._store(key, np.ascontiguousarray(array), meta)
+            self._store(key, np.ascontiguousarray(array), meta, cparams)
         return array, meta
 
     def has(self, key: str) -> bool:
@@ -217,12 +224,12 @@ class VolumeCache:
             return None
         return stored
 
-    def _store(self, key: str, array: np.ndarray, meta: dict) -> None:
+    def _store(self, key: str, array: np.ndarray, meta: dict, codec: dict) -> None:
         b2 = self.blosc2
         chunks = tuple(min(c, n) for c, n in zip(CHUNKS, array.shape))
         blocks = tuple(min(b, c) for b, c in zip(BLOCKS, chunks))
-        cparams = {"codec": getattr(b2.Codec, CPARAMS["codec"]), "clevel": CPARAMS["clevel"],
-                   "filters": [getattr(b2.Filter, CPARAMS["filter"])], "nthreads": self.threads}
+        cparams = {"codec": getattr(b2.Codec, codec["codec"]), "clevel": codec["clevel"],
+                   "filters": [getattr(b2.Filter, codec["filter"])], "nthreads": self.threads}
         stored = b2.asarray(array, chunks=chunks, blocks=blocks, cparams=cparams)
         stored.vlmeta["radharmony"] = {"key": key, "meta": meta}
         frame = stored.to_cframe()
@@ -265,6 +272,12 @@ class VolumeCache:
             pass  # read-only: never served, since the key check fails again
 
 
+@functools.cache
+def _code_digest(sources: tuple[str, ...]) -> str:
+    """:func:`~radharmony.version.source_digest` of ``sources``, once per process."""
+    return source_digest(sources)
+
+
 def _volume_entry(volume: Volume, inputs) -> tuple[np.ndarray, dict]:
     if not isinstance(volume, Volume):
         raise VolumeCacheError(f"The loader of {list(map(str, inputs))[:3]} returned "
@@ -282,5 +295,5 @@ def _volume_of(array: np.ndarray, meta: dict) -> Volume:
                   VolumeSource(**source))
 
 
-__all__ = ["BLOCKS", "CHUNKS", "CPARAMS", "EXTRA", "LAYOUT_VERSION", "READER_SOURCES",
+__all__ = ["BLOCKS", "CHUNKS", "CPARAMS", "EXTRA", "FAST_CPARAMS", "LAYOUT_VERSION", "READER_SOURCES",
            "VolumeCache", "VolumeCacheError", "input_identities", "require_blosc2"]

@@ -79,7 +79,7 @@ def test_nothing_stale_is_served(tmp_path, source, change, monkeypatch):
     elif change == "params":
         params = {**params, "series_uid": "1.2.3"}
     elif change == "code":
-        monkeypatch.setattr(cache_mod, "source_digest", lambda files: "edited-reader")
+        monkeypatch.setattr(cache_mod, "_code_digest", lambda files: "edited-reader")
     else:
         monkeypatch.setattr(cache_mod, "__version__", "9.9.9")
     cache.get([source], params, load)
