@@ -105,39 +105,45 @@ class VolumeDataset(BaseRadiologicalDataset):
                 "geometry": None if geometry is None else
                 [np.round(a, 9).tolist() for a in geometry]}
 
+    def job(self, index: int):
+        """Row ``index`` as a :class:`~radharmony.volumes.precache.VolumeJob`: its file (what the
+        cache keys on), a picklable loader and the read's parameters."""
+        from functools import partial
+
+        from ..volumes.precache import VolumeJob
+
+        path = str(self.image_file(index))
+        geometry = self.declared_geometry(index)
+        return VolumeJob([path], partial(read_row_volume, path, rescale=self.rescale(index),
+                                         ct=self.ct, geometry=geometry),
+                         self.read_params(index))
+
     def read_volume(self, index: int):
         """Row ``index``'s :class:`~radharmony.volumes.Volume`, canonical, uncached."""
-        from ..volumes import read_volume
-        from ..volumes.geometry import reassign_geometry
-        from ..volumes.volume import Volume
-
-        path = self.image_file(index)
-        rescale = self.rescale(index)
-        volume = read_volume(path, rescale=rescale, ct=self.ct)
-        geometry = self.declared_geometry(index)
-        if geometry is None:
-            return volume
-        array, affine = reassign_geometry(volume.array, volume.in_space("LPS").affine,
-                                          *geometry)
-        return Volume.from_array(np.ascontiguousarray(array), affine, space="LPS",
-                                 source=volume.source)
+        return self.job(index).load()
 
     def load_volume(self, index: int):
-        """Row ``index``'s volume through the cache (the preset's output when there is one)."""
+        """Row ``index``'s volume, through the cache when there is one: the canonical
+        :class:`~radharmony.volumes.Volume`, or with a preset ``(model input, its LPS
+        affine)``."""
         if self.volume_cache is None:
             volume = self.read_volume(index)
-            return volume if self.preset is None else self.preset.apply(volume)
-        path = self.image_file(index)
-        params = self.read_params(index)
+            if self.preset is None:
+                return volume
+            array, info = self.preset.geometry(volume)
+        else:
+            inputs, load, params = self.job(index)
+            if self.preset is None:
+                return self.volume_cache.get(inputs, params, load)
+            from ..volumes.cache import FAST_CPARAMS
+            from ..volumes.presets import PRESET_SOURCES
 
-        def load():
-            return self.read_volume(index)
-
-        volume = self.volume_cache.get([path], params, load)
-        if self.preset is None:
-            return volume
-        return self.volume_cache.get([path], {**params, "preset": self.preset.name},
-                                     lambda: self.preset.apply(volume))
+            cache = self.volume_cache  # the entry preset_array and pre_cache_volumes keep
+            array, info = cache.fetch(
+                inputs, {"volume": params, "preset": self.preset.record()},
+                lambda: self.preset.geometry(cache.get(inputs, params, load)),
+                sources=PRESET_SOURCES, cparams=FAST_CPARAMS)
+        return self.preset.finish(array, info), np.asarray(info["affine"], np.float64)
 
     def cache_key(self, index: int) -> str:
         """Row ``index``'s key in the volume cache (its file's identity and parameters)."""
@@ -152,45 +158,44 @@ class VolumeDataset(BaseRadiologicalDataset):
 
     def pre_cache(self, num_workers: int = 0, *, progress: bool = True, engine: str = "local",
                   address: str | None = None) -> list[str]:
-        """Read every volume (and its preset's output) into the cache, ``num_workers``
-        processes; returns the cache keys. Raises on the first volume that fails (the CLI's
-        ``radharmony cache`` counts failures instead: :meth:`pre_cache_volumes`)."""
+        """Read every volume (and its preset's geometry) into the cache, in ``num_workers``
+        processes or on Ray (``engine="ray"``, ``address``); returns the cache keys. Raises on
+        the first volume that fails (``radharmony cache`` counts failures instead:
+        :meth:`pre_cache_volumes`)."""
         return self.pre_cache_volumes(num_workers=num_workers, progress=progress,
                                       engine=engine, address=address).keys
 
     def pre_cache_volumes(self, *, num_workers: int = 0, progress: bool = True,
                           keep_going: bool = False, engine: str = "local",
                           address: str | None = None, **ray_options):
-        """:func:`radharmony.data.precache.pre_cache` for volumes: every volume read into the
-        cache in ``num_workers`` DataLoader processes; with ``keep_going`` a failing volume is
-        recorded (its ``sample_id`` and the error) instead of stopping the run."""
-        import time
+        """What :func:`radharmony.data.precache.pre_cache` does for images, for volumes
+        (:func:`radharmony.volumes.precache.pre_cache_volumes` on every row): a
+        :class:`~radharmony.data.precache.PreCacheReport` whose failures name samples."""
+        from ..volumes.precache import pre_cache_volumes
+        from .precache import PreCacheReport
 
-        from tqdm.auto import tqdm
-
-        from .precache import FIRST_N, PreCacheReport
-
-        if engine != "local" or address is not None or ray_options:
-            raise RadHarmonyError("Volumes are pre-cached in local processes",
-                                  expected="engine='local'", found=f"engine={engine!r}",
-                                  fix="pass engine='local' (num_workers= processes)")
+        del progress
+        if ray_options:
+            raise RadHarmonyError("Volumes take no Ray options", expected="engine='ray' and "
+                                  "address=", found=sorted(ray_options),
+                                  fix="drop them (one Ray task per volume)")
         if self.volume_cache is None:
             raise RadHarmonyError(f"{type(self).__name__} has no volume cache",
                                   expected="a dataset built with cache_dir and no transform",
                                   found="cache_dir=None or a user transform",
                                   fix="build it with cache_dir='./cache'")
-        start, failures = time.perf_counter(), []
-        loader = torch.utils.data.DataLoader(_Caching(self, keep_going), batch_size=None,
-                                             num_workers=num_workers)
-        for i, failed in tqdm(loader, total=len(self), desc=f"caching {type(self).__name__}",
-                              unit="volume", disable=not progress):
-            if failed is not None:
-                failures.append((int(i), failed))
-        keys = [None if any(i == f for f, _ in failures) else self.cache_key(i)
-                for i in range(len(self))]
-        first = [{"sample_id": self.rows.ids[i], "detail": d} for i, d in failures[:FIRST_N]]
-        return PreCacheReport(images=len(self), cached=len(self) - len(failures),
-                              failed=len(failures), seconds=time.perf_counter() - start,
+        jobs = [self.job(i) for i in range(len(self))]
+        report = pre_cache_volumes(self.volume_cache, jobs, num_workers=num_workers,
+                                   presets=[self.preset] if self.preset is not None else [],
+                                   engine=engine, address=address, keep_going=keep_going)
+        row = {job.inputs[0]: i for i, job in enumerate(jobs)}
+        failed = {row[f["inputs"][0]] for f in report.first_failures}
+        first = [{"sample_id": self.rows.ids[row[f["inputs"][0]]], "detail": f["detail"]}
+                 for f in report.first_failures]
+        keys = [None if i in failed else self.volume_cache.key(job.inputs, job.params)
+                for i, job in enumerate(jobs)]
+        return PreCacheReport(images=report.volumes, cached=report.cached,
+                              failed=report.failed, seconds=report.seconds,
                               first_failures=first, keys=keys)
 
     # -- samples ----------------------------------------------------------------------------------
@@ -204,20 +209,21 @@ class VolumeDataset(BaseRadiologicalDataset):
                                                            None))
                 sample["img"] = sampling.as_tensor(sample["img"], self.dtype)
                 return self.finish(sample)
-            volume = self.load_volume(index)
-            sample = self.assemble(index, self.volume_tensor(volume), None)
-            sample["spacing"] = torch.tensor(volume.spacing, dtype=torch.float64)
-            sample["affine"] = torch.from_numpy(np.array(volume.affine, dtype=np.float64))
+            loaded = self.load_volume(index)
+            array, affine = (loaded.array, loaded.in_space("LPS").affine) \
+                if self.preset is None else loaded
+            sample = self.assemble(index, self.volume_tensor(array), None)
+            sample["spacing"] = torch.from_numpy(np.linalg.norm(affine[:3, :3], axis=0))
+            sample["affine"] = torch.from_numpy(np.array(affine, dtype=np.float64))
             return self.finish(sample)
         except (ImageReadError, PathSafetyError) as exc:
             raise type(exc)(f"Sample {self.rows.ids[index]}: {exc.what}", expected=exc.expected,
                             found=exc.found, fix=exc.fix) from None
 
-    def volume_tensor(self, volume) -> torch.Tensor:
-        """The sample's ``img``: ``(1, D, H, W)`` (a preset with channels gives its own
-        leading axis); int16 stays int16, floats take ``dtype``."""
-        array = np.ascontiguousarray(volume.array)
-        img = torch.from_numpy(array)
+    def volume_tensor(self, array: np.ndarray) -> torch.Tensor:
+        """The sample's ``img``: ``(1, D, H, W)`` (a preset gives its own channel axis and
+        layout); int16 stays int16, floats take ``dtype``."""
+        img = torch.from_numpy(np.ascontiguousarray(array))
         if img.ndim == 3:
             img = img[None]
         return img.to(self.dtype) if img.is_floating_point() else img
@@ -236,9 +242,9 @@ def _preset(preset):
     """A preset object from a name, an object with ``apply``, or None."""
     if preset is None or hasattr(preset, "apply"):
         return preset
-    from ..volumes import presets
+    from ..volumes.presets import get_preset
 
-    return presets.get(preset)
+    return get_preset(preset)
 
 
 def _volume_cache(cache_dir):
@@ -247,20 +253,19 @@ def _volume_cache(cache_dir):
     return VolumeCache(cache_dir)
 
 
-class _Caching(torch.utils.data.Dataset):
-    """Reads volume ``i`` of ``ds`` through its cache; yields ``(i, None or the error)``."""
+def read_row_volume(path: str, *, rescale: tuple[float, float] | None = None,
+                    ct: bool | None = None, geometry=None):
+    """A row's canonical :class:`~radharmony.volumes.Volume`: :func:`~radharmony.volumes.
+    read_volume` with the row's side-metadata ``rescale``, and its declared ``geometry``
+    (``(assumed, declared)`` affines, see :meth:`VolumeDataset.declared_geometry`) in place
+    of the header's. Module-level, so a pre-cache job's loader pickles without the dataset."""
+    from ..volumes import read_volume
+    from ..volumes.geometry import reassign_geometry
+    from ..volumes.volume import Volume
 
-    def __init__(self, ds: VolumeDataset, keep_going: bool):
-        self.ds, self.keep_going = ds, keep_going
-
-    def __len__(self) -> int:
-        return len(self.ds)
-
-    def __getitem__(self, i: int):
-        try:
-            self.ds.load_volume(i)
-        except RadHarmonyError as exc:
-            if not self.keep_going:
-                raise
-            return i, f"{type(exc).__name__}: {exc}"
-        return i, None
+    volume = read_volume(path, rescale=rescale, ct=ct)
+    if geometry is None:
+        return volume
+    array, affine = reassign_geometry(volume.array, volume.in_space("LPS").affine, *geometry)
+    return Volume.from_array(np.ascontiguousarray(array), affine, space="LPS",
+                             source=volume.source)

@@ -294,3 +294,21 @@ def test_the_viewer_shows_a_volume_s_middle_axial_slice(replica):
                                                    "FINDINGS", "IMPRESSION"]
     png = cv2.imdecode(np.frombuffer(app.image_png(index=1), np.uint8), cv2.IMREAD_UNCHANGED)
     assert png.shape == (20, 24) and png.min() == 0 and png.max() == 255
+
+
+def test_a_preset_sample_is_the_model_input_cached_or_not(replica, tmp_path):
+    from radharmony.datasets.ct_rate import CTRATETrainDataset
+    from radharmony.volumes.presets import PRESETS
+
+    plain = dataset(replica, preset="merlin", dtype=torch.float32)
+    cached = CTRATETrainDataset(base_image_dir=replica, cache_dir=tmp_path / "c",
+                                preset="merlin", dtype=torch.float32)
+    direct = PRESETS["merlin"].apply(dataset(replica).read_volume(2))  # the preset's own
+    for _ in range(2):  # filling, then from the cache
+        a, b = cached[2], plain[2]
+        assert a["img"].shape == (1, 224, 224, 160) and a["img"].dtype == torch.float32
+        assert torch.equal(a["img"], b["img"]) and torch.equal(a["affine"], b["affine"])
+        assert np.array_equal(a["img"].numpy(), direct)
+    assert 0.0 <= float(a["img"].min()) and float(a["img"].max()) <= 1.0
+    assert a["spacing"].tolist() == pytest.approx([1.5, 1.5, 3.0])  # RAS axes: x, y, z
+    assert dataset(replica, preset="merlin")[2]["img"].dtype == torch.bfloat16
