@@ -110,6 +110,7 @@ ROOTS: dict[str, Callable[[Path], Path]] = {
     "/data/PadChest": _writer("padchest", "PadChest", n_patients=12),
     "/data/openi/png": _fake("openi", "openi"),
     "/data/mixtures/cxr-mix": _mixture,
+    "/data/CT-RATE/dataset": _fake("ct_rate_train", "CT-RATE"),
 }
 
 

@@ -27,6 +27,7 @@ import numpy as np
 from . import register_fake
 from ..datasets.ct_rate import LABELS, V1_HEADER_AFFINE, metadata_affine
 from .tables import write_csv
+from .volumes import synthetic_ct, write_nifti
 
 #: the metadata CSV's columns, in the released order
 METADATA_HEADER = (
@@ -54,28 +55,10 @@ def vector(values) -> str:
     return "[" + ", ".join(repr(float(v)) for v in values) + "]"
 
 
-def chest_hu(shape: tuple[int, int, int], *, rng: np.random.Generator) -> np.ndarray:
-    """A small synthetic chest in HU, (slice, row, column): air -1000 around a soft-tissue
-    body (~40) holding two lungs (~-850), a spine (~700) and noise."""
-    d, h, w = shape
-    z, y, x = np.meshgrid(np.linspace(-1, 1, d), np.linspace(-1, 1, h), np.linspace(-1, 1, w),
-                          indexing="ij")
-    hu = np.full(shape, -1000.0)
-    body = (x / 0.9) ** 2 + (y / 0.7) ** 2 < 1
-    hu[body] = 40.0
-    for side in (-0.42, 0.42):
-        hu[((x - side) / 0.3) ** 2 + (y / 0.45) ** 2 + (z / 1.1) ** 2 < 1] = -850.0
-    hu[(x / 0.1) ** 2 + ((y - 0.5) / 0.1) ** 2 < 1] = 700.0
-    hu += rng.normal(0, 8, shape) * body
-    return np.round(hu).astype(np.int16)
-
-
 def write_volume(path: Path, hu: np.ndarray, *, version: int, position, spacing,
                  intercept: float, header_slope: float = 1.0) -> Path:
     """One reconstruction: ``hu`` (slice, row, column) in the file's (column, row, slice)
     order; v2 in HU with its geometry, v1 stored values under the header defaults."""
-    from .volumes import write_nifti
-
     voxels = np.transpose(hu, (2, 1, 0))
     if version == 2:
         return write_nifti(path, voxels, LPS_TO_RAS @ metadata_affine(position, IOP, spacing),
@@ -147,7 +130,7 @@ def write_ct_rate(root: str | Path, *, split: str = "train", n_patients: int = 3
                 label_rows.append([name, *flags])
                 if metadata_only or not volumes:
                     continue
-                hu = chest_hu(shape, rng=rng)
+                hu = synthetic_ct(shape, rng=rng)
                 nested = Path(f"{split}_{p}", f"{split}_{p}_{scan}", name)
                 stem = name[:-7]
                 trees = (1,) if stem in only_v1 else (1, 2) if stem in both else (2,)

@@ -179,7 +179,8 @@ def test_a_v2_volume_is_hu_in_the_canonical_order_with_its_header_geometry(repli
     s = ds[1]  # train_1_a_2: XYSpacing "[0.75, 0.8]", ZSpacing 1, IPP [-175, -190, -310.5]
     img = s["img"][0].numpy()
     assert s["img"].shape == (1, 12, 20, 24) and s["img"].dtype == torch.int16
-    assert img[0, 0, 0] == -1000  # air in the corner: HU, not stored values
+    # HU, not stored values: padding outside the field of view, air around the body
+    assert img[0, 0, 0] == -1024 and -1020 <= img[6, 10, 0] <= -980
     assert s["spacing"].tolist() == pytest.approx([1.0, 0.8, 0.75])  # (d, h, w): z, y, x
     # canonical (S, P, L) = the file's (slice, row, column): no flip for this orientation
     assert s["affine"].numpy() == pytest.approx(np.array(
