@@ -55,6 +55,21 @@ class VolumeDataset(BaseRadiologicalDataset):
     #: (:func:`radharmony.volumes.checks.check_hu`); None: DICOM decides from ``Modality``
     ct: ClassVar[bool | None] = None
 
+    def __new__(cls, *args, level: str = "image", max_images: int | None = None,
+                view_order=None, prior: bool = False, packed: bool = False, **kwargs):
+        """A volume is its study's sample already (``one_per_study=True`` keeps one per scan,
+        ``output_report=True`` adds its sections): the 2-D study level does not apply."""
+        if level != "image" or max_images is not None or view_order is not None or prior \
+                or packed:
+            raise RadHarmonyError(f"{cls.__name__} has no study level",
+                                  expected="level='image' (a volume per sample)",
+                                  found=f"level={level!r}" if level != "image" else
+                                  "a study-level argument (max_images, view_order, prior, "
+                                  "packed)",
+                                  fix="pass one_per_study=True, output_report=True: one volume "
+                                      "per scan with its report's sections")
+        return super().__new__(cls)
+
     def __init__(self, base_image_dir: str | os.PathLike | None = None,
                  csv_path: str | os.PathLike | None = None, transform: Callable | None = None,
                  *, preset=None, one_per_study: bool = False, **kwargs):
@@ -219,6 +234,20 @@ class VolumeDataset(BaseRadiologicalDataset):
         except (ImageReadError, PathSafetyError) as exc:
             raise type(exc)(f"Sample {self.rows.ids[index]}: {exc.what}", expected=exc.expected,
                             found=exc.found, fix=exc.fix) from None
+
+    def add_outputs(self, index: int, sample: dict, letterbox) -> None:
+        """The standard outputs; with ``report`` also its sections (``indication``,
+        ``history``, ``comparison``, ``technique``, ``findings``, ``impression``; None where
+        absent), from the table's ``section_*`` columns as study samples take them
+        (:func:`radharmony.studies.sections.report_sections`)."""
+        super().add_outputs(index, sample, letterbox)
+        if "report" in self.outputs:
+            from ..studies.sections import report_sections
+
+            df = self.harmonized_df
+            columns = {c[len("section_"):]: df[c].iat[index] for c in df.columns
+                       if c.startswith("section_")}
+            sample.update(report_sections(self.rows.reports[index], columns)[0])
 
     def volume_tensor(self, array: np.ndarray) -> torch.Tensor:
         """The sample's ``img``: ``(1, D, H, W)`` (a preset gives its own channel axis and

@@ -313,3 +313,16 @@ def test_a_preset_sample_is_the_model_input_cached_or_not(replica, tmp_path):
     assert 0.0 <= float(a["img"].min()) and float(a["img"].max()) <= 1.0
     assert a["spacing"].tolist() == pytest.approx([1.5, 1.5, 3.0])  # RAS axes: x, y, z
     assert dataset(replica, preset="merlin")[2]["img"].dtype == torch.bfloat16
+
+
+def test_a_volume_sample_carries_its_report_sections_and_has_no_study_level(replica):
+    from radharmony.errors import RadHarmonyError
+
+    s = dataset(replica, output_report=True)[1]  # train_1_a_2: its scan's report
+    assert s["indication"] == "Pleural effusion? Shortness of breath (2 days)."
+    assert s["technique"].startswith("Non-contrast images were taken in the axial plane")
+    assert s["findings"].startswith("Trachea and both main bronchi are open.")
+    assert s["impression"] == "Scan a: Lungs are clear."
+    assert (s["history"], s["comparison"]) == (None, None)
+    with pytest.raises(RadHarmonyError, match="has no study level.*one_per_study=True"):
+        dataset(replica, level="study")
