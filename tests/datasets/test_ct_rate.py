@@ -267,6 +267,8 @@ def test_cli_list_info_harmonize_cache_on_the_fake(replica, tmp_path, capsys):
     info = json.loads(capsys.readouterr().out)
     info = info[0] if isinstance(info, list) else info
     assert (info["images"], info["studies"], info["patients"]) == (5, 3, 2)
+    assert main(["info", "ct_rate_train", "--root", str(replica), "-q"]) == 0
+    assert "  volumes           5  (full release: 47,149)" in capsys.readouterr().out
     out = tmp_path / "tables"
     assert main(["harmonize", "ct_rate_train", "--root", str(replica), "--out", str(out),
                  "-q"]) == 0
