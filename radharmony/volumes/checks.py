@@ -40,19 +40,21 @@ class HounsfieldError(RadHarmonyError, ValueError):
     """A CT volume's values are not Hounsfield units (rescale missing, doubled or wrong)."""
 
 
-def allocate(shape, dtype) -> np.ndarray:
+def allocate(shape, dtype, *, populate: bool = True) -> np.ndarray:
     """An uninitialised C-contiguous array for a whole volume, its pages mapped in one call
     (anonymous ``mmap`` + ``MADV_POPULATE_WRITE`` where the kernel has it): on virtual
-    machines page faults one by one cost as much as decoding the volume."""
+    machines page faults one by one cost as much as decoding the volume. ``populate=False``
+    for a size only a header vouches for: pages then come as the data fills them."""
     dtype = np.dtype(dtype)
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     if nbytes < _MAPPED:
         return np.empty(shape, dtype=dtype)
     block = mmap.mmap(-1, nbytes)
-    try:
-        block.madvise(_POPULATE_WRITE)
-    except (OSError, ValueError):   # an older kernel: pages come on first touch
-        pass
+    if populate:
+        try:
+            block.madvise(_POPULATE_WRITE)
+        except (OSError, ValueError):   # an older kernel: pages come on first touch
+            pass
     return np.frombuffer(block, dtype=dtype).reshape(shape)
 
 

@@ -25,6 +25,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -246,6 +247,7 @@ def read_pixels(slices: list[SliceHeader], where) -> tuple[np.ndarray, tuple | s
     identity = uniform and rescale == (1.0, 0.0)
     in_place = not identity and bits == 16 and \
         all(int16_exact(s, i, bounds) for s, i in zip(slopes, intercepts))
+    _check_sizes(slices, rows * columns * bits // 8, where)
     stored = allocate((len(slices), rows, columns), f"{'i' if signed else 'u'}{bits // 8}")
     for k, header in enumerate(slices):
         _read_slice(header, stored[k])
@@ -315,6 +317,30 @@ def _read_slice(header: SliceHeader, out: np.ndarray) -> None:
                              expected=str(out.shape), found=str(pixels.shape),
                              fix="the file is corrupt: export it again")
     np.copyto(out, pixels, casting="unsafe")
+
+
+def _check_sizes(slices: list[SliceHeader], per_slice: int, where) -> None:
+    """Refuse, before allocating, pixel data the files cannot hold: a native slice needs its
+    bytes after its offset; compressed slices at most deflate's 1032:1 of the files."""
+    compressed = 0
+    for header in slices:
+        size = os.stat(header.path).st_size
+        if header.pixel_offset is None:
+            compressed += size
+        elif size < header.pixel_offset + per_slice:
+            raise ImageReadError(
+                f"The DICOM file {header.path} holds less pixel data than its header says",
+                expected=f"{per_slice:,} bytes of pixels (Rows x Columns x BitsAllocated) "
+                         f"after byte {header.pixel_offset:,}",
+                found=f"a {size:,}-byte file", fix="the file is truncated or its header "
+                                                   "corrupt: export it again")
+    claimed = per_slice * sum(h.pixel_offset is None for h in slices)
+    if claimed > compressed * 1032 + (1 << 20):
+        raise DicomSeriesError(
+            f"{where}: the headers claim more pixels than the files can hold",
+            expected=f"at most {compressed * 1032:,} bytes from {compressed:,} compressed bytes",
+            found=f"{claimed:,} bytes ({len(slices)} slices of {per_slice:,})",
+            fix="a header is corrupt: find the odd file (Rows, Columns) and remove it")
 
 
 def _stored_range(bits: int, bits_stored: int, signed: bool) -> tuple[int, int]:

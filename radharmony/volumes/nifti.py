@@ -57,6 +57,8 @@ DATATYPES = {2: "u1", 4: "i2", 8: "i4", 16: "f4", 64: "f8", 256: "i1", 512: "u2"
              1024: "i8", 1280: "u8"}
 #: deflate expands at most ~1032:1; a header claiming more than that is not in the file
 _DEFLATE_RATIO = 1032
+#: CT compresses ~2-4x; a header claiming more than this ratio gets its pages as data comes
+_USUAL_RATIO = 64
 #: compressed bytes fed to the inflater at a time
 _PIECE = 1 << 20
 #: |1 - (b^2 + c^2 + d^2)| below this is a = 0 (nibabel's threshold: 3 float32 epsilons)
@@ -215,7 +217,7 @@ def read_nifti_array(path: str | Path) -> tuple[NiftiHeader, np.ndarray]:
                              f"{'gzip ' if gz else ''}file",
                     found=f"shape {header.shape} of {header.dtype.name} = {need:,} bytes",
                     fix="the header or the file is corrupt (truncated download?): fetch it again")
-            buf = allocate(need, np.uint8)
+            buf = allocate(need, np.uint8, populate=not gz or need <= _USUAL_RATIO * size)
             if gz:
                 got = _inflate_into(data, buf, path)
                 del data

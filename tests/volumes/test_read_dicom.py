@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from volume_oracles import assert_same_voxels, nibabel_dicom_voxels, sitk_series_files, sitk_voxels
 
+from radharmony.errors import ImageReadError
 from radharmony.fake.volumes import AXIAL, CORONAL, SAGITTAL, slice_positions, write_dicom_series
 from radharmony.volumes import read_volume
 from radharmony.volumes.dicom import (DicomSeriesError, DuplicateSliceError, GantryTiltError,
@@ -227,3 +228,29 @@ def test_mr_keeps_its_stored_type_and_ct_gets_the_hounsfield_check(tmp_path):
     from radharmony.volumes.checks import HounsfieldError
     with pytest.raises(HounsfieldError, match="ct: the air in this CT is not near -1000"):
         read_volume(tmp_path / "ct")
+
+
+def test_a_header_claiming_huge_slices_is_refused_before_allocating(tmp_path):
+    import tracemalloc
+
+    paths = _series(tmp_path / "s", shuffle=False)
+    for path in paths:                      # Rows 4 -> 60000 (uint16 at a fixed offset)
+        raw = bytearray(path.read_bytes())
+        at = raw.find(b"\x28\x00\x10\x00US\x02\x00")
+        raw[at + 8:at + 10] = (60000).to_bytes(2, "little")
+        path.write_bytes(bytes(raw))
+    tracemalloc.start()
+    try:
+        with pytest.raises(ImageReadError, match=r"IM00001 holds less pixel data than its "
+                                                 r"header says.*720,000 bytes.*export it"):
+            read_volume(tmp_path / "s", check=False)
+        assert tracemalloc.get_traced_memory()[1] < 20 << 20
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_truncated_slice_is_named(tmp_path):
+    paths = _series(tmp_path / "s", shuffle=False)
+    paths[2].write_bytes(paths[2].read_bytes()[:-10])
+    with pytest.raises(ImageReadError, match=r"IM00003 holds less pixel data"):
+        read_volume(tmp_path / "s", check=False)
