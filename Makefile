@@ -69,6 +69,7 @@ bench: install
 	$(BIN)/python -m benchmarks.cli_startup
 	$(BIN)/python -m benchmarks.mixture_view
 	$(BIN)/python -m benchmarks.volumes_read
+	$(BIN)/python -m benchmarks.volumes_cache
 
 clean:
 	rm -rf $(VENV) $(MIN_VENV) cache demo_output .pytest_cache site

@@ -14,8 +14,9 @@ Entries are Blosc2 ``.b2nd`` files (the format nnU-Net v2 keeps its preprocessed
 ``<root>/volumes/<k[:2]>/<key>.b2nd``, the geometry and provenance in the file's ``vlmeta``.
 They are written whole to a temporary file and renamed into place (a killed writer leaves only
 a ``.tmp-*`` file, swept after an hour); a file that fails to open or decode is reported,
-removed and rebuilt. :data:`CHUNKS`, :data:`BLOCKS`, :data:`CPARAMS` (canonical volumes) and
-:data:`FAST_CPARAMS` (preset outputs) were chosen with numbers (``docs/volumes.md``,
+removed and rebuilt. :data:`CHUNKS`, :data:`BLOCKS`, :data:`CPARAMS` (canonical volumes;
+:data:`PATCH_CPARAMS` with ``compact=False``) and :data:`FAST_CPARAMS` (preset outputs) were
+chosen with numbers (``docs/volumes.md``,
 ``benchmarks/volumes_cache.py``): whole-volume reads and random 128^3 patch reads are both
 fast, and a canonical entry is smaller than the source ``.nii.gz``.
 
@@ -60,8 +61,11 @@ READER_SOURCES = ("volumes/volume.py", "volumes/geometry.py", "volumes/read.py",
 CHUNKS = (64, 128, 128)
 BLOCKS = (16, 64, 64)
 #: canonical volumes (stored once, read whole or by patch): LZ4HC on bit-shuffled int16,
-#: smaller than the source .nii.gz and decoded at LZ4's speed
+#: ~0.86x the source .nii.gz, decoded at LZ4's speed
 CPARAMS = {"codec": "LZ4HC", "clevel": 5, "filter": "BITSHUFFLE"}
+#: canonical volumes with ``compact=False``: byte-shuffled, ~1.5-2x faster patch reads for
+#: ~15 % more bytes (about the source .nii.gz's size)
+PATCH_CPARAMS = {"codec": "LZ4HC", "clevel": 5, "filter": "SHUFFLE"}
 #: preset outputs (read whole every epoch): LZ4 on byte-shuffled int16, the fastest decode
 FAST_CPARAMS = {"codec": "LZ4", "clevel": 5, "filter": "SHUFFLE"}
 
@@ -106,7 +110,7 @@ class VolumeCache:
     ``root`` (None: in memory only), keyed by their inputs' identities and parameters."""
 
     def __init__(self, root: str | os.PathLike | None = None, *, memory_bytes: int = 0,
-                 threads: int = 1):
+                 threads: int = 1, compact: bool = True):
         if root is None and memory_bytes <= 0:
             raise RadHarmonyError("A volume cache needs a folder or a memory budget",
                                   expected="root='./cache' or memory_bytes > 0",
@@ -116,6 +120,7 @@ class VolumeCache:
         self.root = None if root is None else Path(root)
         self.folder = None if root is None else self.root / "volumes"
         self.memory_bytes, self.threads = int(memory_bytes), int(threads)
+        self.cparams = CPARAMS if compact else PATCH_CPARAMS  # canonical entries
         self._memory: OrderedDict[str, bytes] = OrderedDict()
         self._lock = threading.Lock()
         self.writable = self.folder is not None
@@ -176,11 +181,11 @@ class VolumeCache:
 
     # -- entries ----------------------------------------------------------------------------
     def fetch(self, inputs, params, build: Callable[[], tuple[np.ndarray, dict]], *,
-              sources: Sequence[str] = READER_SOURCES, cparams: dict = CPARAMS
+              sources: Sequence[str] = READER_SOURCES, cparams: dict | None = None
               ) -> tuple[np.ndarray, dict]:
         """``(array, meta)`` of the entry of ``inputs`` and ``params``: from memory, else from
-        disk, else ``build()`` -- stored (compressed with ``cparams``) unless an input changed
-        while it ran."""
+        disk, else ``build()`` -- stored (compressed with ``cparams``, by default the canonical
+        entries' codec) unless an input changed while it ran."""
         before = input_identities(inputs)
         key = self._key(before, params, sources)
         stored = self._open(key)
@@ -191,7 +196,7 @@ class VolumeCache:
                 self._drop(key, exc)
         array, meta = build()
         if input_identities(inputs) == before:
-            self._store(key, np.ascontiguousarray(array), meta, cparams)
+            self._store(key, np.ascontiguousarray(array), meta, cparams or self.cparams)
         return array, meta
 
     def has(self, key: str) -> bool:
@@ -295,5 +300,6 @@ def _volume_of(array: np.ndarray, meta: dict) -> Volume:
                   VolumeSource(**source))
 
 
-__all__ = ["BLOCKS", "CHUNKS", "CPARAMS", "EXTRA", "FAST_CPARAMS", "LAYOUT_VERSION", "READER_SOURCES",
+__all__ = ["BLOCKS", "CHUNKS", "CPARAMS", "EXTRA", "FAST_CPARAMS", "LAYOUT_VERSION",
+           "PATCH_CPARAMS", "READER_SOURCES",
            "VolumeCache", "VolumeCacheError", "input_identities", "require_blosc2"]

@@ -205,15 +205,18 @@ def get_preset(name: str | Preset) -> Preset:
 
 
 def preset_array(cache: VolumeCache, preset: str | Preset, inputs, params: dict,
-                 load: Callable[[], Volume]) -> np.ndarray:
+                 load: Callable[[], Volume], *, with_info: bool = False):
     """``preset``'s input for the volume of ``inputs``: its geometry step cached (keyed by
     the volume's inputs and parameters and the whole preset record), the canonical volume
-    cached too (a second preset of the same volume does not read the file again)."""
+    cached too (a second preset of the same volume does not read the file again).
+    ``with_info``: return ``(array, info)``, ``info`` holding the HU window and the output's
+    LPS ``affine`` (:meth:`Preset.geometry`)."""
     preset = get_preset(preset)
     array, info = cache.fetch(inputs, {"volume": params, "preset": preset.record()},
                               lambda: preset.geometry(cache.get(inputs, params, load)),
                               sources=PRESET_SOURCES, cparams=FAST_CPARAMS)
-    return preset.finish(array, info)
+    out = preset.finish(array, info)
+    return (out, info) if with_info else out
 
 
 __all__ = ["PRESETS", "PRESET_SOURCES", "Preset", "get_preset", "preset_array"]

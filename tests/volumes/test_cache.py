@@ -61,6 +61,21 @@ def test_round_trip_is_exact_and_loads_once(tmp_path, source):
     assert entry[0].stat().st_size < vol.array.nbytes / 2  # compressed
 
 
+def test_compact_false_stores_byte_shuffled_entries(tmp_path, source):
+    import blosc2
+
+    vol = _volume()
+    sizes = {}
+    for compact in (True, False):
+        cache = VolumeCache(tmp_path / str(compact), compact=compact)
+        assert np.array_equal(cache.get([source], {}, Loader(vol)).array, vol.array)
+        entry = next((tmp_path / str(compact)).rglob("*.b2nd"))
+        filters = blosc2.open(str(entry)).schunk.cparams.filters
+        assert (blosc2.Filter.BITSHUFFLE in filters) is compact
+        sizes[compact] = entry.stat().st_size
+    assert sizes[True] < sizes[False]
+
+
 @pytest.mark.parametrize("change", ["touch", "rewrite", "params", "code", "release"])
 def test_nothing_stale_is_served(tmp_path, source, change, monkeypatch):
     load = Loader(_volume())

@@ -153,6 +153,8 @@ def test_preset_outputs_are_cached_keyed_by_the_preset(tmp_path):
                               first)
     assert len(calls) == 1  # built from the cached canonical volume
     assert len(list((tmp_path / "cache").rglob("*.b2nd"))) == 3
+    out, info = preset_array(cache, small, [source], {"reader": "nifti"}, load, with_info=True)
+    assert np.array_equal(out, first) and info["affine"] == small.geometry(vol)[1]["affine"]
 
 
 def test_unknown_names_list_the_presets():
