@@ -87,6 +87,10 @@ def _volume_sample_checks(cls, kwargs, ds) -> None:
         assert np.allclose(np.linalg.norm(affine[:3, :3], axis=0), s["spacing"].numpy())
         assert s["sample_id"] == ds.harmonized_df["sample_id"].iloc[i]
     assert cls(**kwargs, cache_dir=None)[0]["img"].dtype == torch.int16  # whatever dtype=
+    # a preset: the model's input in dtype (M3D-LaMed's, the smallest)
+    m3d = cls(**kwargs, cache_dir=None, preset="m3d", dtype=torch.float32)[0]["img"]
+    assert m3d.shape == (1, 32, 256, 256) and m3d.dtype == torch.float32
+    assert 0.0 <= float(m3d.min()) < float(m3d.max()) <= 1.0
 
 
 def test_sample_shape_range_dtype(case):

@@ -146,19 +146,16 @@ class VolumeDataset(BaseRadiologicalDataset):
             if self.preset is None:
                 return volume
             array, info = self.preset.geometry(volume)
+            array = self.preset.finish(array, info)
         else:
             inputs, load, params = self.job(index)
             if self.preset is None:
                 return self.volume_cache.get(inputs, params, load)
-            from ..volumes.cache import FAST_CPARAMS
-            from ..volumes.presets import PRESET_SOURCES
+            from ..volumes.presets import preset_array
 
-            cache = self.volume_cache  # the entry preset_array and pre_cache_volumes keep
-            array, info = cache.fetch(
-                inputs, {"volume": params, "preset": self.preset.record()},
-                lambda: self.preset.geometry(cache.get(inputs, params, load)),
-                sources=PRESET_SOURCES, cparams=FAST_CPARAMS)
-        return self.preset.finish(array, info), np.asarray(info["affine"], np.float64)
+            array, info = preset_array(self.volume_cache, self.preset, inputs, params, load,
+                                       with_info=True)
+        return array, np.asarray(info["affine"], np.float64)
 
     def cache_key(self, index: int) -> str:
         """Row ``index``'s key in the volume cache (its file's identity and parameters)."""
