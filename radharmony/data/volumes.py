@@ -289,9 +289,31 @@ def read_row_volume(path: str, *, rescale: tuple[float, float] | None = None,
     from ..volumes.geometry import reassign_geometry
     from ..volumes.volume import Volume
 
-    volume = read_volume(path, rescale=rescale, ct=ct)
     if geometry is None:
-        return volume
-    array, affine = reassign_geometry(volume.array, volume.in_space("LPS").affine, *geometry)
+        return read_volume(path, rescale=rescale, ct=ct)
+    volume = read_volume(path, rescale=rescale, ct=ct, check=False)
+    assumed = np.asarray(geometry[0], dtype=np.float64)
+    header = volume.in_space("LPS").affine
+    spacing = np.linalg.norm(assumed[:3, :3], axis=0)  # the header's, axis-aligned, if intact
+    if not np.allclose(np.sort(volume.spacing), np.sort(spacing), atol=1e-4) or \
+            not np.allclose(np.sort(np.abs(header[:3, :3]), axis=None)[-3:],
+                            np.sort(spacing), atol=1e-4):
+        raise VolumeHeaderError(
+            f"{path}: the header does not hold the defaults its metadata replaces",
+            expected="the release's header (geometry from the metadata, values to rescale)",
+            found=f"spacing {tuple(round(v, 4) for v in volume.spacing)} mm in the header: a "
+                  "rewritten file (e.g. by the dataset's own fix-up script: geometry and "
+                  "Hounsfield units already in it)",
+            fix="put the rewritten files in the fixed release's folder (read as they are), or "
+                "restore the files as released")
+    if ct:
+        from ..volumes.checks import check_hu
+
+        check_hu(volume.array, path)
+    array, affine = reassign_geometry(volume.array, header, *geometry)
     return Volume.from_array(np.ascontiguousarray(array), affine, space="LPS",
                              source=volume.source)
+
+
+class VolumeHeaderError(ImageReadError):
+    """A volume file's header is not the one its table's side metadata was written for."""

@@ -328,3 +328,20 @@ def test_a_volume_sample_carries_its_report_sections_and_has_no_study_level(repl
     assert (s["history"], s["comparison"]) == (None, None)
     with pytest.raises(RadHarmonyError, match="has no study level.*one_per_study=True"):
         dataset(replica, level="study")
+
+
+def test_a_v1_file_rewritten_with_its_geometry_is_refused_not_rescaled_again(replica, tmp_path):
+    """A v1 file already fixed (HU and the real geometry in its header, as the dataset's own
+    fix-up script writes it) would get the metadata's rescale a second time: refused, named."""
+    import shutil
+
+    from radharmony.data.volumes import VolumeHeaderError
+
+    base = tmp_path / "dataset"
+    shutil.copytree(replica, base, ignore=shutil.ignore_patterns("train_fixed"))
+    v2 = replica / "train_fixed/train_1/train_1_a/train_1_a_1.nii.gz"
+    shutil.copy(v2, base / "train/train_1/train_1_a/train_1_a_1.nii.gz")  # the fixed file
+    ds = dataset(base)
+    with pytest.raises(VolumeHeaderError, match="train_1_a_1.nii.gz: the header does not hold"):
+        ds[0]
+    assert ds[1]["img"].dtype == torch.int16  # the untouched v1 file still reads
