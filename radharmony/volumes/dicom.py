@@ -379,7 +379,7 @@ def read_dicom_series(source, *, series_uid: str | None = None, stack: int | Non
             where = str(paths[0])
     else:
         paths, where = find_files(Path(source)), str(source)
-    headers, skipped = scan(paths)
+    headers, skipped = scan(paths, series_uid)
     if not headers:
         raise DicomSeriesError(f"{where}: no DICOM image found",
                                expected="DICOM files with pixel data",
