@@ -370,7 +370,7 @@ def read_dicom_series(source, *, series_uid: str | None = None, stack: int | Non
     folder (searched recursively) or a list of files. See the module text for the rules;
     ``ct`` (default: ``Modality`` is CT) checks the Hounsfield units."""
     from .checks import as_hu, check_hu
-    from .geometry import to_canonical
+    from .geometry import to_canonical_in_place
     from .volume import Volume, VolumeSource
 
     if isinstance(source, (list, tuple)):
@@ -379,7 +379,7 @@ def read_dicom_series(source, *, series_uid: str | None = None, stack: int | Non
             where = str(paths[0])
     else:
         paths, where = find_files(Path(source)), str(source)
-    headers, skipped = scan(paths)
+    headers, skipped = scan(paths, series_uid)
     if not headers:
         raise DicomSeriesError(f"{where}: no DICOM image found",
                                expected="DICOM files with pixel data",
@@ -403,8 +403,7 @@ def read_dicom_series(source, *, series_uid: str | None = None, stack: int | Non
     slices, affine, notes = geometry(slices, where, tilt=tilt)
     values, rescale = read_pixels(slices, where)
     modality = str(slices[0].get("Modality") or "")
-    view, canonical = to_canonical(values, affine)
-    array = apply_rescale(view, None, None)     # the canonical layout (a copy only if needed)
+    array, canonical = to_canonical_in_place(values, affine)
     if rescale == "per-slice":
         rescale, notes = None, notes + ("per-slice RescaleSlope/RescaleIntercept applied",)
     if skipped:

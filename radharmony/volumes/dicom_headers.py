@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ImageReadError
@@ -41,6 +41,7 @@ TAGS = {
 KEYWORDS = [keyword for keyword, _ in TAGS.values()]
 _WANTED = {(g << 16) | e: value for (g, e), value in TAGS.items()}
 _PIXEL_DATA = 0x7FE00010
+_SERIES_UID = 0x0020000E
 _EXPLICIT_LE, _IMPLICIT_LE = "1.2.840.10008.1.2.1", "1.2.840.10008.1.2"
 #: explicit VRs whose length is 4 bytes after 2 reserved ones
 _LONG_VRS = {b"OB", b"OW", b"OF", b"SQ", b"UT", b"UN", b"OD", b"OL", b"OV", b"UC", b"UR",
@@ -50,20 +51,26 @@ _HEAD = 1 << 14        # bytes read first from each file; more when its header i
 
 @dataclass
 class SliceHeader:
-    """What the scan keeps of one file."""
+    """What the scan keeps of one file: the tags read (decoded on first use from ``raw``),
+    where its native pixel bytes start (None: decoded through pydicom), and whether the scan
+    stopped early (``partial``: a file of another series than the one asked for)."""
     path: Path
     tags: dict
-    pixel_offset: int | None = None      # where the native pixel bytes start; None: decode
+    pixel_offset: int | None = None
+    raw: dict = field(default_factory=dict)
+    partial: bool = False
 
     def get(self, keyword, default=None):
+        if keyword not in self.tags and keyword in self.raw:
+            self.tags[keyword] = _value(*self.raw[keyword])
         return self.tags.get(keyword, default)
 
     def floats(self, keyword) -> tuple[float, ...] | None:
-        value = self.tags.get(keyword)
+        value = self.get(keyword)
         if value is None:
             return None
         try:
-            return tuple(float(v) for v in value)
+            return tuple(float(v) for v in ([value] if isinstance(value, str) else value))
         except (TypeError, ValueError):
             return None
 
@@ -96,11 +103,12 @@ def find_files(folder: Path) -> list[Path]:
     return sorted(out)
 
 
-def scan(paths) -> tuple[list[SliceHeader], list[Path]]:
-    """The headers of the DICOM images among ``paths`` and the paths that are not one."""
+def scan(paths, series_uid: str | None = None) -> tuple[list[SliceHeader], list[Path]]:
+    """The headers of the DICOM images among ``paths`` and the paths that are not one. With
+    ``series_uid``, the files of other series are read only up to their SeriesInstanceUID."""
     headers, skipped = [], []
     for path in paths:
-        header = read_header(path)
+        header = read_header(path, series_uid)
         if header is None:
             skipped.append(path)
         else:
@@ -108,16 +116,18 @@ def scan(paths) -> tuple[list[SliceHeader], list[Path]]:
     return headers, skipped
 
 
-def read_header(path: Path) -> SliceHeader | None:
+def read_header(path: Path, series_uid: str | None = None) -> SliceHeader | None:
     """One file's header (None when it is not a DICOM image)."""
     try:
         with open(path, "rb") as fh:
             head = fh.read(_HEAD)
             if head[128:132] == b"DICM":
-                parsed = _parse(fh, head)
+                parsed = _parse(fh, head, series_uid)
                 if parsed is not None:
-                    tags, offset = parsed
-                    return SliceHeader(path, tags, offset) if "Rows" in tags else None
+                    tags, raw, offset, partial = parsed
+                    if partial or "Rows" in raw:
+                        return SliceHeader(path, tags, offset, raw, partial)
+                    return None
     except OSError as exc:
         raise ImageReadError(f"Cannot read the DICOM file {path}", expected="a readable file",
                              found=f"{type(exc).__name__}: {exc.strerror or exc}",
@@ -163,18 +173,17 @@ def _pixel_header_length(path: Path, offset: int) -> int:
     return 12 if head[4:6] in (b"OB", b"OW") else 8
 
 
-def _parse(fh, head: bytes):
-    """(tags, pixel offset) of a little-endian DICOM with the DICM preamble; None when the
-    syntax or a structure needs pydicom."""
+def _parse(fh, head: bytes, series_uid: str | None):
+    """(decoded tags, raw tags, pixel offset, partial) of a little-endian DICOM with the DICM
+    preamble; None when the syntax or a structure needs pydicom."""
     buf = _Buffer(fh, head)
-    pos = 132
-    tags: dict = {}
-    explicit = True
-    syntax = None
+    data = buf.data
+    pos, tags, raw = 132, {}, {}
+    explicit, syntax = True, None
     while True:
-        if not buf.ensure(pos + 8):
+        if pos + 12 > len(data) and not buf.ensure(pos + 8):
             return None
-        group, elem = struct.unpack_from("<HH", buf.data, pos)
+        group, elem = struct.unpack_from("<HH", data, pos)
         if group != 0x0002 and syntax is None:
             syntax = tags.get("TransferSyntaxUID")
             if syntax not in (_EXPLICIT_LE, _IMPLICIT_LE) and not _is_compressed_le(syntax):
@@ -182,22 +191,17 @@ def _parse(fh, head: bytes):
             explicit = syntax != _IMPLICIT_LE
         tag = (group << 16) | elem
         if explicit or group == 0x0002:
-            vr = bytes(buf.data[pos + 4:pos + 6])
-            if vr in _LONG_VRS:
-                if not buf.ensure(pos + 12):
+            if bytes(data[pos + 4:pos + 6]) in _LONG_VRS:
+                if pos + 12 > len(data) and not buf.ensure(pos + 12):
                     return None
-                length = struct.unpack_from("<I", buf.data, pos + 8)[0]
-                start = pos + 12
+                length, start = struct.unpack_from("<I", data, pos + 8)[0], pos + 12
             else:
-                length = struct.unpack_from("<H", buf.data, pos + 6)[0]
-                start = pos + 8
+                length, start = struct.unpack_from("<H", data, pos + 6)[0], pos + 8
         else:
-            vr = None
-            length = struct.unpack_from("<I", buf.data, pos + 4)[0]
-            start = pos + 8
+            length, start = struct.unpack_from("<I", data, pos + 4)[0], pos + 8
         if tag == _PIXEL_DATA:
             native = syntax in (_EXPLICIT_LE, _IMPLICIT_LE) and length != 0xFFFFFFFF
-            return tags, (start if native else None)
+            return tags, raw, (start if native else None), False
         if length == 0xFFFFFFFF:
             end = _skip_undefined(buf, start, explicit)
             if end is None:
@@ -205,13 +209,18 @@ def _parse(fh, head: bytes):
             pos = end
             continue
         if tag in _WANTED:
-            if not buf.ensure(start + length):
+            if start + length > len(data) and not buf.ensure(start + length):
                 return None
             keyword, kind = _WANTED[tag]
-            tags[keyword] = _value(bytes(buf.data[start:start + length]), kind)
+            raw[keyword] = (bytes(data[start:start + length]), kind)
+            if group == 0x0002:
+                tags[keyword] = _value(*raw[keyword])
+            elif tag == _SERIES_UID and series_uid is not None and \
+                    _value(*raw[keyword]) != series_uid:
+                return tags, raw, None, True            # another series: no need to read on
         pos = start + length
         if tag > _PIXEL_DATA:
-            return tags, None
+            return tags, raw, None, False
 
 
 def _is_compressed_le(syntax) -> bool:

@@ -96,3 +96,29 @@ def reassign_geometry(array: np.ndarray, affine: np.ndarray, assumed: np.ndarray
     to_file = np.linalg.inv(np.asarray(assumed, dtype=np.float64)) @ \
         np.asarray(affine, dtype=np.float64)  # canonical index -> file index
     return to_canonical(array, np.asarray(declared, dtype=np.float64) @ to_file)
+
+
+def to_canonical_in_place(array: np.ndarray, affine: np.ndarray
+                          ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`to_canonical` as a C-contiguous array, reusing ``array``'s memory when the
+    canonical order needs flips only (``array`` C-contiguous and writable; it is
+    overwritten): each flip is done in place a slice at a time, with no second volume in
+    memory. An order that needs a transpose gets a contiguous copy."""
+    view, canonical = to_canonical(array, affine)
+    if view.flags.c_contiguous:
+        return view, canonical
+    strides = tuple(abs(s) for s in view.strides)
+    if not (array.flags.c_contiguous and array.flags.writeable and strides == array.strides):
+        return np.ascontiguousarray(view), canonical
+    flips = [s < 0 for s in view.strides]
+    depth = array.shape[0]
+    if flips[0]:
+        for d in range(depth // 2):
+            top = array[d].copy()
+            array[d] = array[depth - 1 - d]
+            array[depth - 1 - d] = top
+    if flips[1] or flips[2]:
+        plane = (slice(None, None, -1 if flips[1] else 1), slice(None, None, -1 if flips[2] else 1))
+        for d in range(depth):
+            array[d] = array[d][plane]      # one slice's temporary, in cache
+    return array, canonical

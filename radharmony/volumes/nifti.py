@@ -290,7 +290,7 @@ def read_nifti(path: str | Path, *, rescale: tuple[float, float] | None = None,
     ('sform used (code 1)',)
     """
     from .checks import apply_rescale, as_hu, check_hu
-    from .geometry import to_canonical
+    from .geometry import to_canonical_in_place
     from .volume import Volume, VolumeSource, check_affine
 
     header, stored = read_nifti_array(path)
@@ -307,8 +307,9 @@ def read_nifti(path: str | Path, *, rescale: tuple[float, float] | None = None,
                           notes=(f"{used} used (code {header.codes[1 if used == 'sform' else 0]})"
                                  if used != "base" else "base affine",) + notes)
     check_affine(affine, f"{path} (the {used} transform)")
-    view, canonical = to_canonical(np.transpose(stored, (2, 1, 0)), affine @ _REVERSE)
-    array = apply_rescale(view, *(applied or (None, None)))
+    ordered, canonical = to_canonical_in_place(np.transpose(stored, (2, 1, 0)),
+                                               affine @ _REVERSE)
+    array = apply_rescale(ordered, *(applied or (None, None)))
     if ct:
         array = as_hu(array)
         if check:

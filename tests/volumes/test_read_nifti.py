@@ -194,3 +194,17 @@ def test_a_symlink_loop_is_named(tmp_path):
     from radharmony.errors import ImageReadError
     with pytest.raises(ImageReadError, match=r"a\.nii\.gz.*Found: a symlink loop.*Fix: point"):
         read_volume(tmp_path / "a.nii.gz")
+
+
+@pytest.mark.parametrize("perm,signs", ORDERS[:8])   # k along z: flips only, done in place
+def test_flips_are_made_in_place_and_match_a_copy(perm, signs):
+    from radharmony.volumes.geometry import to_canonical, to_canonical_in_place
+
+    affine = order_affine(perm[::-1], signs)
+    source = np.arange(5 * 4 * 3, dtype=np.int16).reshape(5, 4, 3)
+    expected, canonical = to_canonical(source.copy(), affine)
+    work = source.copy()
+    array, again = to_canonical_in_place(work, affine)
+    assert array.flags.c_contiguous and np.array_equal(array, expected)
+    assert np.array_equal(again, canonical)
+    assert np.shares_memory(array, work)
