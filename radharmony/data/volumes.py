@@ -311,8 +311,7 @@ def read_row_volume(path: str, *, rescale: tuple[float, float] | None = None,
 
         check_hu(volume.array, path)
     array, affine = reassign_geometry(volume.array, header, *geometry)
-    return Volume.from_array(np.ascontiguousarray(array), affine, space="LPS",
-                             source=volume.source)
+    return Volume.from_array(array, affine, space="LPS", source=volume.source)
 
 
 class VolumeHeaderError(ImageReadError):

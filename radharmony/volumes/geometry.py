@@ -86,7 +86,8 @@ def reassign_geometry(array: np.ndarray, affine: np.ndarray, assumed: np.ndarray
     side metadata ``declares`` for that index order instead (CT-RATE's v1 files carry the
     NIfTI defaults; the metadata has the real spacing, position and orientation). Returns the
     array and affine in the canonical order of the declared geometry (flips and transposes
-    only: no voxel is resampled).
+    only: no voxel is resampled), C-contiguous: ``array`` (C-contiguous, writable) is reused
+    and overwritten when flips suffice (:func:`to_canonical_in_place`).
 
     >>> a = np.arange(8).reshape(2, 2, 2)
     >>> out, aff = reassign_geometry(a, np.eye(4), np.eye(4), np.diag([2.0, 2.0, 2.0, 1.0]))
@@ -95,7 +96,7 @@ def reassign_geometry(array: np.ndarray, affine: np.ndarray, assumed: np.ndarray
     """
     to_file = np.linalg.inv(np.asarray(assumed, dtype=np.float64)) @ \
         np.asarray(affine, dtype=np.float64)  # canonical index -> file index
-    return to_canonical(array, np.asarray(declared, dtype=np.float64) @ to_file)
+    return to_canonical_in_place(array, np.asarray(declared, dtype=np.float64) @ to_file)
 
 
 def to_canonical_in_place(array: np.ndarray, affine: np.ndarray
