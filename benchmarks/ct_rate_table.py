@@ -29,15 +29,17 @@ ROOT = Path(__file__).resolve().parents[1]
 SPLITS = {"train": 47_149, "valid": 3_039}
 
 
-def corpus(work: Path) -> Path:
-    """Both splits' CSVs under ``work/ct-rate-table`` (written once); returns ``dataset/``."""
+def corpus(work: Path, scale: float = 1.0) -> Path:
+    """Both splits' CSVs under ``work/ct-rate-table`` (written once; ``scale`` < 1: that
+    fraction of the rows, in a folder of its own); returns ``dataset/``."""
     from radharmony.fake.ct_rate import write_ct_rate
 
-    root = work / "ct-rate-table"
+    sizes = {split: max(1, int(n * scale)) for split, n in SPLITS.items()}
+    root = work / ("ct-rate-table" if scale == 1 else f"ct-rate-table-{scale:g}")
     if not (root / "done").exists():
-        print(f"writing {sum(SPLITS.values()):,} CT-RATE metadata rows under {root} (once) ...",
+        print(f"writing {sum(sizes.values()):,} CT-RATE metadata rows under {root} (once) ...",
               flush=True)
-        for split, n in SPLITS.items():
+        for split, n in sizes.items():
             write_ct_rate(root, split=split, n_patients=n, metadata_only=True, n_volumes=n,
                           seed={"train": 0, "valid": 1}[split])
         (root / "done").write_text("ok\n")
@@ -72,9 +74,10 @@ def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--work", type=Path, default=ROOT / "bench-data")
+    ap.add_argument("--scale", type=float, default=1.0, help="fraction of the 50,188 rows")
     args = ap.parse_args(argv)
-    base = corpus(args.work)
-    cache = args.work / "ct-rate-table-cache"
+    base = corpus(args.work, args.scale)
+    cache = base.parent / "table-cache"
     in_process(base, cache)  # fills the table cache
     cold = [in_process(base, None) for _ in range(args.rounds)]
     cached = [in_process(base, cache) for _ in range(args.rounds)]
