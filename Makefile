@@ -15,12 +15,12 @@ $(BIN)/python:
 # Every other dependency is installed at its declared floor's release line (name==floor.*,
 # tools/min_requirements.py --constraints): the floors pyproject.toml declares are the versions
 # every `make test` (and so CI) installs and tests.
-EXTRAS := test bench eval webdataset ray config fast docs lightning
+EXTRAS := test bench eval webdataset ray config fast docs lightning volumes
 $(STAMP): pyproject.toml tools/min_requirements.py | $(BIN)/python
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
 	$(PYTHON) tools/min_requirements.py --constraints $(EXTRAS) > $(VENV)/floors.txt
-	$(BIN)/python -m pip install -q -c $(VENV)/floors.txt -e '.[test,bench,eval,webdataset,ray,config,fast,docs,lightning]'
+	$(BIN)/python -m pip install -q -c $(VENV)/floors.txt -e '.[test,bench,eval,webdataset,ray,config,fast,docs,lightning,volumes]'
 	$(BIN)/python -m pip install -q --no-deps torchxrayvision==1.5.7
 	touch $(STAMP)
 
@@ -61,12 +61,15 @@ bench: install
 	$(BIN)/python -m benchmarks.vqa
 	$(BIN)/python -m benchmarks.qba
 	$(BIN)/python -m benchmarks.audit
+	$(BIN)/python -m benchmarks.ct_rate_table
 	$(BIN)/python -m benchmarks.mixture_build
 	$(BIN)/python -m benchmarks.mixture_export
 	$(BIN)/python -m benchmarks.mixture_boxes
 	$(BIN)/python -m benchmarks.mixture_boxes --tasks
 	$(BIN)/python -m benchmarks.cli_startup
 	$(BIN)/python -m benchmarks.mixture_view
+	$(BIN)/python -m benchmarks.volumes_read
+	$(BIN)/python -m benchmarks.volumes_cache
 
 clean:
 	rm -rf $(VENV) $(MIN_VENV) cache demo_output .pytest_cache site

@@ -120,9 +120,11 @@ class DatasetSpec:
             :func:`radharmony.annotations.demographics.parse_age_years`.
         study_date_col: the study date (``YYYYMMDD`` or year) a birth-year age is taken at.
         sex_col: the table column holding the patient's sex, read into ``sex``.
-        row_unit: what one row of the table is: ``"image"`` (``image_path`` unique) or
-            ``"question"`` (a VQA question: ``question_id`` unique, the
-            :data:`QUESTION_COLUMNS` checked; see :mod:`radharmony.table.questions`).
+        row_unit: what one row of the table is: ``"image"`` (``image_path`` unique),
+            ``"volume"`` (a CT or MR volume, ``image_path`` its file or series folder, unique;
+            served by :class:`radharmony.data.volumes.VolumeDataset`) or ``"question"`` (a
+            VQA question: ``question_id`` unique, the :data:`QUESTION_COLUMNS` checked; see
+            :mod:`radharmony.table.questions`).
         identity: the identity family the dataset's patients belong to (:class:`Identity`);
             None: its patients are its own.
         reg_cols: extra columns holding regression targets (float, NaN unknown), named by

@@ -114,6 +114,7 @@ ROOTS: dict[str, Callable[[Path], Path]] = {
     "/data/mixtures/cxr-mix": _mixture,
     "/data/rsna-bone-age": _fake("rsna_bone_age", "rsna-bone-age"),
     "/data/TAIX-Ray": _writer("taix_ray", "TAIX-Ray", extract=False),
+    "/data/CT-RATE/dataset": _fake("ct_rate_train", "CT-RATE"),
 }
 
 

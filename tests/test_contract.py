@@ -73,8 +73,32 @@ def test_harmonizing_needs_no_images(case, tmp_path):
     assert len(h.harmonize()) == len(ds)
 
 
+def _volume_sample_checks(cls, kwargs, ds) -> None:
+    """A volume dataset's sample: ``img`` (1, D, H, W) int16 Hounsfield units in the canonical
+    order (no preset: floats only after one), its ``spacing`` (d, h, w) the lengths of its
+    ``affine``'s columns, the affine's axes running toward S, P, L."""
+    from radharmony.volumes.geometry import axis_codes
+
+    for i in (0, len(ds) - 1):
+        s = ds[i]
+        assert s["img"].ndim == 4 and s["img"].shape[0] == 1 and min(s["img"].shape) >= 1
+        assert s["img"].dtype == torch.int16
+        assert -3024 <= int(s["img"].min()) < int(s["img"].max())
+        affine = s["affine"].numpy()
+        assert affine.shape == (4, 4) and axis_codes(affine) == ("S", "P", "L")
+        assert np.allclose(np.linalg.norm(affine[:3, :3], axis=0), s["spacing"].numpy())
+        assert s["sample_id"] == ds.harmonized_df["sample_id"].iloc[i]
+    assert cls(**kwargs, cache_dir=None)[0]["img"].dtype == torch.int16  # whatever dtype=
+    # a preset: the model's input in dtype (M3D-LaMed's, the smallest)
+    m3d = cls(**kwargs, cache_dir=None, preset="m3d", dtype=torch.float32)[0]["img"]
+    assert m3d.shape == (1, 32, 256, 256) and m3d.dtype == torch.float32
+    assert 0.0 <= float(m3d.min()) < float(m3d.max()) <= 1.0
+
+
 def test_sample_shape_range_dtype(case):
     key, cls, kwargs, ds, _ = case
+    if cls.spec.row_unit == "volume":
+        return _volume_sample_checks(cls, kwargs, ds)
     for i in (0, len(ds) - 1):
         s = ds[i]
         if cls.spec.row_unit == "question":  # a question's images stacked: (K, 1, S, S)
@@ -353,12 +377,16 @@ def test_reference_positional_form_and_the_saved_image_root(case, tmp_path):
     key, cls, kwargs, ds, root = case
     rest = {k: v for k, v in kwargs.items() if k not in ("base_image_dir", "csv_path")}
     ids = list(ds.harmonized_df["sample_id"])
-    small = cls(kwargs["base_image_dir"], kwargs.get("csv_path"), DefaultTransform(size=32),
-                **rest, cache_dir=None)
+    volume = cls.spec.row_unit == "volume"  # no 2-D pipeline: the transform is None
+    small = cls(kwargs["base_image_dir"], kwargs.get("csv_path"),
+                None if volume else DefaultTransform(size=32), **rest, cache_dir=None)
     assert list(small.harmonized_df["sample_id"]) == ids
     # a question-level (VQA) sample stacks its question's K images: (K, 1, 32, 32)
     stacked = cls.spec.row_unit == "question"
-    assert small[0]["img"].shape[stacked:] == (1, 32, 32)
+    if volume:
+        assert small[0]["img"].shape[0] == 1 and small[0]["img"].ndim == 4
+    else:
+        assert small[0]["img"].shape[stacked:] == (1, 32, 32)
     path = ds.harmonizer.save(tmp_path / "h.parquet")
     for source in ({"harmonizer_path": path}, {"harmonizer": ds.harmonizer}):
         back = cls(**source, **rest, cache_dir=None)

@@ -119,9 +119,11 @@ def _info_text(results: list[dict]) -> str:
     for r in results:
         exp = r["expected"]
         lines.append(f"{r['key']}  ({r['metadata']})")
+        unit = "volumes" if get_harmonizer_class(r["key"]).spec.row_unit == "volume" \
+            else "images"  # a volume dataset's rows (the JSON keeps "images")
         for what in ("images", "studies", "patients"):
             full = f"  (full release: {exp[what]:,})" if what in exp else ""
-            lines.append(f"  {what:<9}{r[what]:>10,}{full}")
+            lines.append(f"  {unit if what == 'images' else what:<9}{r[what]:>10,}{full}")
         lines.append("  view positions: " + ", ".join(f"{k} {v}" for k, v in
                                                       r["view_positions"].items()))
         if r["views"] != r["view_positions"]:
@@ -129,7 +131,7 @@ def _info_text(results: list[dict]) -> str:
                                                          r["views"].items()))
         rep = r["reports"]
         if rep["coverage"] is not None:
-            lines.append(f"  reports: {rep['with_report']:,} images "
+            lines.append(f"  reports: {rep['with_report']:,} {unit} "
                          f"({100 * rep['coverage']:.1f}%)")
         if r["labels"]:
             lines.append("  labels (positive / negative / uncertain / missing):")
@@ -312,8 +314,9 @@ def cmd_view(args: argparse.Namespace) -> int:
 
     keys = resolve_keys(args.key)
     _check_csv_path(args, keys)
-    datasets = [build_dataset(k, args, cache_dir=args.cache_dir,
-                              transform=DefaultTransform(size=args.size)) for k in keys]
+    datasets = [build_dataset(k, args, cache_dir=args.cache_dir, **(  # volumes: as read
+        {} if get_dataset_class(k).spec.row_unit == "volume" else
+        {"transform": DefaultTransform(size=args.size)})) for k in keys]
     server = make_server(datasets, host=args.host, port=args.port,
                          allow_remote=args.allow_remote)
     url = server.url

@@ -129,6 +129,10 @@ def pre_cache(ds, *, num_workers: int = 0, progress: bool = True, keep_going: bo
     """
     from tqdm.auto import tqdm
 
+    own = getattr(ds, "pre_cache_volumes", None)  # a volume dataset fills its volume cache
+    if own is not None:
+        return own(num_workers=num_workers, progress=progress, keep_going=keep_going,
+                   engine=engine, address=address, **ray_options)
     check_choice("engine", engine, ("local", "ray"))
     if engine == "local" and (address is not None or ray_options):
         raise RadHarmonyError("address and Ray options need engine='ray'", expected="engine="

@@ -8,12 +8,15 @@ import gzip
 from pathlib import Path
 
 
-def write_csv(path: str | Path, header: list[str], rows: list[list]) -> Path:
+def write_csv(path: str | Path, header: list[str], rows: list[list], *,
+              newline: str = "\r\n") -> Path:
+    """Write ``header`` and ``rows``; ``newline``: the line ending (csv's ``\r\n`` by default,
+    ``"\n"`` for tables pandas wrote)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "wt", newline="") as fh:
-        w = csv.writer(fh)
+        w = csv.writer(fh, lineterminator=newline)
         w.writerow(header)
         w.writerows(rows)
     return path

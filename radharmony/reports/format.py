@@ -34,8 +34,10 @@ def format_report(indication, comparison, findings, impression) -> str | None:
     return join_sections(*map(section_text, (indication, comparison, findings, impression)))
 
 
-def join_sections(*texts: str | None) -> str | None:
-    parts = [head + text for head, text in zip(_HEADS, texts) if text is not None]
+def join_sections(*texts: str | None, heads: tuple[str, ...] | None = None) -> str | None:
+    """Section texts joined under their headings (``heads``: ``"HEADING:\\n"`` strings, by
+    default those of :data:`SECTIONS`), skipping None; None when every text is None."""
+    parts = [head + text for head, text in zip(heads or _HEADS, texts) if text is not None]
     return "\n\n".join(parts) if parts else None
 
 

@@ -5,8 +5,8 @@ Where the sections come from, best first (:func:`report_sections`):
 
 1. ``"source"``: the source's own fields. A table column ``section_<name>`` (CheXpert-Plus's
    ``section_history``, ``section_comparison``, ``section_technique``, ``section_findings``,
-   ``section_impression``, and its ``section_clinical_history`` read as the history:
-   :data:`SECTION_ALIASES`), and a report that radharmony joined from
+   ``section_impression``, and its ``section_clinical_history`` read as the history;
+   CT-RATE's ``section_clinical_information`` read as the indication: :data:`SECTION_ALIASES`), and a report that radharmony joined from
    the source's fields with :func:`radharmony.reports.format.format_report` (ReXGradient's
    four fields, OpenI's ``AbstractText`` elements), which :func:`split_formatted` splits back
    exactly (the split is accepted only when joining it again gives the same text).
@@ -29,7 +29,7 @@ from ..reports.sections import section_spans
 SECTION_KEYS = ("indication", "history", "comparison", "technique", "findings", "impression")
 #: a source's section column names (``section_<name>``) that hold a study key under another
 #: name (as the parser reads a ``CLINICAL HISTORY:`` header as the history)
-SECTION_ALIASES = {"clinical_history": "history"}
+SECTION_ALIASES = {"clinical_history": "history", "clinical_information": "indication"}
 #: the sections radharmony's report formatter writes, in its order
 FORMATTED = tuple(head.lower() for head, _ in SECTIONS)
 _STARTS = tuple(f"{h}:\n" for h, _ in SECTIONS)

@@ -281,7 +281,7 @@ def guarded_harmonize(harmonizer: BaseHarmonizer, inputs: Inputs) -> pd.DataFram
 
     def run(part: Any) -> pd.DataFrame:
         df = harmonizer.harmonize_raw(part, source=source)
-        if harmonizer.spec.row_unit == "image":  # questions repeat images by design
+        if harmonizer.spec.row_unit != "question":  # questions repeat images by design
             df = merge_duplicate_rows(df, source=source)
         return validate(df, harmonizer.spec, source=source)
 

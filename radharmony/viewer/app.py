@@ -311,6 +311,8 @@ class ViewerApp:
         out["report_spans"] = clean_spans(sample.get("report_spans"), report=out["report"])
         img = sample["img"]
         out["height"], out["width"] = (int(d) for d in img.shape[-2:])
+        if img.ndim == 4:  # a volume (1, D, H, W): its middle axial slice is shown
+            out["fields"]["volume_shape"] = [int(d) for d in img.shape[1:]]
         bbox = sample.get("bbox")
         if bbox is not None and len(bbox):
             labels = sample.get("bbox_labels") or [""] * len(bbox)
@@ -327,6 +329,8 @@ class ViewerApp:
         s, i = self.locate(**where)
         img = self._sample(s, i)["img"]
         arr = img.float().numpy() if hasattr(img, "float") else np.asarray(img, np.float32)
+        if arr.ndim == 4:  # a volume (1, D, H, W): the middle axial slice
+            arr = arr[0, arr.shape[1] // 2]
         arr = arr.reshape(arr.shape[-2:]) if arr.ndim == 3 and arr.shape[0] == 1 else arr
         lo, hi = (-1.0, 1.0) if arr.min() >= -1 and arr.max() <= 1 else (arr.min(), arr.max())
         return png8(np.clip((arr - lo) * (255.0 / max(hi - lo, 1e-6)), 0, 255).round()

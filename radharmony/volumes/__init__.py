@@ -14,6 +14,7 @@ Conventions, decided once (``docs/volumes.md``):
   MR in its stored type. Floats only after a preset.
 """
 
+from .read import read_volume
 from .volume import CANONICAL_AXES, Volume, VolumeSource
 
-__all__ = ["CANONICAL_AXES", "Volume", "VolumeSource"]
+__all__ = ["CANONICAL_AXES", "Volume", "VolumeSource", "read_volume"]

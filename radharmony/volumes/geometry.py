@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .volume import CANONICAL_AXES
+from .volume import CANONICAL_AXES, VolumeGeometryError
 
-#: world axis index and sign of each canonical array axis, in LPS (S = +z, P = +y, L = +x)
-_TARGET = {"S": (2, 1.0), "P": (1, 1.0), "L": (0, 1.0)}
+#: world axis index and sign of each direction letter, in LPS (L = +x, P = +y, S = +z)
+_LETTERS = {"L": (0, 1.0), "R": (0, -1.0), "P": (1, 1.0), "A": (1, -1.0), "S": (2, 1.0),
+            "I": (2, -1.0)}
 
 
 def axis_codes(affine: np.ndarray, space: str = "LPS") -> tuple[str, str, str]:
@@ -42,11 +43,24 @@ def to_canonical(array: np.ndarray, affine: np.ndarray) -> tuple[np.ndarray, np.
     """``array`` (3-D) and its LPS ``affine`` (array index -> world) reordered so that the axes
     run toward :data:`CANONICAL_AXES` (flips and transposes only: every voxel keeps its exact
     world position). Returns views where no copy is needed."""
+    return orient(array, affine, CANONICAL_AXES)
+
+
+def orient(array: np.ndarray, affine: np.ndarray, codes) -> tuple[np.ndarray, np.ndarray]:
+    """``array`` (3-D) and its LPS ``affine`` reordered so that its axes run toward ``codes``
+    (three letters, one of L/R, P/A and S/I each, e.g. "RAS": axis 0 toward the patient's
+    right), by flips and transposes only. Returns views where no copy is needed."""
+    codes = tuple(codes)
+    if len(codes) != 3 or any(c not in _LETTERS for c in codes) or \
+            len({_LETTERS[c][0] for c in codes}) != 3:
+        raise VolumeGeometryError(f"unknown orientation {''.join(map(str, codes))!r}",
+                                  expected="three letters, one of L/R, P/A and S/I each",
+                                  found=repr(codes), fix="pass e.g. 'RAS' or 'SPL'")
     affine = np.asarray(affine, dtype=np.float64)
     dom = _dominant(affine)
     perm, flips = [], []
-    for letter in CANONICAL_AXES:
-        world, sign = _TARGET[letter]
+    for letter in codes:
+        world, sign = _LETTERS[letter]
         axis = next(a for a, (w, _) in enumerate(dom) if w == world)
         perm.append(axis)
         flips.append(dom[axis][1] * sign < 0)
@@ -63,3 +77,49 @@ def to_canonical(array: np.ndarray, affine: np.ndarray) -> tuple[np.ndarray, np.
     if any(flips):
         out = out[tuple(slice(None, None, -1) if f else slice(None) for f in flips)]
     return out, new
+
+
+def reassign_geometry(array: np.ndarray, affine: np.ndarray, assumed: np.ndarray,
+                      declared: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A canonical ``array`` with its LPS ``affine``, read from a file whose header geometry
+    was ``assumed`` (the LPS affine of the file's own index order), given the geometry that
+    side metadata ``declares`` for that index order instead (CT-RATE's v1 files carry the
+    NIfTI defaults; the metadata has the real spacing, position and orientation). Returns the
+    array and affine in the canonical order of the declared geometry (flips and transposes
+    only: no voxel is resampled), C-contiguous: ``array`` (C-contiguous, writable) is reused
+    and overwritten when flips suffice (:func:`to_canonical_in_place`).
+
+    >>> a = np.arange(8).reshape(2, 2, 2)
+    >>> out, aff = reassign_geometry(a, np.eye(4), np.eye(4), np.diag([2.0, 2.0, 2.0, 1.0]))
+    >>> np.linalg.norm(aff[:3, :3], axis=0).tolist(), axis_codes(aff)
+    ([2.0, 2.0, 2.0], ('S', 'P', 'L'))
+    """
+    to_file = np.linalg.inv(np.asarray(assumed, dtype=np.float64)) @ \
+        np.asarray(affine, dtype=np.float64)  # canonical index -> file index
+    return to_canonical_in_place(array, np.asarray(declared, dtype=np.float64) @ to_file)
+
+
+def to_canonical_in_place(array: np.ndarray, affine: np.ndarray
+                          ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`to_canonical` as a C-contiguous array, reusing ``array``'s memory when the
+    canonical order needs flips only (``array`` C-contiguous and writable; it is
+    overwritten): each flip is done in place a slice at a time, with no second volume in
+    memory. An order that needs a transpose gets a contiguous copy."""
+    view, canonical = to_canonical(array, affine)
+    if view.flags.c_contiguous:
+        return view, canonical
+    strides = tuple(abs(s) for s in view.strides)
+    if not (array.flags.c_contiguous and array.flags.writeable and strides == array.strides):
+        return np.ascontiguousarray(view), canonical
+    flips = [s < 0 for s in view.strides]
+    depth = array.shape[0]
+    if flips[0]:
+        for d in range(depth // 2):
+            top = array[d].copy()
+            array[d] = array[depth - 1 - d]
+            array[depth - 1 - d] = top
+    if flips[1] or flips[2]:
+        plane = (slice(None, None, -1 if flips[1] else 1), slice(None, None, -1 if flips[2] else 1))
+        for d in range(depth):
+            array[d] = array[d][plane]      # one slice's temporary, in cache
+    return array, canonical

@@ -19,6 +19,21 @@ class VolumeGeometryError(RadHarmonyError, ValueError):
     """A volume's geometry is unusable (zero or non-finite affine, wrong shapes)."""
 
 
+def check_affine(affine, where: object) -> np.ndarray:
+    """``affine`` as float64 4x4, or :class:`VolumeGeometryError` naming ``where`` when it is
+    not a usable voxel-to-world transform (zero, non-finite, singular, wrong last row)."""
+    affine = np.asarray(affine, dtype=np.float64)
+    if affine.shape != (4, 4) or not np.isfinite(affine).all() or \
+            abs(np.linalg.det(affine[:3, :3])) < 1e-12 or \
+            not np.allclose(affine[3], (0, 0, 0, 1)):
+        raise VolumeGeometryError(
+            f"{where}: the affine is not a usable voxel-to-world transform",
+            expected="a finite 4x4 matrix with an invertible 3x3 part and last row 0 0 0 1",
+            found=np.array2string(affine, precision=4).replace("\n", ""),
+            fix="check the file's header (qform/sform, PixelSpacing, ImageOrientationPatient)")
+    return affine
+
+
 @dataclass(frozen=True)
 class VolumeSource:
     """Where a volume came from: the files read, the DICOM series, and the intensity rescale
@@ -54,14 +69,7 @@ class Volume:
             raise VolumeGeometryError(f"{where}: a volume array must be 3-D", expected="(D, H, W)",
                                       found=f"shape {array.shape}",
                                       fix="pass one 3-D array (split 4-D series by volume)")
-        if affine.shape != (4, 4) or not np.isfinite(affine).all() or \
-                abs(np.linalg.det(affine[:3, :3])) < 1e-12 or \
-                not np.allclose(affine[3], (0, 0, 0, 1)):
-            raise VolumeGeometryError(
-                f"{where}: the affine is not a usable voxel-to-world transform",
-                expected="a finite 4x4 matrix with an invertible 3x3 part and last row 0 0 0 1",
-                found=np.array2string(affine, precision=4).replace("\n", ""),
-                fix="check the file's header (qform/sform, PixelSpacing, ImageOrientationPatient)")
+        check_affine(affine, where)
         if space not in SPACES:
             raise VolumeGeometryError(f"{where}: unknown world space {space!r}",
                                       expected=" or ".join(SPACES), found=repr(space),

@@ -283,6 +283,9 @@ REAL_COUNTS = {
         "lung_lesion": (826, 0, 0), "fibrosis": (1617, 13383, 0),
         "interstitial_lung_disease": (386, 14614, 0), "aortic_enlargement": (3067, 11933, 0),
         "calcification": (452, 14548, 0), "aortic_calcification": (0, 14548, 0),
+        # no calcification: no arterial (CT-RATE's finding) nor coronary calcification either
+        "arterial_wall_calcification": (0, 14548, 0),
+        "coronary_artery_calcification": (0, 14548, 0),
     },
     "rsna_pneumonia": {  # torchxrayvision's copy has no detailed class file: no Normal class
         "lung_opacity": (6012, 0, 0), "no_finding": (0, 6012, 0),
@@ -302,6 +305,8 @@ REAL_COUNTS = {
         "hiatal_hernia": (86, 7212, 0), "fracture": (165, 7133, 0), "rib_fracture": (0, 7133, 0),
         "clavicle_fracture": (0, 7133, 0), "calcification": (973, 6325, 0),
         "aortic_calcification": (0, 6740, 0), "subcutaneous_emphysema": (6, 7292, 0),
+        "arterial_wall_calcification": (0, 6740, 0),
+        "coronary_artery_calcification": (0, 6740, 0),
         "support_devices": (427, 0, 0), "tuberculosis": (4, 7294, 0), "granuloma": (610, 6688, 0),
         "scoliosis": (177, 7121, 0), "copd": (93, 7205, 0), "bronchiectasis": (9, 7289, 0),
     },

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-EXTRAS = ("test", "bench", "eval", "webdataset", "ray", "config", "fast", "docs", "lightning")
+EXTRAS = ("test", "bench", "eval", "webdataset", "ray", "config", "fast", "docs", "lightning",
+          "volumes")
 
 
 def _tool():

@@ -1,0 +1,174 @@
+"""Presets: each model's input equals its reference pipeline run with MONAI (mean absolute
+difference <= 1e-3), and preset outputs are cached, keyed by the preset."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from radharmony.errors import RadHarmonyError
+from radharmony.volumes import Volume
+from radharmony.volumes.cache import VolumeCache
+from radharmony.volumes.presets import PRESETS, Preset, get_preset, preset_array
+
+monai = pytest.importorskip("monai")
+pytest.importorskip("blosc2")
+from monai.data import MetaTensor  # noqa: E402
+from monai.transforms import (CenterSpatialCrop, Compose, CropForeground,  # noqa: E402
+                              Orientation, RepeatChannel, Resize, ScaleIntensity,
+                              ScaleIntensityRange, ScaleIntensityRangePercentiles, Spacing,
+                              SpatialPad)
+
+RAS = np.diag([-1.0, -1.0, 1.0, 1.0])
+
+
+def fake_ct(shape, spacing, *, seed=0) -> Volume:
+    """A chest-like canonical CT (S, P, L) in HU: air, a body, two lungs, a spine, CT noise,
+    -1024 outside the scanner's field of view."""
+    d, h, w = shape
+    rng = np.random.default_rng(seed)
+    z, y, x = np.meshgrid(np.linspace(-1, 1, d), np.linspace(-1, 1, h), np.linspace(-1, 1, w),
+                          indexing="ij")
+    hu = np.full(shape, -1000.0)
+    body = (x / 0.85) ** 2 + (y / 0.65) ** 2 < 1 - 0.1 * z ** 2
+    hu[body] = 40
+    hu[body & (((np.abs(x) - 0.4) / 0.3) ** 2 + (y / 0.45) ** 2 < 1)] = -850
+    hu[(x / 0.08) ** 2 + ((y - 0.5) / 0.08) ** 2 < 1] = 900
+    hu += rng.normal(0, 15, shape)
+    hu[x ** 2 + y ** 2 > 0.98] = -1024
+    affine = np.zeros((4, 4))
+    affine[2, 0], affine[1, 1], affine[0, 2] = spacing  # canonical: d->+z, h->+y, w->+x
+    affine[:3, 3] = (-150.0, -120.0, 35.0)
+    affine[3, 3] = 1
+    return Volume.from_array(np.rint(hu).astype(np.int16), affine)
+
+
+def _meta(volume: Volume) -> MetaTensor:
+    return MetaTensor(torch.from_numpy(volume.array[None].astype(np.float32)),
+                      affine=torch.from_numpy(RAS @ volume.affine))
+
+
+def _close(ours: np.ndarray, ref) -> None:
+    ref = ref.numpy() if hasattr(ref, "numpy") else np.asarray(ref)
+    assert ours.dtype == np.float32 and ours.shape == ref.shape
+    assert np.abs(ours - ref).mean() <= 1e-3
+    assert np.abs(ours - ref).max() <= 5e-3
+
+
+def test_merlin_equals_its_monai_pipeline():
+    vol = fake_ct((80, 300, 320), (3.0, 1.2, 1.2))
+    ref = Compose([Orientation("RAS", labels=None), Spacing((1.5, 1.5, 3.0), mode="bilinear"),
+                   ScaleIntensityRange(-1000, 1000, 0.0, 1.0, clip=True),
+                   SpatialPad((224, 224, 160)), CenterSpatialCrop((224, 224, 160))])
+    ours = PRESETS["merlin"].apply(vol)
+    assert ours.shape == (1, 224, 224, 160)
+    _close(ours, ref(_meta(vol)))
+
+
+def test_ct_clip_equals_its_reference_steps():
+    preset = dataclasses.replace(PRESETS["ct_clip"], size=(60, 120, 120))  # small for tests
+    vol = fake_ct((40, 200, 190), (2.5, 0.5, 0.5))
+    size = [int(n * s / t) for n, s, t in zip(vol.shape, vol.spacing, preset.spacing)]
+    ref = Compose([ScaleIntensityRange(-1000, 1000, -1.0, 1.0, clip=True),
+                   Resize(size, mode="trilinear"), SpatialPad(preset.size, value=-1),
+                   CenterSpatialCrop(preset.size)])
+    _close(preset.apply(vol), ref(torch.from_numpy(vol.array[None].astype(np.float32))))
+
+
+def test_declared_records_as_the_models_define_them():
+    clip, merlin = PRESETS["ct_clip"], PRESETS["merlin"]
+    assert (clip.spacing, clip.size, clip.out, clip.pad) == \
+        ((1.5, 0.75, 0.75), (240, 480, 480), (-1.0, 1.0), -1.0)
+    assert (clip.lo, clip.hi, clip.convention, clip.clip_first) == (-1000, 1000, "zoom", True)
+    assert (merlin.orientation, merlin.spacing, merlin.size, merlin.out) == \
+        ("RAS", (1.5, 1.5, 3.0), (224, 224, 160), (0.0, 1.0))
+    assert PRESETS["m3d"].size == (32, 256, 256) and PRESETS["radfm"].channels == 3
+
+
+def test_m3d_equals_its_monai_pipeline():
+    vol = fake_ct((40, 200, 220), (2.0, 0.8, 0.8))
+    vol.array[:, :6] = vol.array.min()  # a background band the foreground crop removes
+    ref = Compose([ScaleIntensity(minv=0.0, maxv=1.0), CropForeground(),
+                   Resize((32, 256, 256), mode="trilinear")])
+    ours = PRESETS["m3d"].apply(vol)
+    assert ours.shape == (1, 32, 256, 256)
+    _close(ours, ref(torch.from_numpy(vol.array[None].astype(np.float32))))
+
+
+def test_radfm_equals_its_monai_pipeline():
+    vol = fake_ct((10, 160, 150), (5.0, 0.9, 0.9))
+    ref = Compose([ScaleIntensityRange(-1000, 1000, 0.0, 1.0, clip=True),
+                   Resize((8, 512, 512), mode="trilinear"), RepeatChannel(3)])
+    ours = PRESETS["radfm"].apply(vol)
+    assert ours.shape == (3, 512, 512, 8)  # D = 10 rounded down to a multiple of 4
+    _close(ours, ref(torch.from_numpy(vol.array[None].astype(np.float32))).permute(0, 2, 3, 1))
+
+
+def test_reference_equals_its_monai_pipeline():
+    vol = fake_ct((60, 150, 170), (2.0, 0.7, 0.7))
+    ref = Compose([Orientation("IPL", labels=None),
+                   ScaleIntensityRangePercentiles(0.5, 99.5, -1.0, 1.0, clip=True),
+                   Resize(112, size_mode="longest", mode="trilinear"),
+                   SpatialPad((112, 112, 112), value=-1)])
+    ours = PRESETS["reference"].apply(vol)
+    assert ours.shape == (1, 112, 112, 112)
+    _close(ours, ref(_meta(vol)))
+
+
+def test_the_output_affine_follows_the_voxels():
+    vol = fake_ct((20, 40, 44), (3.0, 1.2, 1.2))
+    corner = (0, 39, 43)  # most inferior, posterior, left: merlin's (RAS) first voxel
+    vol.array[corner] = 1234
+    array, info = PRESETS["merlin"].geometry(vol)
+    affine = np.asarray(info["affine"])
+    assert np.allclose(np.abs(affine[:3, :3]).sum(axis=0), (1.5, 1.5, 3.0))
+    # merlin pads every axis here: the voxel sits where the output's affine says it is
+    index = np.linalg.solve(affine[:3, :3], vol.world([corner])[0] - affine[:3, 3])
+    assert np.allclose(index, np.rint(index), atol=1e-6)
+    assert array[tuple(np.rint(index).astype(int))] == 1234
+
+
+def test_preset_outputs_are_cached_keyed_by_the_preset(tmp_path):
+    source = tmp_path / "ct.nii.gz"
+    source.write_bytes(b"stands for the file")
+    vol = fake_ct((30, 120, 110), (2.5, 0.8, 0.8))
+    calls = []
+
+    def load():
+        calls.append(1)
+        return vol
+
+    cache = VolumeCache(tmp_path / "cache")
+    small = Preset("small", spacing=(2.0, 2.0, 2.0), size=(40, 48, 48), pad=0.0)
+    first = preset_array(cache, small, [source], {"reader": "nifti"}, load)
+    assert np.array_equal(first, small.apply(vol))
+    again = preset_array(VolumeCache(tmp_path / "cache"), small, [source], {"reader": "nifti"},
+                         load)
+    assert np.array_equal(again, first) and len(calls) == 1
+    other = dataclasses.replace(small, hi=400.0)  # another window: another entry
+    assert not np.array_equal(preset_array(cache, other, [source], {"reader": "nifti"}, load),
+                              first)
+    assert len(calls) == 1  # built from the cached canonical volume
+    assert len(list((tmp_path / "cache").rglob("*.b2nd"))) == 3
+    out, info = preset_array(cache, small, [source], {"reader": "nifti"}, load, with_info=True)
+    assert np.array_equal(out, first) and info["affine"] == small.geometry(vol)[1]["affine"]
+
+
+def test_clipping_first_keeps_int16_volumes_narrow():
+    from radharmony.volumes.presets import _clip
+
+    a = np.array([-3000, -1000, 5, 1000, 3000], np.int16)
+    assert _clip(a, -1000.0, 1000.0).dtype == np.int16  # numpy alone gives float64
+    assert _clip(a, -1000.0, 1000.0).tolist() == [-1000, -1000, 5, 1000, 1000]
+    assert _clip(a, -999.5, 10.25).dtype == np.float32
+    assert _clip(a, -999.5, 10.25).tolist() == [-999.5, -999.5, 5.0, 10.25, 10.25]
+
+
+def test_unknown_names_list_the_presets():
+    with pytest.raises(RadHarmonyError, match="ct_clip, merlin, m3d, radfm, reference"):
+        get_preset("clip")
+    with pytest.raises(RadHarmonyError):
+        Preset("bad", fit="stretch")
