@@ -105,6 +105,16 @@ def per_group(values: np.ndarray, order: np.ndarray, starts: np.ndarray
     return np.minimum.reduceat(ordered, starts), np.maximum.reduceat(ordered, starts)
 
 
+def label_cells(frame: pd.DataFrame, *, source: str) -> np.ndarray:
+    """The 0/1 label columns as float32: read as integers by the CSV parser and all 0 or 1 (as
+    released: one check at C speed), else decoded as text, naming the first row at fault."""
+    if all(frame[c].dtype.kind in "iu" for c in frame.columns):
+        values = frame.to_numpy()
+        if ((values == 0) | (values == 1)).all():
+            return values.astype(np.float32)
+    return decode_cells(frame.astype("string"), LABEL_CODES, source=source)
+
+
 def exam_labels(slices: np.ndarray, order: np.ndarray, starts: np.ndarray, *, source: str
                 ) -> np.ndarray:
     """(series, 13) exam labels from the (slices, 13) cells; a label that differs between the
@@ -130,7 +140,8 @@ class RSNAPEHarmonizer(BaseHarmonizer):
 
     def read(self, inputs) -> dict:
         return {"slices": read_table(inputs.metadata, description=self.metadata_description,
-                                     columns=COLUMNS, usecols=list(COLUMNS), dtype=str,
+                                     columns=COLUMNS, usecols=list(COLUMNS),
+                                     dtype=dict.fromkeys(UID_COLUMNS, str),
                                      keep_default_na=False, na_values=[""])}
 
     @classmethod
@@ -139,7 +150,7 @@ class RSNAPEHarmonizer(BaseHarmonizer):
         for col in UID_COLUMNS:
             check_cells(m[col].notna(), m[col], source=source, what=f"{col} is empty",
                         expected="a DICOM UID")
-        cells = decode_cells(m[[SLICE_LABEL, *EXAM_LABELS]], LABEL_CODES, source=source)
+        cells = label_cells(m[[SLICE_LABEL, *EXAM_LABELS]], source=source)
         codes, series = pd.factorize(m["SeriesInstanceUID"], sort=False)
         order, starts = group_bounds(codes)
         study_codes, studies = pd.factorize(m["StudyInstanceUID"], sort=False)

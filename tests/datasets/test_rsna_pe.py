@@ -87,6 +87,9 @@ def test_the_table_reads_no_dicom_and_names_bad_cells(tmp_path, monkeypatch):
     bad[4]["pe_present_on_image"] = 2
     with pytest.raises(MetadataError, match="row 4: label 'pe_present_on_image'"):
         RSNAPEHarmonizer(base_image_dir=write_table(tmp_path / "b", bad)).harmonize()
+    bad[4]["pe_present_on_image"] = None  # an empty cell: the column is read as floats
+    with pytest.raises(MetadataError, match="row 4: pe_present_on_image is empty"):
+        RSNAPEHarmonizer(base_image_dir=write_table(tmp_path / "e", bad)).harmonize()
     differ = [dict(r) for r in ROWS]
     differ[2]["central_pe"] = 1
     with pytest.warns(UserWarning, match="1 series have exam labels that differ.*central_pe"):
