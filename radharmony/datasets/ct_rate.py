@@ -117,8 +117,9 @@ def split_spec(split: str) -> DatasetSpec:
         column_types=COLUMN_TYPES, access=ACCESS, expected=EXPECTED[split])
 
 
-#: the LPS affine a v1 file's header gives its (i, j, k) index: the defaults of a NIfTI made
-#: from an array and an identity affine (sform code 2, no qform), i.e. RAS identity
+#: the header defaults of a v1 file, as the fake writes them (a NIfTI made from an array and
+#: an identity affine: sform code 2, no qform); the reader replaces whatever transform the
+#: header holds and checks only its unit spacing (a rewritten header is refused)
 V1_HEADER_AFFINE = np.diag([-1.0, -1.0, 1.0, 1.0])
 
 
