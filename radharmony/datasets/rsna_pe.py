@@ -99,8 +99,8 @@ def group_bounds(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def per_group(values: np.ndarray, order: np.ndarray, starts: np.ndarray
               ) -> tuple[np.ndarray, np.ndarray]:
-    """Each group's (min, max) of a float array (NaN cells ignored by neither: a NaN makes
-    both NaN)."""
+    """Each group's (min, max) of ``values`` (rows, ...) over its rows (a NaN cell makes both
+    NaN: the group's label is then unknown)."""
     ordered = values[order]
     return np.minimum.reduceat(ordered, starts), np.maximum.reduceat(ordered, starts)
 
@@ -277,6 +277,7 @@ def _dataset_classes():
             if self.output_slice_labels:
                 index = int(index) % len(self)
                 volume = self._loaded[1] if self._loaded and self._loaded[0] == index else None
+                self._loaded = None  # never keep a volume alive past its sample
                 sample["slice_labels"] = torch.from_numpy(self.slice_labels(index, volume))
             return sample
 
