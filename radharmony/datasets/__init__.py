@@ -16,7 +16,8 @@ MODULES = ("rexgradient", "xraydar", "nih", "chexpert", "padchest", "vindr", "rs
            "openi", "mimic", "vindr_physionet", "chexpert_plus", "ranzcr", "vindr_pcxr", "ms_cxr",
            "chexmask", "tbx11k", "nlm_tb", "siim_covid", "brax", "object_cxr", "chexlocalize",
            "chest_imagenome", "padchest_gr", "rexvqa", "medical_diff_vqa", "vqa_rad", "slake",
-           "mimic_cxr_vqa", "gemex", "mimic_ext_cxr_qba", "ct_rate", "rad_chestct")
+           "mimic_cxr_vqa", "gemex", "mimic_ext_cxr_qba", "ct_rate", "rad_chestct",
+           "totalsegmentator")
 
 __all__: list[str] = []
 #: dataset class name -> its module (the class is made when first looked up)
