@@ -106,8 +106,9 @@ class VolumeDataset(BaseRadiologicalDataset):
         return float(slope), float(intercept)
 
     def declared_geometry(self, index: int) -> tuple[np.ndarray, np.ndarray] | None:
-        """``(assumed, declared)`` LPS affines of row ``index``'s file index order when side
-        metadata replaces the file's geometry (see
+        """``(expected, declared)`` LPS affines of row ``index``'s file index order when side
+        metadata replaces the file's geometry: the header's defaults (their spacing is
+        checked; a NIfTI header's own transform is what is replaced) and the metadata's (see
         :func:`radharmony.volumes.geometry.reassign_geometry`), else None (the default: the
         file's header is the geometry)."""
         return None
@@ -283,8 +284,10 @@ def read_row_volume(path: str, *, rescale: tuple[float, float] | None = None,
                     ct: bool | None = None, geometry=None):
     """A row's canonical :class:`~radharmony.volumes.Volume`: :func:`~radharmony.volumes.
     read_volume` with the row's side-metadata ``rescale``, and its declared ``geometry``
-    (``(assumed, declared)`` affines, see :meth:`VolumeDataset.declared_geometry`) in place
-    of the header's. Module-level, so a pre-cache job's loader pickles without the dataset."""
+    (``(expected, declared)`` affines, see :meth:`VolumeDataset.declared_geometry`) in place
+    of the header's own transform (a NIfTI header's is read from the file; a header whose
+    spacing is not the ``expected`` defaults is refused). Module-level, so a pre-cache job's
+    loader pickles without the dataset."""
     from ..volumes import read_volume
     from ..volumes.geometry import reassign_geometry
     from ..volumes.volume import Volume
@@ -292,9 +295,10 @@ def read_row_volume(path: str, *, rescale: tuple[float, float] | None = None,
     if geometry is None:
         return read_volume(path, rescale=rescale, ct=ct)
     volume = read_volume(path, rescale=rescale, ct=ct, check=False)
-    assumed = np.asarray(geometry[0], dtype=np.float64)
+    expected = np.asarray(geometry[0], dtype=np.float64)
+    assumed = header_affine(path) if str(path).endswith((".nii", ".nii.gz")) else expected
     header = volume.in_space("LPS").affine
-    spacing = np.linalg.norm(assumed[:3, :3], axis=0)  # the header's, axis-aligned, if intact
+    spacing = np.linalg.norm(expected[:3, :3], axis=0)  # the header's, axis-aligned, if intact
     if not np.allclose(np.sort(volume.spacing), np.sort(spacing), atol=1e-4) or \
             not np.allclose(np.sort(np.abs(header[:3, :3]), axis=None)[-3:],
                             np.sort(spacing), atol=1e-4):
@@ -310,8 +314,22 @@ def read_row_volume(path: str, *, rescale: tuple[float, float] | None = None,
         from ..volumes.checks import check_hu
 
         check_hu(volume.array, path)
-    array, affine = reassign_geometry(volume.array, header, *geometry)
+    array, affine = reassign_geometry(volume.array, header, assumed, geometry[1])
     return Volume.from_array(array, affine, space="LPS", source=volume.source)
+
+
+def header_affine(path) -> np.ndarray:
+    """The LPS affine a NIfTI file's header gives the file's own (i, j, k) index (the transform
+    the reader chose: :func:`radharmony.volumes.nifti.nifti_geometry`), read from its first
+    bytes: the geometry that side metadata replaces is the header's own, whatever defaults
+    the file was written with."""
+    import gzip
+
+    from ..volumes.nifti import HEADER_SIZE, nifti_geometry, parse_header
+
+    with (gzip.open if str(path).endswith(".gz") else open)(path, "rb") as fh:
+        block = fh.read(HEADER_SIZE)
+    return nifti_geometry(parse_header(block, path))[0]
 
 
 class VolumeHeaderError(ImageReadError):

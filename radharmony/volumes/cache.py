@@ -15,7 +15,7 @@ Entries are Blosc2 ``.b2nd`` files (the format nnU-Net v2 keeps its preprocessed
 They are written whole to a temporary file and renamed into place (a killed writer leaves only
 a ``.tmp-*`` file, swept after an hour); a file that fails to open or decode is reported,
 removed and rebuilt. :data:`CHUNKS`, :data:`BLOCKS`, :data:`CPARAMS` (canonical volumes;
-:data:`PATCH_CPARAMS` with ``compact=False``) and :data:`FAST_CPARAMS` (preset outputs) were
+:data:`COMPACT_CPARAMS` with ``compact=True``) and :data:`FAST_CPARAMS` (preset outputs) were
 chosen with numbers (``docs/volumes.md``,
 ``benchmarks/volumes_cache.py``): whole-volume reads and random 128^3 patch reads are both
 fast, and a canonical entry is smaller than the source ``.nii.gz``.
@@ -60,12 +60,12 @@ READER_SOURCES = ("volumes/volume.py", "volumes/geometry.py", "volumes/read.py",
 #: chunk and block shapes, (d, h, w), clipped to each volume's shape
 CHUNKS = (64, 128, 128)
 BLOCKS = (16, 64, 64)
-#: canonical volumes (stored once, read whole or by patch): LZ4HC on bit-shuffled int16,
-#: ~0.86x the source .nii.gz, decoded at LZ4's speed
-CPARAMS = {"codec": "LZ4HC", "clevel": 5, "filter": "BITSHUFFLE"}
-#: canonical volumes with ``compact=False``: byte-shuffled, ~1.5-2x faster patch reads for
-#: ~15 % more bytes (about the source .nii.gz's size)
-PATCH_CPARAMS = {"codec": "LZ4HC", "clevel": 5, "filter": "SHUFFLE"}
+#: canonical volumes (stored once, read whole or by patch): LZ4HC on byte-shuffled int16,
+#: about the source .nii.gz's size (0.985x), random 128^3 patches ~2x nnU-Net's reads
+CPARAMS = {"codec": "LZ4HC", "clevel": 5, "filter": "SHUFFLE"}
+#: canonical volumes with ``compact=True``: bit-shuffled, 0.86x the source .nii.gz (15 % less
+#: disk), patch reads ~1.7x slower
+COMPACT_CPARAMS = {"codec": "LZ4HC", "clevel": 5, "filter": "BITSHUFFLE"}
 #: preset outputs (read whole every epoch): LZ4 on byte-shuffled int16, the fastest decode
 FAST_CPARAMS = {"codec": "LZ4", "clevel": 5, "filter": "SHUFFLE"}
 
@@ -110,7 +110,7 @@ class VolumeCache:
     ``root`` (None: in memory only), keyed by their inputs' identities and parameters."""
 
     def __init__(self, root: str | os.PathLike | None = None, *, memory_bytes: int = 0,
-                 threads: int = 1, compact: bool = True):
+                 threads: int = 1, compact: bool = False):
         if root is None and memory_bytes <= 0:
             raise RadHarmonyError("A volume cache needs a folder or a memory budget",
                                   expected="root='./cache' or memory_bytes > 0",
@@ -120,7 +120,7 @@ class VolumeCache:
         self.root = None if root is None else Path(root)
         self.folder = None if root is None else self.root / "volumes"
         self.memory_bytes, self.threads = int(memory_bytes), int(threads)
-        self.cparams = CPARAMS if compact else PATCH_CPARAMS  # canonical entries
+        self.cparams = COMPACT_CPARAMS if compact else CPARAMS  # canonical entries
         self._memory: OrderedDict[str, bytes] = OrderedDict()
         self._lock = threading.Lock()
         self.writable = self.folder is not None
@@ -301,5 +301,5 @@ def _volume_of(array: np.ndarray, meta: dict) -> Volume:
 
 
 __all__ = ["BLOCKS", "CHUNKS", "CPARAMS", "EXTRA", "FAST_CPARAMS", "LAYOUT_VERSION",
-           "PATCH_CPARAMS", "READER_SOURCES",
+           "COMPACT_CPARAMS", "READER_SOURCES",
            "VolumeCache", "VolumeCacheError", "input_identities", "require_blosc2"]

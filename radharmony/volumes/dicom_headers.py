@@ -14,7 +14,7 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import ImageReadError
+from ..errors import ImageReadError, RadHarmonyError
 
 #: the tags read from each header: (group, element) -> (keyword, VR)
 TAGS = {
@@ -47,6 +47,10 @@ _EXPLICIT_LE, _IMPLICIT_LE = "1.2.840.10008.1.2.1", "1.2.840.10008.1.2"
 _LONG_VRS = {b"OB", b"OW", b"OF", b"SQ", b"UT", b"UN", b"OD", b"OL", b"OV", b"UC", b"UR",
              b"SV", b"UV"}
 _HEAD = 1 << 14        # bytes read first from each file; more when its header is longer
+
+
+class DicomSeriesError(RadHarmonyError, ValueError):
+    """A DICOM folder or series cannot be read as one volume (which series, which files)."""
 
 
 @dataclass

@@ -97,7 +97,7 @@ class Preset:
         lo, hi = self._window(array)
         maps = [(1.0, 0.0)] * 3  # output index i -> oriented index scale * i + offset
         if self.clip_first and self.clip:
-            array = np.clip(array, lo, hi)
+            array = _clip(array, lo, hi)
         if self.foreground:
             array, maps = self._crop_foreground(array, lo, maps)
         spacing = np.linalg.norm(affine[:3, :3], axis=0)
@@ -172,6 +172,18 @@ class Preset:
     def apply(self, volume: Volume) -> np.ndarray:
         """The model's input for ``volume``, uncached."""
         return self.finish(*self.geometry(volume))
+
+
+def _clip(array: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """``array`` clipped to ``[lo, hi]`` without widening it: in its integer type when both
+    bounds are whole numbers (a window in HU), else in float32 (percentiles); numpy would
+    make float64, four times an int16 volume."""
+    if np.issubdtype(array.dtype, np.integer) and float(lo).is_integer() and \
+            float(hi).is_integer():
+        limits = np.iinfo(array.dtype)
+        return np.clip(array, array.dtype.type(max(lo, limits.min)),
+                       array.dtype.type(min(hi, limits.max)))
+    return np.clip(array.astype(np.float32, copy=False), np.float32(lo), np.float32(hi))
 
 
 PRESETS = {p.name: p for p in (

@@ -41,6 +41,12 @@ def read_volume(path, *, series_uid: str | None = None, rescale=None, ct: bool |
     >>> volume.array.dtype, volume.space                                     # doctest: +SKIP
     (dtype('int16'), 'LPS')
     """
+    nifti = not isinstance(path, (list, tuple)) and str(path).lower().endswith(NIFTI_SUFFIXES)
+    if rescale is not None and not nifti:
+        raise VolumePathError(
+            f"{path}: rescale= is for NIfTI files only", expected="a .nii/.nii.gz path",
+            found="a DICOM series or a NumPy volume",
+            fix="drop rescale= (DICOM files carry their own; NumPy volumes are read as stored)")
     if isinstance(path, (list, tuple)):
         from .dicom import read_dicom_series
         return read_dicom_series([_checked(p) for p in path], series_uid=series_uid, ct=ct,
@@ -52,7 +58,7 @@ def read_volume(path, *, series_uid: str | None = None, rescale=None, ct: bool |
         return read_dicom_series(path, series_uid=series_uid, ct=ct, check=check, **options)
     if name.endswith(NIFTI_SUFFIXES):
         from .nifti import read_nifti
-        return read_nifti(path, rescale=rescale, ct=bool(ct), check=check)
+        return read_nifti(path, rescale=rescale, ct=bool(ct), check=check, **options)
     if name.endswith(NUMPY_SUFFIXES):
         from .npz import read_npz
         return read_npz(path, ct=bool(ct), check=check, **options)

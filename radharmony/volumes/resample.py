@@ -60,13 +60,20 @@ def _along(array: np.ndarray, axis: int, src: np.ndarray, mode: str) -> np.ndarr
 
 def _resample(array: np.ndarray, sources: Sequence[np.ndarray | None], mode: str) -> np.ndarray:
     check_choice("mode", mode, MODES)
-    out = array
+    # work in the array's memory order: a transposed or flipped view (an oriented volume)
+    # resamples ~10x slower; a flipped axis samples the mirrored positions instead
+    flips = [array.strides[k] < 0 for k in range(3)]
+    memory = sorted(range(3), key=lambda k: -abs(array.strides[k]))
+    out = array[tuple(slice(None, None, -1) if f else slice(None) for f in flips)]
+    out = out.transpose(memory)
+    sources = [None if sources[k] is None else
+               (array.shape[k] - 1) - sources[k] if flips[k] else sources[k] for k in memory]
     # the axis that shrinks most first, so the later passes work on less
-    order = sorted(range(3), key=lambda k: len(sources[k]) / array.shape[k]
-                   if sources[k] is not None else 2.0)
-    for axis in order:
+    for axis in sorted(range(3), key=lambda k: len(sources[k]) / out.shape[k]
+                       if sources[k] is not None else 2.0):
         if sources[axis] is not None:
             out = _along(out, axis, sources[axis], mode)
+    out = out.transpose(np.argsort(memory))
     return out if mode == "nearest" else out.astype(np.float32, copy=False)
 
 

@@ -345,3 +345,22 @@ def test_a_v1_file_rewritten_with_its_geometry_is_refused_not_rescaled_again(rep
     with pytest.raises(VolumeHeaderError, match="train_1_a_1.nii.gz: the header does not hold"):
         ds[0]
     assert ds[1]["img"].dtype == torch.int16  # the untouched v1 file still reads
+
+
+def test_v1_geometry_replaces_whatever_default_header_the_file_has(replica, tmp_path):
+    """The metadata's geometry replaces the header's own transform, so a v1 file written with
+    no transform codes at all (the Analyze base affine: x flipped, origin centred) reads as
+    the same volume as its v2 file."""
+    import shutil
+
+    from radharmony.fake.volumes import write_nifti
+    from radharmony.volumes.nifti import read_nifti_array
+
+    base = tmp_path / "dataset"
+    shutil.copytree(replica, base, ignore=shutil.ignore_patterns("train_fixed"))
+    path = base / "train/train_1/train_1_a/train_1_a_2.nii.gz"
+    _, stored = read_nifti_array(path)  # the file's (i, j, k) voxels
+    write_nifti(path, np.array(stored), np.eye(4), qform=0, sform=0, slope=0.0, intercept=0.0)
+    a, b = dataset(base)[1], dataset(replica)[1]
+    assert torch.equal(a["img"], b["img"])
+    assert a["affine"].numpy() == pytest.approx(b["affine"].numpy(), abs=1e-5)

@@ -157,6 +157,16 @@ def test_preset_outputs_are_cached_keyed_by_the_preset(tmp_path):
     assert np.array_equal(out, first) and info["affine"] == small.geometry(vol)[1]["affine"]
 
 
+def test_clipping_first_keeps_int16_volumes_narrow():
+    from radharmony.volumes.presets import _clip
+
+    a = np.array([-3000, -1000, 5, 1000, 3000], np.int16)
+    assert _clip(a, -1000.0, 1000.0).dtype == np.int16  # numpy alone gives float64
+    assert _clip(a, -1000.0, 1000.0).tolist() == [-1000, -1000, 5, 1000, 1000]
+    assert _clip(a, -999.5, 10.25).dtype == np.float32
+    assert _clip(a, -999.5, 10.25).tolist() == [-999.5, -999.5, 5.0, 10.25, 10.25]
+
+
 def test_unknown_names_list_the_presets():
     with pytest.raises(RadHarmonyError, match="ct_clip, merlin, m3d, radfm, reference"):
         get_preset("clip")

@@ -254,3 +254,22 @@ def test_a_truncated_slice_is_named(tmp_path):
     paths[2].write_bytes(paths[2].read_bytes()[:-10])
     with pytest.raises(ImageReadError, match=r"IM00003 holds less pixel data"):
         read_volume(tmp_path / "s", check=False)
+
+
+def test_jpeg_compressed_slices_decode_through_the_pylibjpeg_plugins(tmp_path):
+    """JPEG Baseline slices (8-bit, as some MR and secondary exports are) are decoded by
+    pydicom's plugins: the same values and places as nibabel's wrapper reads them."""
+    from radharmony.fake.dicom import write_dicom
+
+    rng = np.random.default_rng(3)
+    paths = []
+    for k, position in enumerate(slice_positions(4, AXIAL, step=3.0)):
+        image = (rng.integers(0, 255, (16, 24)) // 32 * 32).astype(np.uint8)
+        paths.append(write_dicom(tmp_path / "s" / f"{k}.dcm", image, jpeg=True, Modality="MR",
+                                 SeriesInstanceUID="1.2.3.4", PixelSpacing=["0.5", "0.5"],
+                                 ImagePositionPatient=[f"{v:g}" for v in position],
+                                 ImageOrientationPatient=["1", "0", "0", "0", "1", "0"]))
+    volume = read_volume(tmp_path / "s")
+    assert volume.array.dtype == np.uint8 and volume.shape == (4, 16, 24)
+    assert volume.spacing == (3.0, 0.5, 0.5)
+    assert_same_voxels(volume, *nibabel_dicom_voxels(paths))

@@ -54,3 +54,13 @@ def test_an_ambiguous_key_and_a_truncated_file_are_named(tmp_path):
     (tmp_path / "w.npz").write_bytes(data[:100])
     with pytest.raises(ImageReadError, match=r"w\.npz.*Fix: download or write"):
         read_volume(tmp_path / "w.npz", axes="IPL", spacing=1)
+
+
+def test_options_of_another_reader_are_refused(tmp_path):
+    from radharmony.volumes.read import VolumePathError
+
+    np.save(tmp_path / "v.npy", ARRAY)
+    with pytest.raises(VolumePathError, match="rescale= is for NIfTI files only"):
+        read_volume(tmp_path / "v.npy", axes="IPL", spacing=1, rescale=(1, -1024))
+    with pytest.raises(TypeError, match="stack"):
+        read_volume(tmp_path / "v.npy", axes="IPL", spacing=1, stack=1)
