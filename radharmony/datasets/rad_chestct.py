@@ -172,6 +172,19 @@ def spacing_values(col: pd.Series, *, source: str) -> np.ndarray:
     return np.array([p[0] if p else np.nan for p in parts], np.float64)
 
 
+def _binary_cells(text: pd.DataFrame, *, source: str) -> np.ndarray:
+    """0/1 text cells -> float32 (NaN where empty) in one pass over the 4,368 columns; any
+    other text goes through :func:`decode_cells`, which names its row and column."""
+    block = text.to_numpy(dtype=object)
+    one, zero = block == "1", block == "0"
+    if not (one | zero).all():            # the "1.0" spelling, empty cells, or bad text
+        one |= block == "1.0"
+        zero |= block == "0.0"
+        if not (one | zero | pd.isna(block)).all():
+            return decode_cells(text, LABEL_CODES, source=source)
+    return np.where(one, np.float32(1), np.where(zero, np.float32(0), np.float32(np.nan)))
+
+
 def label_matrix(labels: pd.DataFrame, *, source: str) -> tuple[np.ndarray, list]:
     """A label table's ``<abnormality>*<location>`` columns -> (``cls`` (rows, 84) float32:
     present anywhere, NaN when the file has none of an abnormality's columns and no present
@@ -182,8 +195,7 @@ def label_matrix(labels: pd.DataFrame, *, source: str) -> tuple[np.ndarray, list
     check_cells(ok, pd.Series(names), source=source,
                 what="a label column is not <abnormality>*<location> of the release",
                 expected="e.g. 'nodule*right_upper' (84 abnormalities x 52 locations)")
-    values = decode_cells(labels[names], LABEL_CODES, source=source) if names else \
-        np.zeros((len(labels), 0), np.float32)
+    values = _binary_cells(labels[names], source=source)
     cls = np.full((len(labels), len(ABNORMALITIES)), np.nan, np.float32)
     index = {n: i for i, n in enumerate(ABNORMALITIES)}
     cols = np.array([index[s[0]] for s in split], np.int64)

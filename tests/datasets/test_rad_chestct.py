@@ -127,3 +127,17 @@ def test_volume_read_with_the_declared_geometry(tmp_path):
     assert np.allclose(affine[:3, :3], np.array([[0, 0, 0.8], [0, 0.8, 0], [0.8, 0, 0]]))
     assert affine[2, 3] == pytest.approx(-7.2)
     assert isinstance(sample["img"], torch.Tensor)
+
+
+def test_label_cells_spelled_as_floats_or_empty_and_bad_text_named(tmp_path):
+    base = tmp_path / "f"
+    write_tables(base, {}, META[:2])
+    name = base / "imgtrain_Abnormality_and_Location_Labels.csv"
+    name.write_text("NoteAcc_DEID,nodule*lung,nodule*right_upper,emphysema*lung\n"
+                    "trn00001,1.0,0.0,\ntrn00002,0.0,0.0,0.0\n")
+    df = harmonize(base)
+    assert df["nodule"].tolist() == [1, 0]
+    assert np.isnan(df.loc[0, "emphysema"]) and df.loc[1, "emphysema"] == 0
+    name.write_text("NoteAcc_DEID,nodule*lung\ntrn00001,1\ntrn00002,yes\n")
+    with pytest.raises(MetadataError, match="row 1"):
+        harmonize(base)
