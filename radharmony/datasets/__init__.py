@@ -19,7 +19,8 @@ MODULES = ("rexgradient", "xraydar", "nih", "chexpert", "padchest", "vindr", "rs
            "medical_diff_vqa", "vqa_rad", "slake", "mimic_cxr_vqa", "gemex",
            "mimic_ext_cxr_qba", "cxr_lt", "emory_cxr", "openi_dicom", "brax_dicom",
            "mimic_cxr", "roco", "chestx_det", "vindr_ribcxr", "candid_ptx",
-           "bimcv_covid19", "rsna_bone_age", "taix_ray", "ralo", "ct_rate", "rsna_pe")
+           "bimcv_covid19", "rsna_bone_age", "taix_ray", "ralo", "ct_rate", "rsna_pe",
+           "rad_chestct", "totalsegmentator")
 
 __all__: list[str] = []
 #: dataset class name -> its module (the class is made when first looked up)
