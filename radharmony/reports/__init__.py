@@ -10,7 +10,7 @@ See ``docs/report_labels.md`` for the rules, the aggregation and the validation 
 """
 
 from .labeler import EXPLAIN_COLUMNS, ReportInputError, label_reports
-from .grades import report_grades
+from .grading import report_grades
 from .rules import LABELER_VERSION, Rule, RuleError, Rules, builtin_rules, load_rules
 from .sections import section_spans, split_sections
 from .findings import FINDINGS, columns

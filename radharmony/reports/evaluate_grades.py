@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..spec import grade_column, side_column
-from .grades import report_grades
+from .grading import report_grades
 
 #: TAIX-Ray label -> (canonical finding, its columns in the card)
 TAIX = {"HeartSize": ("cardiomegaly", ("HeartSize",)),
