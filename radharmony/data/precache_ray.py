@@ -46,22 +46,11 @@ import contextlib
 from typing import Iterator
 
 from ..errors import ImageReadError, PathSafetyError, RadHarmonyError
+from ..optional import RAY_EXTRA, require_ray
 
-EXTRA = "pip install radharmony[ray]"
+EXTRA = RAY_EXTRA
 #: images per Ray task (Ray Data costs ~14 ms per batch here, a task ~1-2 ms: see docs/scaling.md)
 BATCH_SIZE = 64
-
-
-def require_ray():
-    """The ``ray`` module, or an error naming the extra that installs it."""
-    try:
-        import ray
-    except ImportError as exc:
-        raise RadHarmonyError("The Ray engine needs the 'ray' package",
-                              expected="ray installed (the radharmony[ray] extra)",
-                              found=f"ImportError: {exc}",
-                              fix=f"{EXTRA}, or use engine='local'") from None
-    return ray
 
 
 def _is_local(ray, address: str | None) -> bool:

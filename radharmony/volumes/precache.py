@@ -28,13 +28,13 @@ from dataclasses import dataclass, field
 from typing import Callable, NamedTuple, Sequence
 
 from ..errors import RadHarmonyError, check_choice
+from ..optional import require_ray
 from .cache import VolumeCache
 from .presets import PRESET_SOURCES, get_preset, preset_array
 from .volume import Volume
 
 #: how many failures a report lists
 FIRST_N = 10
-RAY_EXTRA = "pip install radharmony[ray]"
 
 
 class VolumeJob(NamedTuple):
@@ -125,13 +125,7 @@ def pre_cache_volumes(cache: VolumeCache, jobs: Sequence[VolumeJob | tuple], *,
 
 
 def _on_ray(cache, jobs, presets, num_workers, address):
-    try:
-        import ray
-    except ImportError as exc:
-        raise RadHarmonyError("The Ray engine needs the 'ray' package",
-                              expected="ray installed (the radharmony[ray] extra)",
-                              found=f"ImportError: {exc}",
-                              fix=f"{RAY_EXTRA}, or use engine='local'") from None
+    ray = require_ray()
     started = not ray.is_initialized()
     if started:
         ray.init(address=address, num_cpus=None if address else (num_workers or None),
