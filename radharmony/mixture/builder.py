@@ -231,7 +231,7 @@ def _start(spec, hold: HoldOut, pool: dict, out: Path, workers, jobs) -> dict:
     try:
         jobs.start({"spec": spec, "hold": hold, "out": out, "workers": workers, "token": token},
                    _child, calls, names={i: s.name for i, s in enumerate(spec.sources)},
-                   folder=out, token=token)
+                   token=token)
     except BaseException:
         jobs.stop(kill=True)
         remove_spools(out, token + "-")

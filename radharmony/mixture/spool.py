@@ -30,10 +30,12 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from importlib import import_module
@@ -226,17 +228,21 @@ class Jobs:
         self._job = None
         self.cpu: dict = {}
         self.moved = time.monotonic()
+        #: the pickles of the state and the calls: a folder of this build's own, 0700
+        #: (mkdtemp), removed by stop(); only this build's processes read it
+        self.private = Path(tempfile.mkdtemp(prefix="radharmony-build-"))
 
-    def start(self, state: dict, job, calls: dict, *, names: dict, folder: Path,
+    def start(self, state: dict, job, calls: dict, *, names: dict,
               token: str) -> None:
         """Give each process ``state`` (:data:`INHERITED` there) and queue ``job(*args)`` for
         each ``key: args`` of ``calls``, in that order (``names``: each key's name, for
-        messages). The state and each call's arguments are pickled once to ``folder``
-        (temporary files named ``token-...``, removed by :func:`remove_spools`): only their
-        paths go through the sockets, so no send waits on a process."""
-        state_path = _dump(state, spool_path(folder, f"{token}-state", ".pkl"))
+        messages). The state and each call's arguments are pickled once to the build's private
+        temporary folder (0700, removed by :meth:`stop`; never the mixture folder, never a file
+        a user hands in): only their paths go through the sockets, so no send waits on a
+        process."""
+        state_path = _dump(state, spool_path(self.private, f"{token}-state", ".pkl"))
         self.names, self._job = names, job
-        self.queue = [(key, _dump(args, spool_path(folder, f"{token}-call-{key}", ".pkl")))
+        self.queue = [(key, _dump(args, spool_path(self.private, f"{token}-call-{key}", ".pkl")))
                       for key, args in calls.items()]
         for conn in self.conns:
             self._send(conn, state_path)
@@ -337,6 +343,7 @@ class Jobs:
             self.server.wait(timeout=None if kill else STALL_SECONDS)
         except subprocess.TimeoutExpired:
             self.stop(kill=True)
+        shutil.rmtree(self.private, ignore_errors=True)
 
 
 def _children(pid: int) -> set[int]:
@@ -361,7 +368,7 @@ def _cpu_ticks(pid: int) -> int | None:
 
 
 def remove_spools(folder: Path, prefix: str) -> None:
-    """Remove the spools and pickles named ``prefix...`` left in ``folder``."""
+    """Remove the spools named ``prefix...`` left in ``folder``."""
     for left in Path(folder).glob(spool_path(Path("."), prefix + "*", "").name):
         left.unlink(missing_ok=True)
 

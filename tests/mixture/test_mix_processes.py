@@ -132,3 +132,22 @@ def test_a_killed_source_process_is_reported(replicas, tmp_path, monkeypatch):
     with pytest.raises(RadHarmonyError, match="ended without finishing"):
         build(_spec(replicas, tmp_path / "cache"), tmp_path / "out", workers=2, progress=False)
     assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_the_argument_pickles_live_in_a_private_folder_removed_after_the_build(
+        replicas, tmp_path, monkeypatch):
+    monkeypatch.setattr(spool.tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    seen = []
+    start = builder.start_server
+
+    def watched(processes):
+        jobs = start(processes)
+        seen.append((jobs.private, jobs.private.stat().st_mode & 0o777))
+        return jobs
+
+    monkeypatch.setattr(builder, "start_server", watched)
+    build(_spec(replicas, tmp_path / "cache"), tmp_path / "out", workers=2, progress=False)
+    assert [mode for _, mode in seen] == [0o700]
+    assert seen[0][0].parent == tmp_path / "tmp" and not seen[0][0].exists()
+    assert not list((tmp_path / "out").glob("*.pkl"))  # never in the mixture folder
