@@ -80,7 +80,7 @@ def table_info(df, *, spec) -> dict:
         labels[col] = {"positive": pos, "negative": int((v == 0).sum()),
                        "uncertain": int((v == -1).sum()), "missing": int(v.isna().sum()),
                        "prevalence": round(pos / n, 4) if n else None}
-    out = {"images": n, "studies": int(df["study_id"].nunique()),
+    out = {"row_unit": spec.row_unit, "images": n, "studies": int(df["study_id"].nunique()),
            "patients": int(df["patient_id"].nunique()), "expected": dict(spec.expected),
            "view_positions": {str(k): int(c) for k, c in views.items()},
            "views": {str(k): int(c) for k, c in canonical.items()},
@@ -119,8 +119,8 @@ def _info_text(results: list[dict]) -> str:
     for r in results:
         exp = r["expected"]
         lines.append(f"{r['key']}  ({r['metadata']})")
-        unit = "volumes" if get_harmonizer_class(r["key"]).spec.row_unit == "volume" \
-            else "images"  # a volume dataset's rows (the JSON keeps "images")
+        # a volume dataset's rows are volumes (the JSON keeps "images")
+        unit = "volumes" if r.get("row_unit") == "volume" else "images"
         for what in ("images", "studies", "patients"):
             full = f"  (full release: {exp[what]:,})" if what in exp else ""
             lines.append(f"  {unit if what == 'images' else what:<9}{r[what]:>10,}{full}")

@@ -133,7 +133,7 @@ def test_list(capsys):
     assert set(train["splits"]) == {"rexgradient_train", "rexgradient_valid", "rexgradient_test"}
     assert "Non-Commercial" in train["access"]
     code, out, _ = run(capsys, "list")
-    assert code == 0 and "rexgradient_valid" in out and "238968" in out
+    assert code == 0 and "rexgradient_valid" in out and "238,968" in out
 
 
 def test_info_matches_the_table(capsys, rex):
