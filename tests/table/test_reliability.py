@@ -453,7 +453,9 @@ def test_every_image_a_fake_writes_is_in_a_table(tmp_path):
             for col in ("image_paths", "ref_image_paths"):  # a VQA question's images
                 if col in df.columns:
                     in_tables |= {p for ps in df[col].dropna() for p in ps}
-        missing = _image_files(root) - in_tables
+        series = tuple(p.rstrip("/") + "/" for p in in_tables if (root / p).is_dir())
+        missing = {p for p in _image_files(root) - in_tables
+                   if not p.startswith(series)}  # a DICOM series row names its folder
         assert not missing or warned, f"{keys}: {len(missing)} images in no table, no warning: " \
             f"{sorted(missing)[:5]}"
 
