@@ -1,31 +1,19 @@
 """The volume model: canonical order and exact geometry under every signed axis order."""
 
-import itertools
-
 import numpy as np
 import pytest
 
 from radharmony.volumes import Volume
 from radharmony.volumes.geometry import axis_codes, to_canonical
 from radharmony.volumes.volume import VolumeGeometryError
+from volume_oracles import ORDERS, order_affine
 
-ORDERS = [(perm, signs) for perm in itertools.permutations(range(3))
-          for signs in itertools.product((1, -1), repeat=3)]
-
-
-def _affine(perm, signs, spacing=(0.7, 1.25, 2.5), origin=(3.0, -2.0, 7.5)):
-    m = np.eye(4)
-    m[:3, :3] = 0
-    for axis, (world, sign) in enumerate(zip(perm, signs)):
-        m[world, axis] = sign * spacing[axis]
-    m[:3, 3] = origin
-    return m
 
 
 @pytest.mark.parametrize("perm,signs", ORDERS)
 def test_every_signed_axis_order_becomes_canonical_with_each_voxel_in_place(perm, signs):
     source = np.arange(4 * 5 * 6, dtype=np.int16).reshape(4, 5, 6)
-    affine = _affine(perm, signs)
+    affine = order_affine(perm, signs)
     array, canon = to_canonical(source, affine)
     assert axis_codes(canon) == ("S", "P", "L")
     volume = Volume.from_array(array, canon)
