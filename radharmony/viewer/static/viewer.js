@@ -272,7 +272,12 @@ async function showSample(where) {
   $("sample-id").textContent = `${s.sample_id}  (${s.index + 1} of ${s.total} in ${s.split})`;
   showError(s.image_error);
   const img = $("image");
-  if (s.image_error) img.removeAttribute("src");
+  $("image-box").hidden = !!s.volume;
+  $("volume-box").hidden = !s.volume;
+  if (s.volume) {  // a volume: its three planes (static/planes.js)
+    img.removeAttribute("src");
+    state.planes = window.RadPlanes.mount($("volume-box"), s.volume, { split: s.split, index: s.index });
+  } else if (s.image_error) img.removeAttribute("src");
   else img.src = `image.png?${new URLSearchParams({ split: s.split, index: s.index })}`;
   drawBoxes(s);
   drawLabels(s);
