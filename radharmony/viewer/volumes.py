@@ -38,6 +38,8 @@ PALETTE = np.array([(230, 25, 75), (60, 180, 75), (255, 225, 25), (0, 130, 200),
                     (245, 130, 48), (145, 30, 180), (70, 240, 240), (240, 50, 230),
                     (210, 245, 60), (250, 190, 190), (0, 128, 128), (170, 110, 40)], np.uint8)
 MASK_ALPHA = 110
+#: what a mixture record's image names when it is a volume (a folder too: a DICOM series)
+VOLUME_SUFFIXES = (".nii", ".nii.gz", ".npy", ".b2nd")
 
 
 def is_volume_split(dataset) -> bool:
@@ -211,6 +213,39 @@ def open_volume(dataset, index: int) -> VolumeSource:
     return VolumeSource(volume.array, volume.affine, dataset=dataset, index=index)
 
 
+def is_volume_file(rel: str, path) -> bool:
+    """Whether a record's image ``rel`` (the file ``path``) names a volume: a
+    :data:`VOLUME_SUFFIXES` file or a folder (a DICOM series)."""
+    import os
+
+    return str(rel).lower().endswith(VOLUME_SUFFIXES) or os.path.isdir(path)
+
+
+def open_volume_file(path, *, spacing=None) -> VolumeSource:
+    """The volume a mixture record names: a volume cache entry (``.b2nd``, memory-mapped,
+    its geometry from the entry), a canonical ``(D, H, W)`` ``.npy`` array (memory-mapped;
+    ``spacing`` from the record's fields, else 1 mm), or a NIfTI file or DICOM folder read
+    whole (:func:`radharmony.volumes.read_volume`)."""
+    name = str(path).lower()
+    if name.endswith(".b2nd"):
+        from ..volumes.cache import require_blosc2
+
+        array = require_blosc2().open(str(path), mode="r", mmap_mode="r")
+        meta = dict(array.vlmeta["radharmony"]).get("meta", {}) \
+            if "radharmony" in array.vlmeta else {}
+        return VolumeSource(array, meta.get("affine", np.eye(4)))
+    if name.endswith(".npy"):
+        array = np.load(path, mmap_mode="r", allow_pickle=False)
+        if array.ndim != 3:
+            raise ViewerError(f"{path} is not a volume", expected="a 3-D (D, H, W) array",
+                              found=f"shape {array.shape}")
+        return VolumeSource(array, np.diag([*(spacing or (1.0, 1.0, 1.0)), 1.0]))
+    from ..volumes import read_volume
+
+    volume = read_volume(path)
+    return VolumeSource(volume.array, volume.affine)
+
+
 class VolumeSources:
     """The volumes most recently looked at, keyed by ``(split, index)`` (a small LRU)."""
 
@@ -246,6 +281,6 @@ def route(app, path: str, q: dict):
     return source.slice_png(plane, q.get("slice"), *parse_window(q)), "image/png"
 
 
-__all__ = ["PLANES", "WINDOWS", "VolumeSource", "VolumeSources", "annotations_json",
-           "is_volume_split", "mask_rgba", "open_volume", "parse_window", "plane_slice",
-           "route", "windowed"]
+__all__ = ["PLANES", "VOLUME_SUFFIXES", "WINDOWS", "VolumeSource", "VolumeSources",
+           "annotations_json", "is_volume_file", "is_volume_split", "mask_rgba", "open_volume",
+           "open_volume_file", "parse_window", "plane_slice", "route", "windowed"]
