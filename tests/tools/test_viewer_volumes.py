@@ -311,3 +311,23 @@ def test_three_planes_in_headless_chromium(server, browser):
     assert "nodule" in browser.find_element(By.ID, "report").text
     assert [c.get_attribute("data-label") for c in
             browser.find_elements(By.CSS_SELECTOR, "#labels .chip.positive")] == ["Nodule"]
+
+
+def test_a_registered_dataset_s_mask_hook_is_the_overlay(tmp_path):
+    """TotalSegmentator's replica (8 x 12 x 12 at 1.5 mm): its liver (label
+    STRUCTURES.index("liver") + 1) lies at d 1..3, h 2..5, w 1..3."""
+    from radharmony.datasets.totalsegmentator import STRUCTURES
+    from radharmony.fake.totalsegmentator import write_totalsegmentator
+    from radharmony.registry import get_dataset_class
+
+    base = write_totalsegmentator(tmp_path / "ts", splits=("train",))
+    ds = get_dataset_class("totalsegmentator")(base, cache_dir=tmp_path / "cache",
+                                               output_mask=True)
+    app = ViewerApp([ds])
+    v = app.sample(index=0)["volume"]
+    assert v["has_mask"] is True and v["shape"] == [8, 12, 12]
+    assert v["spacing"] == pytest.approx([1.5, 1.5, 1.5])
+    mask = _png(app.volume(index=0).mask_png("axial", 2))
+    liver = PALETTE[STRUCTURES.index("liver") % len(PALETTE)][::-1]  # BGR from OpenCV
+    on = np.argwhere((mask[..., :3] == liver).all(-1) & (mask[..., 3] > 0))
+    assert (on.min(0).tolist(), on.max(0).tolist()) == ([2, 1], [5, 3])
