@@ -307,6 +307,16 @@ def test_three_planes_in_headless_chromium(server, browser):
                                                  bubbles: true}));""")
     wait.until(lambda d: canvases["sagittal"].get_attribute("data-slice") == "12")
     wait.until(lambda d: canvases["coronal"].get_attribute("data-slice") == "7")
+    # and the crosshair on each plane marks the other two slices (axial at d = 3)
+    lines = browser.execute_script("""
+        const out = {};
+        for (const f of document.querySelectorAll('figure.plane-view')) {
+          out[f.dataset.plane] = [f.querySelector('.crosshair.across').dataset.voxel,
+                                  f.querySelector('.crosshair.down').dataset.voxel];
+        }
+        return out;""")
+    assert lines == {"axial": ["7", "12"], "coronal": [str(19 - 3), "12"],
+                     "sagittal": [str(19 - 3), "7"]}
     # the report and labels beside
     assert "nodule" in browser.find_element(By.ID, "report").text
     assert [c.get_attribute("data-label") for c in

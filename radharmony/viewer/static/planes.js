@@ -79,10 +79,14 @@ window.RadPlanes = (() => {
       canvas.style.height = `${Math.round(g.rows * g.rmm * scale)}px`;
       const slider = mk("input", { class: "slice", type: "range", min: 0, max: g.count - 1, "data-plane": plane, "aria-label": `${plane} slice` });
       const caption = mk("span", { class: "slice-number" });
+      const frame = mk("div", { class: "plane-frame" });
+      const across = mk("div", { class: "crosshair across" });  // a row: another plane's slice
+      const down = mk("div", { class: "crosshair down" });      // a column
+      frame.append(canvas, across, down);
       const fig = mk("figure", { class: "plane-view", "data-plane": plane });
-      fig.append(mk("figcaption", {}, plane), canvas, slider, caption);
+      fig.append(mk("figcaption", {}, plane), frame, slider, caption);
       row.append(fig);
-      views[plane] = { g, canvas, slider, caption, drawn: 0 };
+      views[plane] = { g, canvas, slider, caption, across, down, drawn: 0 };
       state.slices[plane] = Math.floor(g.count / 2);
       slider.value = state.slices[plane];
       slider.addEventListener("input", () => show(plane, Number(slider.value)));
@@ -169,12 +173,27 @@ window.RadPlanes = (() => {
       v.canvas.dataset.drawn = String(stamp);
     }
 
+    // The crosshair: on each plane, where the other two planes' slices cut it.
+    function crosshairs() {
+      const at = {};  // annotation axis (0: x/W, 1: y/H, 2: z/D) -> the slice shown across it
+      for (const p of info.planes) at[views[p].g.fixed] = state.slices[p];
+      for (const p of info.planes) {
+        const { g, across, down } = views[p];
+        const rowN = g.flip ? g.rows - 1 - at[g.row] : at[g.row];
+        across.style.top = `${(rowN + 0.5) / g.rows * 100}%`;
+        down.style.left = `${(at[g.col] + 0.5) / g.cols * 100}%`;
+        across.dataset.voxel = String(rowN);
+        down.dataset.voxel = String(at[g.col]);
+      }
+    }
+
     function show(plane, k) {
       const v = views[plane];
       k = Math.max(0, Math.min(v.g.count - 1, k));
       state.slices[plane] = k;
       v.slider.value = k;
       v.caption.textContent = ` ${k + 1} / ${v.g.count}`;
+      crosshairs();
       return draw(plane);
     }
 
