@@ -225,7 +225,8 @@ def open_volume_file(path, *, spacing=None) -> VolumeSource:
     """The volume a mixture record names: a volume cache entry (``.b2nd``, memory-mapped,
     its geometry from the entry), a canonical ``(D, H, W)`` ``.npy`` array (memory-mapped;
     ``spacing`` from the record's fields, else 1 mm), or a NIfTI file or DICOM folder read
-    whole (:func:`radharmony.volumes.read_volume`)."""
+    whole (:func:`radharmony.volumes.read_volume`, without the Hounsfield check: a page shows
+    what the file holds)."""
     name = str(path).lower()
     if name.endswith(".b2nd"):
         from ..volumes.cache import require_blosc2
@@ -242,7 +243,7 @@ def open_volume_file(path, *, spacing=None) -> VolumeSource:
         return VolumeSource(array, np.diag([*(spacing or (1.0, 1.0, 1.0)), 1.0]))
     from ..volumes import read_volume
 
-    volume = read_volume(path)
+    volume = read_volume(path, check=False)  # shown as it is (a phantom has no air)
     return VolumeSource(volume.array, volume.affine)
 
 

@@ -3,7 +3,7 @@
 dataset viewer shows, one plane's slice per request.
 
 The records are written by hand over one source root holding the same planted volume four
-ways: int16 ``(D, H, W)`` = (6, 8, 10), voxel (d, h, w) = 10 * d + h - w, spacing 2.0 x 0.5 x
+ways (and a PNG): int16 ``(D, H, W)`` = (6, 8, 10), voxel (d, h, w) = 10 * d + h - w, spacing 2.0 x 0.5 x
 0.5 mm.
 """
 
@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from radharmony.errors import RadHarmonyError
-from radharmony.fake.volumes import write_nifti
+from radharmony.fake.volumes import slice_positions, write_dicom_series, write_nifti
 from radharmony.mixture.records import fields_json, record_id
 from radharmony.viewer.mixture import MixtureApp, make_mixture_server
 from radharmony.viewer.volumes import is_volume_file, windowed
@@ -32,7 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 from test_viewer import _get, browser, serving  # noqa: E402,F401
 
 SHAPE, SPACING = (6, 8, 10), (2.0, 0.5, 0.5)
-FILES = {"nii": "ct/a.nii.gz", "npy": "ct/b.npy", "b2nd": "ct/c.b2nd", "png": "ct/d.png"}
+FILES = {"nii": "ct/a.nii.gz", "npy": "ct/b.npy", "b2nd": "ct/c.b2nd", "dicom": "ct/series",
+         "png": "ct/d.png"}
 
 
 def planted() -> np.ndarray:
@@ -62,9 +63,13 @@ def mixture(tmp_path_factory):
     cache.get([root / FILES["npy"]], {"planted": 1}, lambda: Volume.from_array(vol, lps))
     entry = next((root / "cache").rglob("*.b2nd"))
     shutil.copy(entry, root / FILES["b2nd"])
+    # axial DICOM: rows toward P, columns toward L, slices 2 mm toward S: canonical as stored
+    write_dicom_series(root / FILES["dicom"], vol + 1024, spacing=(0.5, 0.5),
+                       positions=slice_positions(SHAPE[0], step=2.0))
     cv2.imwrite(str(root / FILES["png"]), np.full((8, 10), 128, np.uint8))
     records = [_rec("nii", FILES["nii"]), _rec("npy", FILES["npy"], fields={"spacing": SPACING}),
-               _rec("b2nd", FILES["b2nd"]), _rec("png", FILES["png"])]
+               _rec("b2nd", FILES["b2nd"]), _rec("dicom", FILES["dicom"]),
+               _rec("png", FILES["png"])]
     sources = {"ct": {"dataset": "ct_rate_train", "root": str(root.resolve()), "images": []}}
     return vf.write_mixture(tmp_path_factory.mktemp("mix") / "out", sources, records)
 
@@ -81,7 +86,7 @@ def test_what_names_a_volume(tmp_path):
         == [True, True, True, True, True, False, False, False]
 
 
-@pytest.mark.parametrize("key", ["nii", "npy", "b2nd"])
+@pytest.mark.parametrize("key", ["nii", "npy", "b2nd", "dicom"])
 def test_a_volume_record_has_three_planes(mixture, key):
     app = MixtureApp(mixture)
     rec = app.record(record_id=record_id("ct", "report_generation", key))
