@@ -171,6 +171,29 @@ def test_slices_come_from_the_cache_s_stored_array(stub):
     assert not _png(source.mask_png("axial", 5))[..., 3].any()
 
 
+class IndexSpy:
+    """Wraps an array and records every index it is read with."""
+
+    def __init__(self, array):
+        self.array, self.shape, self.reads = array, array.shape, []
+
+    def __getitem__(self, index):
+        self.reads.append(index)
+        return self.array[index]
+
+
+def test_a_page_reads_one_plane_at_a_time_never_the_volume(stub):
+    app = ViewerApp([stub])
+    source = app.volume(index=0)
+    spy = source.array = IndexSpy(source.array)
+    app.sample(index=0)  # the sample's JSON reads no voxel
+    assert spy.reads == []
+    for plane in ("axial", "coronal", "sagittal"):
+        source.slice_png(plane, 5, 40.0, 400.0)
+    full = slice(None)
+    assert spy.reads == [(5, full, full), (full, 5, full), (full, full, 5)]
+
+
 def test_http_slice_routes_send_one_plane_never_the_volume(server):
     base = server.url
     status, ctype, body = _get(base + "volume.png?split=stubct&index=0&plane=coronal&slice=3"
