@@ -249,7 +249,8 @@ class ViewerApp:
     def meta(self) -> dict:
         return {"page_size": self.page_size, "splits": [
             {"key": k, "title": s.spec.title, "images": s.n, "labels": s.label_cols,
-             "views": s.views, "outputs": sorted(s.spec.outputs)}
+             "views": s.views, "outputs": sorted(s.spec.outputs),
+             "row_unit": getattr(s.spec, "row_unit", "image")}
             for k, s in self.splits.items()]}
 
     def samples(self, *, split: str | None = None, label: str | None = None,

@@ -251,6 +251,7 @@ def test_three_planes_in_headless_chromium(server, browser):
     wait = WebDriverWait(browser, 30)
     browser.get(server.url + "?split=stubct&index=0")
     wait.until(lambda d: d.execute_script("return document.body.dataset.ready === '1'"))
+    assert "1\u20132 of 2 volumes" in browser.find_element(By.ID, "status").text
     assert not browser.find_element(By.ID, "volume-box").get_attribute("hidden")
     assert browser.find_element(By.ID, "image-box").get_attribute("hidden")
     canvases = {c.get_attribute("data-plane"): c for c in

@@ -88,7 +88,8 @@ async function loadList() {
     list.append(li);
   }
   const first = res.total ? state.offset + 1 : 0;
-  $("status").textContent = `${first}\u2013${state.offset + res.items.length} of ${res.total} images`;
+  const unit = splitMeta().row_unit === "volume" ? "volumes" : "images";
+  $("status").textContent = `${first}\u2013${state.offset + res.items.length} of ${res.total} ${unit}`;
   $("prev-page").disabled = state.offset === 0;
   $("next-page").disabled = state.offset + res.items.length >= res.total;
   markActive();
