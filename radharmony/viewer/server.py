@@ -10,8 +10,9 @@ Routes (GET only; anything else is refused):
 * ``/studies``, ``/api/study``, ``/study.png`` -- whole studies (:mod:`radharmony.viewer.studies`).
 * ``/questions``, ``/api/question``, ``/question.png`` -- VQA questions
   (:mod:`radharmony.viewer.questions`).
-* ``/volume.png``, ``/volume_mask.png`` -- one plane's slice of a volume sample, windowed, and
-  its mask (:mod:`radharmony.viewer.volumes`; ``/api/sample`` carries the volume's planes).
+* ``/volume.png``, ``/volume_mask.png``, ``/api/volume_mask_legend`` -- one plane's slice of a
+  volume sample, windowed, its mask and the mask's labels there
+  (:mod:`radharmony.viewer.volumes`; ``/api/sample`` carries the volume's planes).
 
 Every route lives under a per-run secret prefix, ``/<token>/`` (``server.url`` includes it;
 the page uses relative addresses, so it carries the token), and a request whose

@@ -190,6 +190,16 @@ class VolumeSource:
         k = self.check(plane, index)
         return rgba_png(mask_rgba(plane_slice(self.mask(), plane, k)))
 
+    def mask_legend(self, plane: str, index) -> list[dict]:
+        """The labels of the mask on slice ``index`` of ``plane``: ``[{"value", "name",
+        "colour"}]`` (names from the dataset's ``structures``, else the value)."""
+        k = self.check(plane, index)
+        names = list(getattr(self.dataset, "structures", None) or [])
+        values = np.unique(plane_slice(self.mask(), plane, k))
+        return [{"value": int(v), "name": names[v - 1] if v <= len(names) else str(int(v)),
+                 "colour": "#%02x%02x%02x" % tuple(PALETTE[(int(v) - 1) % len(PALETTE)])}
+                for v in values.tolist() if v > 0]
+
     def annotations(self) -> dict:
         hook = getattr(self.dataset, "annotations", None)
         return annotations_json(hook(self.index) if callable(hook) else None)
@@ -271,12 +281,18 @@ class VolumeSources:
 
 def route(app, path: str, q: dict):
     """``(body, content type)`` for a volume route, or None for another path:
-    ``/volume.png?split=&index=&plane=&slice=&window=`` (or ``level=&width=``) and
-    ``/volume_mask.png?split=&index=&plane=&slice=``."""
-    if path not in ("/volume.png", "/volume_mask.png"):
+    ``/volume.png?split=&index=&plane=&slice=&window=`` (or ``level=&width=``),
+    ``/volume_mask.png?split=&index=&plane=&slice=`` and ``/api/volume_mask_legend?...`` (the
+    labels on that slice)."""
+    if path not in ("/volume.png", "/volume_mask.png", "/api/volume_mask_legend"):
         return None
     source = app.volume(split=q.get("split"), index=q.get("index"), sample_id=q.get("id"))
     plane = q.get("plane", "axial")
+    if path == "/api/volume_mask_legend":
+        import json
+
+        return json.dumps(source.mask_legend(plane, q.get("slice"))).encode(), \
+            "application/json"
     if path == "/volume_mask.png":
         return source.mask_png(plane, q.get("slice")), "image/png"
     return source.slice_png(plane, q.get("slice"), *parse_window(q)), "image/png"

@@ -10,6 +10,7 @@ labels voxels d 2..4, h 20..25, w 25..35 as 1. It is not registered.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import ClassVar
 
@@ -206,6 +207,10 @@ def test_http_slice_routes_send_one_plane_never_the_volume(server):
     assert status == 200 and _png(body).shape == (30, 40)
     status, _, body = _get(base + "volume_mask.png?split=stubct&index=0&plane=sagittal&slice=30")
     assert status == 200 and _png(body).shape == (20, 30, 4)
+    status, _, body = _get(base + "api/volume_mask_legend?split=stubct&index=0&plane=axial"
+                           "&slice=3")
+    assert status == 200 and json.loads(body) == [{"value": 1, "name": "1",
+                                                   "colour": "#%02x%02x%02x" % (230, 25, 75)}]
     status, _, body = _get(base + "volume.png?split=stubct&index=0&plane=axial&slice=99")
     assert status == 404 and b"out of range" in body
     status, _, body = _get(base + "volume.png?split=stubct&index=0&plane=axial&slice=1"
@@ -318,6 +323,8 @@ def test_three_planes_in_headless_chromium(server, browser):
         const px = (y, x) => Array.from(d.slice(4 * (y * c.width + x), 4 * (y * c.width + x) + 3));
         return [px(22, 30), px(5, 5)];""")
     assert mask_px[0][0] > mask_px[0][1] + 40  # tinted toward the label's red
+    wait.until(lambda d: [c.text for c in d.find_elements(
+        By.CSS_SELECTOR, ".mask-legend[data-plane=axial] span")] == ["1"])  # no names: values
     assert mask_px[1][0] == mask_px[1][1] == mask_px[1][2]  # gray outside the mask
     assert red[0] > red[1]
     browser.find_element(By.CSS_SELECTOR, "input.mask-toggle").click()
@@ -365,3 +372,7 @@ def test_a_registered_dataset_s_mask_hook_is_the_overlay(tmp_path):
     liver = PALETTE[STRUCTURES.index("liver") % len(PALETTE)][::-1]  # BGR from OpenCV
     on = np.argwhere((mask[..., :3] == liver).all(-1) & (mask[..., 3] > 0))
     assert (on.min(0).tolist(), on.max(0).tolist()) == ([2, 1], [5, 3])
+    legend = app.volume(index=0).mask_legend("axial", 2)
+    assert {m["name"] for m in legend} == {"liver"}  # the structure's name, its colour
+    assert legend[0]["value"] == STRUCTURES.index("liver") + 1
+    assert legend[0]["colour"] == "#%02x%02x%02x" % tuple(liver[::-1])

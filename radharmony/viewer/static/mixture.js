@@ -98,7 +98,7 @@ function figures(rec, items, prior) {
       const box = document.createElement("div");
       box.className = "volume-box";
       window.RadPlanes.mount(box, it.volume, { id: rec.record_id, j: it.j, prior: prior ? 1 : 0 },
-                             { slice: "record_volume.png", mask: null });
+                             { slice: "record_volume.png", mask: null, legend: null });
       const cap = document.createElement("figcaption");
       cap.textContent = `volume: ${it.path}`;
       fig.append(box, cap);

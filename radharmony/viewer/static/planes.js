@@ -37,7 +37,8 @@ window.RadPlanes = (() => {
     return first <= last ? [first, last] : null;
   }
 
-  function mount(container, info, where, paths = { slice: "volume.png", mask: "volume_mask.png" }) {
+  function mount(container, info, where, paths = { slice: "volume.png", mask: "volume_mask.png",
+                                                  legend: "api/volume_mask_legend" }) {
     container.replaceChildren();
     container.classList.add("planes");
     const state = { window: "mediastinum", level: 40, width: 400, mask: info.has_mask, slices: {} };
@@ -84,9 +85,11 @@ window.RadPlanes = (() => {
       const down = mk("div", { class: "crosshair down" });      // a column
       frame.append(canvas, across, down);
       const fig = mk("figure", { class: "plane-view", "data-plane": plane });
-      fig.append(mk("figcaption", {}, plane), frame, slider, caption);
+      const maskLegend = mk("div", { class: "legend mask-legend", "data-plane": plane });
+      maskLegend.style.maxWidth = canvas.style.width;
+      fig.append(mk("figcaption", {}, plane), frame, slider, caption, maskLegend);
       row.append(fig);
-      views[plane] = { g, canvas, slider, caption, across, down, drawn: 0 };
+      views[plane] = { g, canvas, slider, caption, across, down, maskLegend, drawn: 0 };
       state.slices[plane] = Math.floor(g.count / 2);
       slider.value = state.slices[plane];
       slider.addEventListener("input", () => show(plane, Number(slider.value)));
@@ -154,14 +157,21 @@ window.RadPlanes = (() => {
       const win = state.window === "custom" ? { level: state.level, width: state.width } : { window: state.window };
       const wanted = [load(`${paths.slice}?${qs({ ...q, ...win })}`)];
       if (state.mask) wanted.push(load(`${paths.mask}?${qs(q)}`));
-      let images;
+      const legend = state.mask && paths.legend ?
+        fetch(`${paths.legend}?${qs(q)}`).then((r) => r.json()) : Promise.resolve([]);
+      let images, labels;
       try {
-        images = await Promise.all(wanted);
+        [images, labels] = await Promise.all([Promise.all(wanted), legend]);
       } catch (err) {
         v.canvas.dataset.error = String(err.message || err);
         return;
       }
       if (stamp !== v.drawn) return;  // a newer slice was asked meanwhile
+      v.maskLegend.replaceChildren(...labels.map((m) => {  // the mask's labels on this slice
+        const chip = mk("span", { "data-value": m.value }, m.name);
+        chip.style.borderColor = m.colour;
+        return chip;
+      }));
       const ctx = v.canvas.getContext("2d");
       ctx.imageSmoothingEnabled = false;
       ctx.clearRect(0, 0, v.g.cols, v.g.rows);
