@@ -3,8 +3,8 @@
 dataset viewer shows, one plane's slice per request.
 
 The records are written by hand over one source root holding the same planted volume four
-ways (and a PNG): int16 ``(D, H, W)`` = (6, 8, 10), voxel (d, h, w) = 10 * d + h - w, spacing 2.0 x 0.5 x
-0.5 mm.
+ways (and a PNG): int16 ``(D, H, W)`` = (6, 8, 10), voxel (d, h, w) = 10 * d + h - w, spacing
+2.0 x 0.5 x 0.5 mm.
 """
 
 from __future__ import annotations
