@@ -169,7 +169,8 @@ def _demographics(r) -> str:
         if len(ages):
             ax1.hist(ages, bins=np.arange(0, 105, 5), histtype="step", label=src)
     ax1.set_xlabel("age (years)")
-    ax1.legend(fontsize=7)
+    if ax1.get_legend_handles_labels()[0]:  # no source with ages (e.g. volumes): no legend
+        ax1.legend(fontsize=7)
     sex = pd.crosstab(im["source"], im["sex"].fillna("unknown"))
     _stacked(ax2, sex, "sex")
     ages = im.groupby("source", sort=False)["age_years"].agg(["count", "median", "min", "max"])
