@@ -34,8 +34,6 @@ Non-nodules are not grouped.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
 from ..errors import MetadataError
@@ -51,20 +49,21 @@ LINK_PX = 5.0
 LINK_MM = 5.0
 
 
-@dataclass
 class Node:
     """An XML element: local name, namespace, line of its start tag, children, text."""
-    tag: str
-    ns: str
-    line: int
-    children: list = field(default_factory=list)
-    parts: list = field(default_factory=list)
+    __slots__ = ("tag", "ns", "line", "children", "parts")
+
+    def __init__(self, tag: str, ns: str, line: int):
+        self.tag, self.ns, self.line, self.children, self.parts = tag, ns, line, [], []
 
     def all(self, tag: str) -> list["Node"]:
         return [c for c in self.children if c.tag == tag]
 
     def first(self, tag: str) -> "Node | None":
-        return next((c for c in self.children if c.tag == tag), None)
+        for child in self.children:
+            if child.tag == tag:
+                return child
+        return None
 
     def value(self, tag: str) -> str | None:
         node = self.first(tag)
@@ -77,6 +76,7 @@ def parse_tree(data: bytes, *, source: str) -> Node:
     from xml.parsers import expat
 
     parser = expat.ParserCreate(namespace_separator=" ")
+    parser.buffer_text = True  # one call a text node
     stack: list[Node] = []
     top: list[Node] = []
 

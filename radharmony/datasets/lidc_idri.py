@@ -13,15 +13,17 @@ it). Radiograph series (CR/DX, ``IdriReadMessage``) are not rows. Quirks:
 - **Readers' marks grouped per nodule** by the rule of :func:`~radharmony.annotations.
   lidc_xml.group_marks` (at most one mark a reader a group). ``nodules`` keeps each group:
   ``kind`` (``contour``: outlined by a reader, >= 3 mm; ``point``: < 3 mm by every reader who
-  marked it), its readers, and the nine ratings as lists over the readers who outlined it.
+  marked it), its readers, and the nine ratings as lists over the readers who outlined it;
+  :func:`nodule_table` flattens them (one row a nodule, each rating's median, its mask label).
 - **Labels**: ``nodule_ge_3mm`` / ``nodule_lt_3mm`` (some reader marked one); ``malignancy_
   suspicious``: 1 when a group's median malignancy rating is above 3 (4 "moderately
   suspicious", 5 "highly suspicious"), else NaN when some group's median is 3 or unrated
   (indeterminate), else 0.
 - **Contours to masks** (:meth:`LIDCIDRIDataset.source_mask`): each outline is filled on its
   slice (found by ``imageSOP_UID`` among the series' headers, else by ``imageZposition``), the
-  outline pixels included (LIDC's instructions put the outline just outside the nodule: the
-  mask errs large by them); an ``inclusion`` FALSE outline is a hole. A voxel belongs to group
+  outline pixels included (LIDC's documentation is said to place outlines just outside the
+  nodule, unverified here: the mask may then err large by that ring); an ``inclusion`` FALSE
+  outline is a hole (its outline removed with it). A voxel belongs to group
   k (labels 1.. in the order of the ``contour`` groups) when at least ``consensus`` (default
   0.5) of the readers who outlined the nodule drew it; overlaps: the earlier group wins.
 - **Points and boxes** (:meth:`LIDCIDRIDataset.annotations`): a ``point`` group is the mean of
@@ -48,7 +50,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..annotations.lidc_xml import group_marks, nodule_records, parse_read
+from ..annotations.lidc_xml import CHARACTERISTICS, group_marks, nodule_records, parse_read
 from ..errors import SHOW, MetadataError, MetadataNotFoundError
 from ..spec import DatasetSpec, Identity
 from ..table.harmonizer import BaseHarmonizer, Inputs
@@ -92,6 +94,26 @@ def series_labels(nodules: list[dict]) -> list[float]:
         np.nan if any(m is None or m == 3 for m in medians) else 0.0
     return [float(any(n["kind"] == "contour" for n in nodules)),
             float(any(n["kind"] == "point" for n in nodules)), suspicious]
+
+
+def nodule_table(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per nodule of a harmonized table: its series and patient, ``nodule`` (1.. in
+    the series' group order), ``kind``, ``readers`` (how many marked it), ``mask_label`` (its
+    label in the mask; 0 for a point) and each rating's median over the readers who gave it
+    (NaN: none)."""
+    rows = []
+    for series, patient, nodules in zip(table["series_instance_uid"], table["patient_id"],
+                                        table["nodules"]):
+        label = 0
+        for k, n in enumerate(nodules, 1):
+            label += n["kind"] == "contour"
+            ratings = {name: [v for v in n["characteristics"][name] if v is not None]
+                       for name in CHARACTERISTICS}
+            rows.append([series, patient, k, n["kind"], len(n["readers"]),
+                         label if n["kind"] == "contour" else 0,
+                         *(float(np.median(v)) if v else np.nan for v in ratings.values())])
+    return pd.DataFrame(rows, columns=["series_instance_uid", "patient_id", "nodule", "kind",
+                                       "readers", "mask_label", *CHARACTERISTICS])
 
 
 # -- harmonizer -----------------------------------------------------------------------------------
@@ -353,4 +375,4 @@ def _dataset_classes():
 __getattr__ = torch_side(__name__, _dataset_classes)
 
 
-__all__ = ["LIDCIDRIHarmonizer", "LIDCIDRIDataset"]
+__all__ = ["LIDCIDRIHarmonizer", "LIDCIDRIDataset", "nodule_table"]

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from radharmony.annotations.lidc_xml import group_marks, nodule_records, parse_read
-from radharmony.datasets.lidc_idri import (LIDCIDRIHarmonizer, kept_files, read_lidc_series,
-                                           series_labels)
+from radharmony.datasets.lidc_idri import (LIDCIDRIHarmonizer, kept_files, nodule_table,
+                                           read_lidc_series, series_labels)
 from radharmony.errors import MetadataError, MetadataNotFoundError
 from radharmony.fake.lidc_idri import write_lidc_idri
 
@@ -256,3 +256,30 @@ def test_the_mask_follows_a_preset_by_the_nearest_label(replica):
         sample = LIDCIDRIDataset(base_image_dir=replica, output_mask=True, preset="m3d")[0]
     assert sample["mask"].shape == sample["img"].shape == (1, 32, 256, 256)
     assert sorted(sample["mask"].unique().tolist()) == [0, 1]  # never blended
+
+
+def test_uids_come_from_the_xml_whatever_the_folder_names(tmp_path):
+    """The NBIA Data Retriever's descriptive folder names (``01-01-2000-NA-NA-30178``,
+    ``3000566.000000-NA-03192``) in place of the UIDs: the table keeps the XML's UIDs."""
+    root = write_lidc_idri(tmp_path)
+    patient = root / "LIDC-IDRI" / "LIDC-IDRI-0002"
+    study, = patient.iterdir()
+    series, = study.iterdir()
+    series.rename(study / "3000566.000000-NA-03192")
+    study.rename(patient / "01-01-2000-NA-NA-30178")
+    df = LIDCIDRIHarmonizer(base_image_dir=root).harmonize()
+    uid = "1.3.6.1.4.1.14519.5.2.1.6279.6001.0"
+    assert df["study_id"].iloc[1] == f"{uid}.2"
+    assert df["series_instance_uid"].iloc[1] == f"{uid}.2.3002"
+    assert df["image_path"].iloc[1] == \
+        "LIDC-IDRI/LIDC-IDRI-0002/01-01-2000-NA-NA-30178/3000566.000000-NA-03192"
+
+
+def test_the_nodule_table_holds_each_nodule_and_its_median_ratings(replica):
+    table = nodule_table(LIDCIDRIHarmonizer(base_image_dir=replica).harmonize())
+    assert table[["patient_id", "nodule", "kind", "readers", "mask_label"]].values.tolist() == [
+        ["LIDC-IDRI-0001", 1, "contour", 3, 1], ["LIDC-IDRI-0001", 2, "point", 2, 0],
+        ["LIDC-IDRI-0002", 1, "contour", 1, 1]]
+    assert table["malignancy"].tolist()[::2] == [4.0, 2.0]  # medians of 4, 5, 3 and of 2
+    assert np.isnan(table["malignancy"].iloc[1])  # a small nodule is never rated
+    assert table["calcification"].tolist()[::2] == [6.0, 6.0]
