@@ -313,6 +313,7 @@ def _dataset_classes():
     from functools import partial
 
     from ..data.volumes import VolumeDataset
+    from ..errors import ImageReadError, RadHarmonyError
     from ..volumes.dicom_headers import scan
     from ..volumes.precache import VolumeJob
 
@@ -324,6 +325,11 @@ def _dataset_classes():
         ct = True
 
         def __init__(self, *args, consensus: float = 0.5, **kwargs):
+            if not 0.0 <= float(consensus) <= 1.0:
+                raise RadHarmonyError("LIDCIDRIDataset: consensus is a share of the readers",
+                                      expected="0 <= consensus <= 1 (0: any reader, 1: all)",
+                                      found=f"consensus={consensus!r}",
+                                      fix="pass e.g. consensus=0.5 (half of the readers)")
             super().__init__(*args, **kwargs)
             self.consensus = float(consensus)
             self._drawn = None
@@ -343,6 +349,11 @@ def _dataset_classes():
                     self.load_volume(index)
                 headers, _ = scan([Path(f) for f in volume.source.files])
                 xml = self.base_image_dir / self.harmonized_df["xml_path"].iat[index]
+                if not xml.is_file():
+                    raise ImageReadError(f"{xml}: the series' reader XML is missing",
+                                         expected="the XML the table was made from",
+                                         found="no such file", fix="restore the file, or "
+                                         "harmonize the collection again")
                 read = parse_read(xml.read_bytes(), source=str(xml))
                 self._drawn = (index, draw_series(
                     read, SliceMap(headers, volume.in_space("LPS").affine), volume.shape,

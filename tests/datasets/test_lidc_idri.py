@@ -283,3 +283,15 @@ def test_the_nodule_table_holds_each_nodule_and_its_median_ratings(replica):
     assert table["malignancy"].tolist()[::2] == [4.0, 2.0]  # medians of 4, 5, 3 and of 2
     assert np.isnan(table["malignancy"].iloc[1])  # a small nodule is never rated
     assert table["calcification"].tolist()[::2] == [6.0, 6.0]
+
+
+def test_a_consensus_outside_0_1_and_a_missing_xml_are_refused(tmp_path):
+    from radharmony.datasets.lidc_idri import LIDCIDRIDataset
+    from radharmony.errors import ImageReadError, RadHarmonyError
+    root = write_lidc_idri(tmp_path)
+    with pytest.raises(RadHarmonyError, match="consensus is a share of the readers"):
+        LIDCIDRIDataset(base_image_dir=root, consensus=2)
+    ds = LIDCIDRIDataset(base_image_dir=root)
+    (root / ds.harmonized_df["xml_path"].iloc[2]).unlink()
+    with pytest.raises(ImageReadError, match="reader XML is missing"):
+        ds.annotations(2)
