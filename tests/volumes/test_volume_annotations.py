@@ -103,3 +103,22 @@ def test_module_examples():
 
     for module in (radharmony.volumes.placement, radharmony.data.collate):
         assert doctest.testmod(module).failed == 0
+
+
+def test_augmentation_after_the_cache_moves_everything_together(tmp_path):
+    """A left-right flip (W, 12 voxels) as the train transform, over the volume cache: x -> 11 -
+    x, the world box and point unchanged, the affine following the voxels."""
+    from radharmony.augment.volumes import RandomFlip3D
+
+    base = write_totalsegmentator(tmp_path, splits=("train",))
+    ds = annotated(base, cache_dir=tmp_path / "cache")
+    plain = ds[0]
+    flipped = ds.get_datasets(train_transform=RandomFlip3D(p=1.0, axis=2))[0]
+    assert flipped["bbox3d"].tolist() == [[6.5, 2.5, 0.5, 9.5, 6.5, 2.5]]
+    assert flipped["bbox3d_mm"].tolist() == [BOX_MM] and flipped["points"].tolist() == \
+        [[8.0, 4.0, 1.0]]
+    assert flipped["points_mm"].tolist() == [POINT_MM]
+    assert torch.equal(flipped["img"], plain["img"].flip(-1))
+    assert torch.equal(flipped["mask"], plain["mask"].flip(-1))
+    assert flipped["affine"][0].tolist() == [0.0, 0.0, -1.5, 0.0]   # x = 1.5 (11 - w) - 16.5
+    assert torch.equal(ds[0]["img"], plain["img"])                  # the cache is unaugmented
