@@ -122,3 +122,18 @@ def test_augmentation_after_the_cache_moves_everything_together(tmp_path):
     assert torch.equal(flipped["mask"], plain["mask"].flip(-1))
     assert flipped["affine"][0].tolist() == [0.0, 0.0, -1.5, 0.0]   # x = 1.5 (11 - w) - 16.5
     assert torch.equal(ds[0]["img"], plain["img"])                  # the cache is unaugmented
+
+
+def test_radfm_layout_keeps_boxes_in_the_affine_axes(tmp_path):
+    """RadFM's layout (3, H, W, D; here in-plane 48 for speed, RadFM's is 512): the mask
+    follows it; boxes and points stay x along the affine's W, z along its D."""
+    from radharmony.volumes.presets import PRESETS
+
+    base = write_totalsegmentator(tmp_path, splits=("train",))
+    small = dataclasses.replace(PRESETS["radfm"], name="radfm_48", size=(0, 48, 48))
+    sample = annotated(base, preset=small)[0]
+    assert sample["img"].shape == (3, 48, 48, 8) and sample["mask"].shape == (1, 48, 48, 8)
+    x, y, z = sample["points"][0].tolist()
+    assert sample["points_mm"].tolist() == [POINT_MM]
+    assert z == 1.0 and x == pytest.approx(3 * 4 + 1.5)             # 12 -> 48: 4 voxels each
+    assert sample["mask"][0, round(y), round(x), round(z)].item() == 5      # the liver
