@@ -63,10 +63,30 @@ def transform_boxes(boxes: np.ndarray, matrix: np.ndarray, *, world: bool = Fals
                     ) -> np.ndarray:
     """``(N, 6)`` boxes through ``matrix`` (as :func:`transform_points`): the envelope of each
     box's 8 mapped corners, ``(x0, y0, z0, x1, y1, z1)``."""
+    return _envelope(boxes, lambda corners: transform_points(corners, matrix, world=world))
+
+
+def world_to_voxels(points_mm: np.ndarray, affine: np.ndarray) -> np.ndarray:
+    """``(N, 3)`` LPS points (mm) as continuous ``(x, y, z)`` voxels of the grid of ``affine``
+    (e.g. a source volume's canonical one: how a dataset whose annotations are in mm, or in its
+    files' own index order through their affine, gives them in the contract's coordinates)."""
+    inverse = np.linalg.inv(np.asarray(affine, np.float64))
+    points = np.asarray(points_mm, np.float64).reshape(-1, 3)
+    return (points @ inverse[:3, :3].T + inverse[:3, 3])[:, ::-1]
+
+
+def world_boxes_to_voxels(boxes_mm: np.ndarray, affine: np.ndarray) -> np.ndarray:
+    """``(N, 6)`` LPS boxes (mm, ``x0, y0, z0, x1, y1, z1``) as voxel boxes of the grid of
+    ``affine``: the envelope of their 8 corners (:func:`world_to_voxels`)."""
+    return _envelope(boxes_mm, lambda corners: world_to_voxels(corners, affine))
+
+
+def _envelope(boxes: np.ndarray, mapping) -> np.ndarray:
+    """The envelope of each ``(N, 6)`` box's 8 corners through ``mapping`` ((M, 3) -> (M, 3))."""
     boxes = np.asarray(boxes, np.float64).reshape(-1, 6)
     corners = np.stack([boxes[:, [i, j, k]] for i in (0, 3) for j in (1, 4) for k in (2, 5)],
                        axis=1)                                     # (N, 8, 3)
-    mapped = transform_points(corners.reshape(-1, 3), matrix, world=world).reshape(-1, 8, 3)
+    mapped = mapping(corners.reshape(-1, 3)).reshape(-1, 8, 3)
     return np.concatenate([mapped.min(axis=1), mapped.max(axis=1)], axis=1)
 
 
@@ -229,4 +249,4 @@ class AnnotationWarning(UserWarning):
 
 __all__ = ["FAULTS", "AnnotationWarning", "Placed", "VolumeGrid", "carry_slices",
            "clip_boxes", "extent", "points_inside", "slice_axis", "transform_boxes",
-           "transform_points"]
+           "transform_points", "world_boxes_to_voxels", "world_to_voxels"]

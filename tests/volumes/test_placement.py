@@ -1,5 +1,6 @@
 """Annotations carried from the source volume's voxels onto a returned one by geometry alone:
-hand-written cases, then random geometries (hypothesis) through every kind of preset step
+hand-written cases, file voxels through every canonicalisation (the 48 signed axis orders),
+then random geometries (hypothesis) through every kind of preset step
 (reorientation, resampling by spacing or size, foreground crop, crop and pad): a box's centre
 within 0.5 voxel of its content, a mask's volume within 1 %, points exact, masks never
 blended."""
@@ -13,8 +14,11 @@ from hypothesis import strategies as st
 
 from radharmony.volumes import Volume
 from radharmony.volumes.placement import (VolumeGrid, carry_slices, clip_boxes, points_inside,
-                                          slice_axis, transform_boxes, transform_points)
+                                          slice_axis, transform_boxes, transform_points,
+                                          world_boxes_to_voxels, world_to_voxels)
 from radharmony.volumes.presets import Preset
+
+from volume_oracles import ORDERS, order_affine
 
 
 def canonical(spacing=(1.0, 1.0, 1.0), origin=(0.0, 0.0, 0.0)) -> np.ndarray:
@@ -216,3 +220,31 @@ def test_masks_are_never_blended_and_points_are_exact(scene):
         assert out[near] in (1, 7)
     else:
         assert not points_inside(grid.points(point), array.shape).any()
+
+
+# -- through every canonicalisation -------------------------------------------------------------
+@settings(max_examples=96, deadline=None)
+@given(st.sampled_from(ORDERS), st.tuples(*[st.integers(2, 7)] * 3), st.data())
+def test_file_voxels_reach_the_canonical_voxel_holding_them(order, shape, data):
+    """Any of the 48 signed axis orders a file may store: a voxel (and a box of voxels) given
+    in the file's own index goes through its affine to mm, then to the canonical grid's voxels,
+    exactly onto the canonical voxel(s) holding the same values."""
+    from radharmony.volumes.geometry import to_canonical
+
+    affine = order_affine(*order)
+    array = np.arange(np.prod(shape)).reshape(shape)
+    canon, canon_affine = to_canonical(array, affine)
+    lo = [data.draw(st.integers(0, n - 1)) for n in shape]
+    hi = [data.draw(st.integers(a, n - 1)) for a, n in zip(lo, shape)]
+    world = (affine[:3, :3] @ np.array(lo, float) + affine[:3, 3])[None]
+    x, y, z = world_to_voxels(world, canon_affine)[0]
+    assert (x, y, z) == pytest.approx(np.round((x, y, z)), abs=1e-9)
+    assert canon[int(round(z)), int(round(y)), int(round(x))] == array[tuple(lo)]
+    corners = np.array([[a - 0.5, b - 0.5, c - 0.5] for a in (lo[0], hi[0] + 1)
+                        for b in (lo[1], hi[1] + 1) for c in (lo[2], hi[2] + 1)])
+    mm = corners @ affine[:3, :3].T + affine[:3, 3]
+    box = world_boxes_to_voxels(np.concatenate([mm.min(0), mm.max(0)])[None], canon_affine)[0]
+    inside = np.zeros(shape, bool)
+    inside[tuple(slice(a, b + 1) for a, b in zip(lo, hi))] = True
+    found = np.isin(canon, array[inside])
+    assert box == pytest.approx(_voxel_box(found), abs=1e-9)
