@@ -185,3 +185,18 @@ def test_slice_labels_follow_a_preset_slice_axis(tmp_path):
     crop = Preset("crop_d", spacing=(1.25, h, w), size=(4, 20, 24))  # slices 3..6 kept
     ds = RSNAPEDataset(base, cache_dir=None, output_slice_labels=True, preset=crop)
     assert ds[0]["slice_labels"].tolist() == [1, 1, 1, 0]
+
+
+def test_slice_labels_follow_a_volume_augmentation(tmp_path):
+    """A flip along D (head-feet) as the train transform reverses the slices and their labels
+    together; a turn in the axial plane leaves them."""
+    from radharmony.augment import Compose
+    from radharmony.augment.volumes import RandomFlip3D, RandomTurn3D
+    from radharmony.datasets.rsna_pe import RSNAPEDataset
+
+    base = write_rsna_pe(tmp_path, n_studies=1)
+    ds = RSNAPEDataset(base, cache_dir=None, output_slice_labels=True)
+    aug = Compose([RandomFlip3D(p=1.0, axis=0), RandomTurn3D(p=1.0, plane=(1, 2))])
+    sample = ds.get_datasets(train_transform=aug)[0]
+    assert sample["slice_labels"].tolist() == [0, 0, 0, 0, 1, 1, 1, 0, 0, 0]
+    assert sample["affine"][2, 0].item() == pytest.approx(-1.25)      # D now runs toward I

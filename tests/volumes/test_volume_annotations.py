@@ -137,3 +137,17 @@ def test_radfm_layout_keeps_boxes_in_the_affine_axes(tmp_path):
     assert sample["points_mm"].tolist() == [POINT_MM]
     assert z == 1.0 and x == pytest.approx(3 * 4 + 1.5)             # 12 -> 48: 4 voxels each
     assert sample["mask"][0, round(y), round(x), round(z)].item() == 5      # the liver
+
+
+def test_under_a_user_transform_annotations_stay_on_the_source_voxels(tmp_path):
+    """A user transform receives the volume's path and reads it its own way: the boxes and
+    points are handed over as the dataset gives them (source voxels), without mm."""
+    base = write_totalsegmentator(tmp_path, splits=("train",))
+
+    def transform(sample):
+        return {**sample, "img": torch.zeros(1, 2, 2, 2)}
+
+    sample = annotated(base, transform=transform, cache_dir=None)[0]
+    assert sample["bbox3d"].tolist() == [BOX] and sample["points"].tolist() == [POINT]
+    assert "bbox3d_mm" not in sample and "points_mm" not in sample
+    assert sample["bbox3d_labels"] == ["lung_nodule"]
