@@ -163,18 +163,24 @@ def _take(x: torch.Tensor, axes) -> torch.Tensor:
 
 
 def _sample(x: torch.Tensor, t: np.ndarray, shape, mode: str) -> torch.Tensor:
-    """``x`` (..., D, H, W) sampled at ``t`` of every returned voxel (0 outside)."""
-    lead = x.shape[:-3]
+    """``x`` (..., D, H, W) sampled at ``t`` of every returned voxel (0 outside), through one
+    ``affine_grid`` (float32, no index arrays): ``t`` between the two grids' normalized
+    coordinates (``align_corners=True``), in ``(x, y, z)`` = ``(w, h, d)`` order."""
     size_in = np.asarray(x.shape[-3:], np.float64)
-    grids = torch.meshgrid(*[torch.arange(n, dtype=torch.float64) for n in shape],
-                           indexing="ij")
-    where = sum(torch.as_tensor(t[:3, k])[:, None, None, None] * grids[k] for k in range(3)) \
-        + torch.as_tensor(t[:3, 3])[:, None, None, None]
-    norm = 2 * where / torch.as_tensor(np.maximum(size_in - 1, 1))[:, None, None, None] - 1
-    grid = norm.flip(0).permute(1, 2, 3, 0)[None].float()          # (1, D, H, W, (x, y, z))
+    size_out = np.asarray(shape, np.float64)
+    from_out = np.eye(4)                                   # normalized -> returned index
+    from_out[:3, :3] = np.diag((size_out - 1) / 2)
+    from_out[:3, 3] = (size_out - 1) / 2
+    to_in = np.eye(4)                                      # input index -> normalized
+    to_in[:3, :3] = np.diag(2 / np.maximum(size_in - 1, 1))
+    to_in[:3, 3] = -1.0
+    m = (to_in @ t @ from_out)[:3]
+    theta = np.concatenate([m[::-1, :3][:, ::-1], m[::-1, 3:]], axis=1)   # (d, h, w) -> xyz
     flat = x.reshape(1, -1, *x.shape[-3:])
+    grid = F.affine_grid(torch.from_numpy(theta).float()[None], [1, flat.shape[1], *shape],
+                         align_corners=True)
     out = F.grid_sample(flat, grid, mode=mode, padding_mode="zeros", align_corners=True)
-    return out.reshape(*lead, *shape)
+    return out.reshape(*x.shape[:-3], *shape)
 
 
 # -- the augmentations --------------------------------------------------------------------------

@@ -231,3 +231,18 @@ def test_a_rotated_mask_keeps_its_volume_within_one_percent(angles, spacing):
     aug = RandomRotate3D(p=1.0, degrees=[(a, a) for a in angles])
     out = aug(s)
     assert out["mask"].sum().item() == pytest.approx(inside.sum(), rel=0.01)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "bilinear"])
+def test_the_interpolating_path_equals_the_exact_one_on_exact_maps(mode):
+    """The grid of a rotation (one affine_grid between normalized coordinates) sampled at a
+    turn, a flip and a crop of a 5 x 6 x 7 volume gives what indexing gives."""
+    from radharmony.augment.volumes import _exact, _sample, _take
+
+    x = torch.arange(210, dtype=torch.float32).reshape(1, 5, 6, 7)
+    # returned (o0, o1, o2) <- input (o2 + 1, 5 - o1, o0): a turn with a flip and a crop
+    turn = np.array([[0, 0, 1, 1], [0, -1, 0, 5], [1, 0, 0, 0], [0, 0, 0, 1.0]])
+    flip = np.array([[-1, 0, 0, 4], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1.0]])
+    for t, shape in ((turn, (7, 6, 4)), (flip, (5, 6, 7))):
+        exact = _take(x, _exact(t, x.shape[-3:], shape))
+        assert torch.allclose(_sample(x, t, shape, mode), exact, atol=1e-3)
