@@ -75,7 +75,8 @@ EXPECTED = {"images": 1_018, "patients": 1_010}
 
 SPEC = DatasetSpec(
     key="lidc_idri", title="LIDC-IDRI", metadata_files=(COLLECTION,), label_cols=LABELS,
-    label_map=LABEL_MAP, extra_cols=EXTRA_COLS, outputs=frozenset({"cls", "mask"}),
+    label_map=LABEL_MAP, extra_cols=EXTRA_COLS,
+    outputs=frozenset({"cls", "mask", "bbox3d", "points"}),
     row_unit="volume", id_col="series_instance_uid", column_types=COLUMN_TYPES, access=ACCESS,
     expected=EXPECTED, identity=Identity("lidc_idri"))
 
@@ -366,19 +367,10 @@ def _dataset_classes():
             return {k: v for k, v in self.drawn(index).items() if k != "labels"}
 
         def source_mask(self, index: int) -> np.ndarray:
-            """The nodules' label map on the grid of the sample's ``img``."""
-            labels = self.drawn(index)["labels"]
-            if self.preset is None:
-                return labels
-            from ..volumes.masks import on_grid
-
-            array, out_affine = self.load_volume(index)
-            shape = array.shape[-3:]
-            if getattr(self.preset, "layout", "CDHW") == "CHWD":
-                shape = (shape[2], shape[0], shape[1])
-            out = on_grid(labels, self._drawn[2][1], shape, out_affine)
-            return out.transpose(1, 2, 0) if getattr(self.preset, "layout", "CDHW") == "CHWD" \
-                else out
+            """The nodules' label map on the series' canonical grid (the sample's ``mask``
+            carries it onto the returned grid: :class:`~radharmony.volumes.placement.
+            VolumeGrid`)."""
+            return self.drawn(index)["labels"]
 
     return (LIDCIDRIDataset,)
 

@@ -295,3 +295,21 @@ def test_a_consensus_outside_0_1_and_a_missing_xml_are_refused(tmp_path):
     (root / ds.harmonized_df["xml_path"].iloc[2]).unlink()
     with pytest.raises(ImageReadError, match="reader XML is missing"):
         ds.annotations(2)
+
+
+def test_boxes_and_points_are_sample_outputs_as_read_and_through_a_preset(replica):
+    from radharmony.datasets.lidc_idri import LIDCIDRIDataset
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plain = LIDCIDRIDataset(base_image_dir=replica, output_bbox3d=True, output_points=True)[0]
+        m3d = LIDCIDRIDataset(base_image_dir=replica, output_bbox3d=True, output_points=True,
+                              preset="m3d")[0]
+    # as read, the returned volume is the source: the hook's voxels, unchanged
+    assert plain["bbox3d"].tolist() == [[9.5, 9.5, 1.5, 14.5, 14.5, 3.5]]
+    assert plain["bbox3d_labels"] == ["nodule_ge_3mm"]
+    assert plain["points"].tolist() == [[25.5, 20.0, 5.0], [5.0, 25.0, 1.0]]
+    # through m3d the world box stays the same; its voxels scale 256/32 in plane, 32/8 in depth
+    assert np.allclose(m3d["bbox3d_mm"].numpy(), plain["bbox3d_mm"].numpy())
+    x0, y0, z0, x1, y1, z1 = m3d["bbox3d"][0].tolist()
+    assert abs((x0 + x1) / 2 - (12.0 + 0.5) * 8 + 0.5) <= 0.5 + 1e-6
+    assert abs((z0 + z1) / 2 - (2.5 + 0.5) * 4 + 0.5) <= 0.5 + 1e-6
