@@ -122,8 +122,9 @@ def _dataset_classes():
     import numpy as np
 
     from ..data.volumes import VolumeDataset
+    from ..volumes.masks import SampleGridMasks
 
-    class TotalSegmentatorDataset(VolumeDataset):
+    class TotalSegmentatorDataset(SampleGridMasks, VolumeDataset):
         """TotalSegmentator v2 CTs; ``output_mask=True`` adds ``mask`` ``(1, D, H, W)``, the
         117 structures as one label map on the sample's grid (label k + 1 =
         ``STRUCTURES[k]``)."""
@@ -131,34 +132,14 @@ def _dataset_classes():
         ct = True
         structures = STRUCTURES
 
-        def load_volume(self, index: int):
-            loaded = super().load_volume(index)
-            if self.preset is None:
-                grid = (loaded.array.shape, loaded.in_space("LPS").affine)
-            else:
-                array, affine = loaded
-                shape = array.shape[-3:]
-                if getattr(self.preset, "layout", "CDHW") == "CHWD":
-                    shape = (shape[2], shape[0], shape[1])
-                grid = (shape, affine)
-            self._grid = (index, grid)
-            return loaded
-
         def source_mask(self, index: int) -> np.ndarray:
             """Row ``index``'s label map on the grid of its sample's ``img``."""
-            from ..volumes.masks import merge_masks, on_grid
+            from ..volumes.masks import merge_masks
 
             folder = self.base_image_dir / self.harmonized_df["mask_dir"].iat[index]
             labels, affine = merge_masks([folder / f"{s}.nii.gz" for s in STRUCTURES],
                                          self.image_file(index))
-            cached = getattr(self, "_grid", None)
-            if cached is None or cached[0] != index:
-                self.load_volume(index)
-            shape, out_affine = self._grid[1]
-            out = on_grid(labels, affine, shape, out_affine)
-            if self.preset is not None and getattr(self.preset, "layout", "CDHW") == "CHWD":
-                out = out.transpose(1, 2, 0)
-            return out
+            return self.on_sample_grid(index, labels, affine)
 
     return (TotalSegmentatorDataset,)
 
