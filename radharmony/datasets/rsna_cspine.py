@@ -121,21 +121,22 @@ def box_voxels(boxes, ranks, raw_affine, canonical_affine) -> np.ndarray:
     return np.round(out, 9) + 0.0
 
 
-def file_ranks(names, boxes, *, where: str, study_dir) -> tuple[list[int], list[int]]:
-    """The rank of each box's file (``<slice_number>.dcm``) among ``names`` (the series' file
-    stems in its geometric sort) and the boxes kept; a slice number with no file is counted
-    and named in one warning (its file and box-table row), its box dropped."""
+def file_ranks(names, numbers, rows, *, where: str, folder, what: str = "boxes"
+               ) -> tuple[list[int], list[int]]:
+    """The rank of each file ``<number>.dcm`` among ``names`` (the series' file stems in its
+    geometric sort) and the positions of the entries kept; a number with no file is counted
+    and named in one warning (its file and the table's ``rows``), its entry dropped."""
     rank = {name: k for k, name in enumerate(names)}
     kept, ranks, missing = [], [], []
-    for i, box in enumerate(boxes):
-        k = rank.get(str(int(box[4])))
+    for i, (number, row) in enumerate(zip(numbers, rows)):
+        k = rank.get(str(int(number)))
         if k is None:
-            missing.append(f"row {int(box[5])}: {Path(study_dir) / f'{int(box[4])}.dcm'}")
+            missing.append(f"row {int(row)}: {Path(folder) / f'{int(number)}.dcm'}")
         else:
             kept.append(i)
             ranks.append(k)
     if missing:
-        warnings.warn(f"{where}: {len(missing)} boxes on a slice_number with no file, dropped "
+        warnings.warn(f"{where}: {len(missing)} {what} on a slice with no file, dropped "
                       f"({'; '.join(missing[:5])}{' ...' if len(missing) > 5 else ''})",
                       UserWarning, stacklevel=3)
     return kept, ranks
@@ -208,14 +209,42 @@ def series_geometry(folder) -> tuple[list[str], np.ndarray, np.ndarray, tuple[in
     return [h.path.name.removesuffix(".dcm") for h in slices], raw, canonical, array.shape
 
 
+class SeriesLabelMaps:
+    """A DICOM-series volume dataset mixin (before the dataset base): each row's series
+    geometry scanned from its headers once (:meth:`geometry`), and a NIfTI label map read
+    onto the sample's grid, matched to the series through geometry (:meth:`label_map`). Needs
+    :class:`radharmony.volumes.masks.SampleGridMasks` among the bases."""
+
+    def geometry(self, index: int):
+        """Row ``index``'s :func:`series_geometry`, scanned once."""
+        cache = self.__dict__.setdefault("_geometries", {})
+        if index not in cache:
+            cache[index] = series_geometry(self.image_file(index))
+        return cache[index]
+
+    def label_map(self, index: int, path: Path) -> np.ndarray:
+        """The label map ``path`` of row ``index`` on the grid of its sample's ``img``;
+        refused when the row has none (``has_mask``) or it lies off the series' grid."""
+        from ..errors import ImageReadError
+        from ..volumes.masks import read_label_map
+
+        if not self.harmonized_df["has_mask"].iat[index] or not path.is_file():
+            raise ImageReadError(f"{self.rows.ids[index]} has no segmentation {path}",
+                                 expected=f"{SEGMENTATIONS}/<id>.nii for the rows with "
+                                 "has_mask", found="no such file",
+                                 fix="filter to the rows with has_mask")
+        _, _, affine, shape = self.geometry(index)
+        labels = read_label_map(path, self.image_file(index), shape, affine)
+        return self.on_sample_grid(index, labels, affine)
+
+
 def _dataset_classes():
     """This module's dataset class (the torch side), made on first use: see
     :mod:`radharmony.datasets.torch_side`."""
     from ..data.volumes import VolumeDataset
-    from ..errors import ImageReadError
     from ..volumes.masks import SampleGridMasks
 
-    class RSNACSpineDataset(SampleGridMasks, VolumeDataset):
+    class RSNACSpineDataset(SeriesLabelMaps, SampleGridMasks, VolumeDataset):
         """RSNA 2022 cervical spine studies (``base_image_dir`` the competition root).
         :meth:`annotations` gives the fracture boxes in the canonical volume's voxels;
         ``output_mask=True`` adds ``mask`` ``(1, D, H, W)``: the vertebra label map (label
@@ -225,13 +254,6 @@ def _dataset_classes():
         ct = True
         structures = STRUCTURES
 
-        def geometry(self, index: int):
-            """Row ``index``'s series geometry (:func:`series_geometry`), scanned once."""
-            cache = self.__dict__.setdefault("_geometries", {})
-            if index not in cache:
-                cache[index] = series_geometry(self.image_file(index))
-            return cache[index]
-
         def annotations(self, index: int) -> dict:
             """Row ``index``'s fracture boxes, ``{"boxes": (N, 6), "box_labels": [...]}`` in
             the source canonical voxels (empty: no keys)."""
@@ -239,7 +261,8 @@ def _dataset_classes():
             if not boxes:
                 return {}
             names, raw, canonical, _ = self.geometry(index)
-            kept, ranks = file_ranks(names, boxes, study_dir=self.image_file(index),
+            kept, ranks = file_ranks(names, [b[4] for b in boxes], [b[5] for b in boxes],
+                                     folder=self.image_file(index),
                                      where=f"{self.rows.ids[index]} ({BOX_FILE})")
             if not kept:
                 return {}
@@ -249,18 +272,8 @@ def _dataset_classes():
 
         def source_mask(self, index: int) -> np.ndarray:
             """Row ``index``'s vertebra label map on the grid of its sample's ``img``."""
-            from ..volumes.masks import read_label_map
-
             study = self.harmonized_df["study_id"].iat[index]
-            path = self.base_image_dir / SEGMENTATIONS / f"{study}.nii"
-            if not self.harmonized_df["has_mask"].iat[index] or not path.is_file():
-                raise ImageReadError(f"Study {study} has no segmentation {path}",
-                                     expected="segmentations/<StudyInstanceUID>.nii (87 "
-                                     "studies)", found="no such file",
-                                     fix="filter to the rows with has_mask")
-            _, _, affine, shape = self.geometry(index)
-            labels = read_label_map(path, self.image_file(index), shape, affine)
-            return self.on_sample_grid(index, labels, affine)
+            return self.label_map(index, self.base_image_dir / SEGMENTATIONS / f"{study}.nii")
 
     return (RSNACSpineDataset,)
 

@@ -36,34 +36,54 @@ STUDIES = ({"fractured": ("C2",), "descending": False,
 _LPS_TO_RAS = np.diag([-1.0, -1.0, 1.0, 1.0])
 
 
-def write_study(root: Path, study: str, hu: np.ndarray, *, descending: bool = False,
-                orientation=AXIAL, step: float = 1.0, z0: float = -40.0, seed: int = 0) -> Path:
-    """One study's series under ``root/train_images/<study>``: ``hu`` (slices ascending along
-    the normal of ``orientation``, rows, columns) stored with intercept -1024 in files
-    ``1.dcm`` .. ``n.dcm``, instance numbers the file numbers; ``descending``: ``1.dcm`` is the
-    last slice along the normal. Returns the folder."""
-    folder = root / IMAGES / study
+def write_numbered_series(folder: Path, hu: np.ndarray, *, descending: bool = False,
+                          orientation=AXIAL, step: float = 1.0, z0: float = -40.0,
+                          signed12: bool = False, seed: int = 0, **tags) -> Path:
+    """One series under ``folder``: ``hu`` (slices ascending along the normal of
+    ``orientation``, rows, columns) in files ``1.dcm`` .. ``n.dcm``, instance numbers the file
+    numbers; ``descending``: ``1.dcm`` is the last slice along the normal. Stored with
+    intercept -1024, or (``signed12``) as Hounsfield units in 12 signed bits of 16
+    (``PixelRepresentation`` 1, ``BitsStored`` 12, the high four bits left 0: the reader must
+    sign-extend). Returns the folder."""
     positions = slice_positions(len(hu), orientation, origin=(-12.0, -10.0, z0), step=step)
-    stored = (hu.astype(np.int32) + 1024).astype(np.int16)
+    if signed12:
+        stored, intercept = (hu.astype(np.int16) & 0x0FFF).astype(np.int16), 0.0
+    else:
+        stored, intercept = (hu.astype(np.int32) + 1024).astype(np.int16), -1024.0
     if descending:
         stored, positions = stored[::-1], positions[::-1]
     write_dicom_series(folder, stored, spacing=(0.8, 0.8), orientation=orientation,
-                       positions=positions, intercept=-1024.0, series_uid=f"{study}.1",
-                       StudyInstanceUID=study, shuffle=False, reverse_instances=False,
-                       names="{}.dcm", seed=seed)
+                       positions=positions, intercept=intercept,
+                       bits_stored=12 if signed12 else None, signed=True if signed12 else None,
+                       shuffle=False, reverse_instances=False, names="{}.dcm", seed=seed,
+                       **tags)
     return folder
+
+
+def write_study(root: Path, study: str, hu: np.ndarray, **options) -> Path:
+    """One study's series under ``root/train_images/<study>``
+    (:func:`write_numbered_series`)."""
+    return write_numbered_series(root / IMAGES / study, hu, series_uid=f"{study}.1",
+                                 StudyInstanceUID=study, **options)
+
+
+def write_label_map(path: Path, series: Path, labels: np.ndarray, *,
+                    offset=(0.0, 0.0, 0.0)) -> Path:
+    """``labels`` (the canonical ``(D, H, W)`` grid of the DICOM series in the folder
+    ``series``) as an uncompressed uint8 NIfTI at ``path``, in the world's (x, y, z) axis
+    order with a RAS header; ``offset`` (mm) moves the header off the series' grid."""
+    _, _, canonical, _ = series_geometry(series)
+    affine = _LPS_TO_RAS @ canonical[:, [2, 1, 0, 3]]
+    affine[:3, 3] += np.asarray(offset, np.float64) * [-1, -1, 1]
+    return write_nifti(path, np.ascontiguousarray(labels.transpose(2, 1, 0)), affine,
+                       dtype=np.uint8)
 
 
 def write_segmentation(root: Path, study: str, labels: np.ndarray, *, offset=(0.0, 0.0, 0.0),
                        ) -> Path:
-    """``labels`` (the study's canonical ``(D, H, W)`` grid) as ``segmentations/<study>.nii``
-    in the world's (x, y, z) axis order with a RAS header; ``offset`` (mm) moves the header
-    off the series' grid."""
-    _, _, canonical, _ = series_geometry(root / IMAGES / study)
-    affine = _LPS_TO_RAS @ canonical[:, [2, 1, 0, 3]]
-    affine[:3, 3] += np.asarray(offset, np.float64) * [-1, -1, 1]
-    return write_nifti(root / SEGMENTATIONS / f"{study}.nii",
-                       np.ascontiguousarray(labels.transpose(2, 1, 0)), affine, dtype=np.uint8)
+    """``labels`` as ``segmentations/<study>.nii`` (:func:`write_label_map`)."""
+    return write_label_map(root / SEGMENTATIONS / f"{study}.nii", root / IMAGES / study,
+                           labels, offset=offset)
 
 
 def vertebra_labels(shape) -> np.ndarray:
