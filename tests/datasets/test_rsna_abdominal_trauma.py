@@ -161,3 +161,40 @@ def test_organ_segmentations_are_matched_through_geometry(tmp_path):
     with pytest.raises(RadHarmonyError, match="segmentations/21057.nii is not on the grid of "
                                               "its image .*train_images/10004/21057"):
         ds[0]
+
+
+def test_a_merge_of_ct_datasets_masks_what_a_source_does_not_say(tmp_path):
+    """Spine, trauma and PE rows in one label space: each source's findings known on its own
+    rows only (NaN, masked, elsewhere); the organ grades NaN outside the trauma rows; no
+    patient shared between the releases."""
+    from radharmony import merge
+    from radharmony.datasets.rsna_abdominal_trauma import RSNAAbdominalTraumaDataset
+    from radharmony.datasets.rsna_cspine import RSNACSpineDataset
+    from radharmony.datasets.rsna_pe import RSNAPEDataset
+    from radharmony.fake.rsna_cspine import write_rsna_cspine
+    from radharmony.fake.rsna_pe import write_rsna_pe
+
+    flags = {"output_cls": True, "output_grade": True, "cache_dir": None}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # PE has no grade output: masked in the merge
+        sources = [RSNACSpineDataset(write_rsna_cspine(tmp_path / "spine"), **flags),
+                   RSNAAbdominalTraumaDataset(write_rsna_abdominal_trauma(tmp_path / "t"),
+                                              **flags),
+                   RSNAPEDataset(write_rsna_pe(tmp_path / "pe", n_studies=2), **flags)]
+        m = merge(sources, findings=["cervical_spine_fracture", "liver_injury",
+                                     "abdominal_injury", "pulmonary_embolism"])
+    df = m.harmonized_df.set_index("source")
+    spine, trauma, pe = (df.loc[k] for k in ("rsna_cspine", "rsna_abdominal_trauma",
+                                               "rsna_pe"))
+    assert spine["cervical_spine_fracture"].tolist() == [1, 1, 0, 0]
+    assert spine[["liver_injury", "abdominal_injury", "pulmonary_embolism"]].isna().all().all()
+    assert trauma["liver_injury"].tolist() == [1, 1, 0, 0]
+    assert trauma["abdominal_injury"].tolist()[:2] == [1, 1]
+    assert np.isnan(trauma["abdominal_injury"].iloc[2])  # none of five: other kinds unsaid
+    assert trauma[["cervical_spine_fracture", "pulmonary_embolism"]].isna().all().all()
+    assert pe[["cervical_spine_fracture", "liver_injury"]].isna().all().all()
+    assert trauma["liver_injury_grade"].tolist() == [2, 2, 0, 0]
+    assert spine["liver_injury_grade"].isna().all() and pe["liver_injury_grade"].isna().all()
+    assert m.family_joins.empty
+    prefixes = {p.split(":")[0] for p in m.harmonized_df["patient_id"]}
+    assert prefixes == {"rsna_cspine", "rsna_abdominal_trauma", "rsna_pe"}
