@@ -5,6 +5,7 @@ high), slice-level labels of bowel injury and extravasation, and organ segmentat
 subset, read as the Kaggle competition ships them (``base_image_dir`` the competition root)::
 
     train.csv                  patient_id, bowel_healthy, bowel_injury, extravasation_healthy,
+    (train_2024.csv)           (the 2024 re-release's table: read in place of train.csv)
                                extravasation_injury, kidney_healthy, kidney_low, kidney_high,
                                liver_..., spleen_..., any_injury (one-hot 0/1)
     train_series_meta.csv      patient_id, series_id, aortic_hu, incomplete_organ
@@ -60,6 +61,8 @@ LABEL_COLUMNS = (*(f"{o}_{s}" for o in BINARY for s in ("healthy", "injury")),
                  *(f"{o}_{s}" for o in ORGANS for s in ("healthy", "low", "high")), "any_injury")
 COLUMNS = ("patient_id", *LABEL_COLUMNS)
 SERIES_FILE, IMAGE_LABEL_FILE = "train_series_meta.csv", "image_level_labels.csv"
+#: the patient labels: the 2024 re-release's corrected table first, else the original
+PATIENT_FILES = ("train_2024.csv", "train.csv")
 SERIES_COLUMNS = ("patient_id", "series_id", "aortic_hu", "incomplete_organ")
 IMAGE_LABEL_COLUMNS = ("patient_id", "series_id", "instance_number", "injury_name")
 #: image_level_labels.csv injury_name -> the slice label's column
@@ -165,14 +168,15 @@ class RSNAAbdominalTraumaHarmonizer(BaseHarmonizer):
         return f"the RSNA abdominal trauma series table {SERIES_FILE}"
 
     def inputs(self, path: Path) -> Inputs:
-        """The series table, ``train.csv`` and the image-level labels beside it, and the
-        segmentation folder's listing."""
-        files = {role: path.parent / name for role, name in
-                 (("patients", "train.csv"), ("images", IMAGE_LABEL_FILE))}
+        """The series table, the patient labels (:data:`PATIENT_FILES`, the first present)
+        and the image-level labels beside it, and the segmentation folder's listing."""
+        looked = {"patients": [path.parent / n for n in PATIENT_FILES],
+                  "images": [path.parent / IMAGE_LABEL_FILE]}
         seg = path.parent / SEGMENTATIONS
-        return Inputs(path, {r: p if p.is_file() else None for r, p in files.items()},
+        return Inputs(path, {r: next((p for p in ps if p.is_file()), None)
+                             for r, ps in looked.items()},
                       {"segmentations": (seg if seg.is_dir() else None, (".nii",))},
-                      looked={r: [p] for r, p in files.items()})
+                      looked=looked)
 
     def read(self, inputs: Inputs) -> dict:
         text = {"dtype": {"patient_id": str, "series_id": str}, "keep_default_na": False,
@@ -210,7 +214,8 @@ class RSNAAbdominalTraumaHarmonizer(BaseHarmonizer):
                            "image_path": IMAGES + "/" + m["patient_id"] + "/" + m["series_id"],
                            "view_position": None, "report": None}).reset_index(drop=True)
         patients = raw.get("patients")
-        labels = None if patients is None else patient_labels(patients, source="train.csv")
+        labels = None if patients is None else patient_labels(patients,
+                                                              source="the patient labels")
         columns = (*LABELS, *map(grade_column, GRADED))
         if labels is None:
             for col in columns:

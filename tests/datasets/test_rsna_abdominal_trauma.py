@@ -66,6 +66,16 @@ def test_hand_written_rows_become_one_row_per_series(tmp_path):
     assert not df["has_mask"].any()
 
 
+def test_the_2024_patient_table_is_read_in_place_of_train_csv(tmp_path):
+    root = write_tables(tmp_path, series=SERIES_ROWS[:4], images=IMAGE_ROWS[:3])
+    fixed = [list(r) for r in PATIENT_ROWS]
+    fixed[1] = ["2", *one_hot(("spleen_low",))]
+    pd.DataFrame(fixed, columns=list(COLUMNS)).to_csv(root / "train_2024.csv", index=False)
+    df = RSNAAbdominalTraumaHarmonizer(base_image_dir=root).harmonize()
+    assert df["spleen_injury"].tolist() == [0, 0, 1, 0]
+    assert df["spleen_injury_grade"].tolist() == [0, 0, 2, 0]
+
+
 def test_injuries_map_to_canonical_findings(tmp_path):
     h = RSNAAbdominalTraumaHarmonizer(base_image_dir=write_tables(tmp_path, series=SERIES_ROWS[
         :4], images=IMAGE_ROWS[:3]))
