@@ -283,8 +283,7 @@ def _dataset_classes():
 
         def source_mask(self, index: int) -> np.ndarray:
             """Row ``index``'s organ label map on the grid of its sample's ``img``."""
-            series = self.harmonized_df["series_id"].iat[index]
-            return self.label_map(index, self.base_image_dir / SEGMENTATIONS / f"{series}.nii")
+            return self.label_map(index, self.mask_path(index))
 
     return (RSNAAbdominalTraumaDataset,)
 

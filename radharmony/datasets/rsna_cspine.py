@@ -23,7 +23,9 @@ folder). Quirks:
 - **The segmentation NIfTI is stored in another axis order than the DICOM series**; it is
   matched through the geometry of both (:func:`radharmony.volumes.masks.read_label_map`): a
   mask whose grid (shape or affine beyond 1e-3 mm) differs from its study's series is
-  refused, naming both. ``has_mask`` says which studies have one.
+  refused, naming both; ``check_masks()`` counts such masks from the headers alone and names
+  each (file, row) in one warning, so they can be filtered out first. ``has_mask`` says which
+  studies have one.
 - **Labels.** ``patient_overall`` is a fracture anywhere in C1-C7 (canonical
   ``cervical_spine_fracture``, exact); each vertebra's label is a fracture there, narrower.
 - **Patient = study.** The release has no patient id.
@@ -222,6 +224,36 @@ class SeriesLabelMaps:
             cache[index] = series_geometry(self.image_file(index))
         return cache[index]
 
+    def mask_path(self, index: int) -> Path:
+        """Row ``index``'s segmentation file (whether or not it exists)."""
+        return self.base_image_dir / SEGMENTATIONS / \
+            f"{self.harmonized_df[self.spec.id_col].iat[index]}.nii"
+
+    def check_masks(self) -> list[int]:
+        """The rows with ``has_mask`` whose segmentation is off its series' grid (shape, or
+        affine beyond 1e-3 mm), from the headers alone; counted and named (file, row) in one
+        warning, so they can be filtered out before training (reading one is refused)."""
+        from ..volumes.masks import MaskGeometryError, check_grid, header_affine
+        from ..volumes.geometry import to_canonical
+
+        bad = []
+        for index in np.flatnonzero(self.harmonized_df["has_mask"].to_numpy(bool)).tolist():
+            path = self.mask_path(index)
+            affine, shape = header_affine(path)
+            array, canonical = to_canonical(np.broadcast_to(np.zeros((), np.uint8), shape),
+                                            affine)
+            _, _, image_affine, image_shape = self.geometry(index)
+            try:
+                check_grid(path, array.shape, canonical, self.image_file(index), image_shape,
+                           image_affine)
+            except MaskGeometryError as exc:
+                bad.append((index, f"row {index}: {path} ({exc.found})"))
+        if bad:
+            warnings.warn(f"{self.spec.key}: {len(bad)} segmentations off their series' grid "
+                          f"({'; '.join(b for _, b in bad[:5])}{' ...' if len(bad) > 5 else ''}"
+                          ")", UserWarning, stacklevel=2)
+        return [i for i, _ in bad]
+
     def label_map(self, index: int, path: Path) -> np.ndarray:
         """The label map ``path`` of row ``index`` on the grid of its sample's ``img``;
         refused when the row has none (``has_mask``) or it lies off the series' grid."""
@@ -272,8 +304,7 @@ def _dataset_classes():
 
         def source_mask(self, index: int) -> np.ndarray:
             """Row ``index``'s vertebra label map on the grid of its sample's ``img``."""
-            study = self.harmonized_df["study_id"].iat[index]
-            return self.label_map(index, self.base_image_dir / SEGMENTATIONS / f"{study}.nii")
+            return self.label_map(index, self.mask_path(index))
 
     return (RSNACSpineDataset,)
 

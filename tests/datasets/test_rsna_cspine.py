@@ -169,6 +169,9 @@ def test_a_mask_off_the_series_grid_is_refused_naming_both(tmp_path, change):
 
     root = write_rsna_cspine(tmp_path)
     ds = RSNACSpineDataset(root, cache_dir=None, output_mask=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert ds.check_masks() == []
     study = ds.harmonized_df["study_id"].iat[0]
     if change == "offset":  # 0.01 mm: beyond the 1e-3 mm tolerance
         write_segmentation(root, study, vertebra_labels((6, 16, 18)), offset=(0, 0.01, 0))
@@ -180,6 +183,10 @@ def test_a_mask_off_the_series_grid_is_refused_naming_both(tmp_path, change):
                                               f"of its image .*train_images/{study}") as info:
         ds[0]
     assert info.match(found)
+    # counted and named (file, row) from the headers, before any sample is read
+    with pytest.warns(UserWarning, match=f"rsna_cspine: 1 segmentations off their series' "
+                                         f"grid \\(row 0: .*segmentations/{study}.nii"):
+        assert ds.check_masks() == [0]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert ds.annotations(0)["boxes"].shape == (2, 6)  # the boxes do not need the mask
