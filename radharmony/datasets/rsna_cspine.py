@@ -199,12 +199,14 @@ class RSNACSpineHarmonizer(BaseHarmonizer):
 def series_geometry(folder) -> tuple[list[str], np.ndarray, np.ndarray, tuple[int, int, int]]:
     """A DICOM series' geometry from its headers alone: the file stems in the reader's
     geometric sort, the LPS affine of the sorted ``(slice, row, column)`` array, the canonical
-    volume's LPS affine and shape (what :func:`radharmony.volumes.read_volume` returns)."""
-    from ..volumes.dicom import geometry
+    volume's LPS affine and shape (what :func:`radharmony.volumes.read_volume` returns; its
+    series choice and checks, so a folder it refuses is refused here too)."""
+    from ..volumes.dicom import choose, geometry
     from ..volumes.dicom_headers import find_files, scan
     from ..volumes.geometry import to_canonical
 
     headers, _ = scan(find_files(Path(folder)))
+    _, headers = choose(headers, str(folder), None)
     slices, raw, _ = geometry(headers, str(folder))
     shape = (len(slices), int(slices[0].get("Rows")), int(slices[0].get("Columns")))
     array, canonical = to_canonical(np.broadcast_to(np.zeros((), np.uint8), shape), raw)
