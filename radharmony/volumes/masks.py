@@ -41,6 +41,41 @@ def header_affine(path: str | Path) -> tuple[np.ndarray, tuple[int, ...]]:
     return nifti_geometry(header)[0], tuple(int(n) for n in header.shape[:3])
 
 
+def check_grid(path, shape, affine, image, image_shape, image_affine) -> None:
+    """Refuse the mask ``path`` (``shape``, ``affine``) unless it lies on the grid of
+    ``image`` (``image_shape``, ``image_affine``: the same index order and space), naming
+    both files."""
+    shape, image_shape = tuple(shape), tuple(image_shape)
+    if shape == image_shape and np.allclose(affine, image_affine, rtol=0,
+                                            atol=AFFINE_TOLERANCE):
+        return
+    worst = float(np.abs(np.asarray(affine) - image_affine).max()) if shape == image_shape \
+        else float("nan")
+    raise MaskGeometryError(
+        f"The mask {path} is not on the grid of its image {image}",
+        expected=f"shape {image_shape} and an affine within {AFFINE_TOLERANCE} mm of the "
+                 "image's", found=f"shape {shape}, largest affine difference {worst:.6g} mm",
+        fix="pass the mask made for this image (or resample it onto the image's grid "
+            "yourself, by nearest label)")
+
+
+def read_label_map(path: str | Path, image, image_shape, image_affine) -> np.ndarray:
+    """A NIfTI label map (one file, any index order) in the canonical order, checked against
+    the canonical grid of its ``image`` (``image_shape``, LPS ``image_affine``: e.g. a DICOM
+    series read by :func:`radharmony.volumes.read_volume`): the two files are matched through
+    their geometry, never their axis order. Refused (:class:`MaskGeometryError`, naming both)
+    when the grids differ beyond :data:`AFFINE_TOLERANCE`."""
+    from .geometry import to_canonical
+    from .nifti import nifti_geometry, read_nifti_array
+
+    header, stored = read_nifti_array(path)
+    array, affine = to_canonical(np.asarray(stored).reshape(stored.shape[:3]),
+                                 nifti_geometry(header)[0])
+    check_grid(path, array.shape, affine, image, image_shape,
+               np.asarray(image_affine, np.float64))
+    return np.ascontiguousarray(array)
+
+
 def merge_masks(paths: Sequence[str | Path], image: str | Path) -> tuple[np.ndarray, np.ndarray]:
     """``(label map, LPS affine)`` in the canonical order of the binary masks ``paths``
     (label ``k + 1`` for ``paths[k]``; a missing file is skipped: that structure is absent),
@@ -54,18 +89,7 @@ def merge_masks(paths: Sequence[str | Path], image: str | Path) -> tuple[np.ndar
         if not Path(path).is_file():
             continue
         header, stored = read_nifti_array(path)
-        affine = nifti_geometry(header)[0]
-        if stored.shape[:3] != shape or not np.allclose(affine, reference, rtol=0,
-                                                        atol=AFFINE_TOLERANCE):
-            worst = float(np.abs(affine - reference).max()) if stored.shape[:3] == shape \
-                else float("nan")
-            raise MaskGeometryError(
-                f"The mask {path} is not on the grid of its image {image}",
-                expected=f"shape {shape} and an affine within {AFFINE_TOLERANCE} mm of the "
-                         "image's", found=f"shape {stored.shape[:3]}, largest affine "
-                         f"difference {worst:.6g} mm",
-                fix="pass the mask made for this image (or resample it onto the image's grid "
-                    "yourself, by nearest label)")
+        check_grid(path, stored.shape[:3], nifti_geometry(header)[0], image, shape, reference)
         out[np.asarray(stored).reshape(shape) > 0] = k + 1
     array, affine = to_canonical(out, reference)
     return np.ascontiguousarray(array), affine
