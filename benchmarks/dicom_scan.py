@@ -37,15 +37,12 @@ SIDE = 32
 AXIAL_TILTS = (-12.0, 0.0, 14.0)
 
 
-def _orientation(tilt: float) -> tuple[float, ...]:
-    """An axial orientation tilted by ``tilt`` degrees about the left-right axis."""
-    a = np.radians(tilt)
-    return (1.0, 0.0, 0.0, 0.0, float(np.cos(a)), float(np.sin(a)))
-
-
 def write_study(work: Path, slices: int) -> Path:
-    """The study folder (written once): ``slices`` files in 4 series, 2 of them multi-stack."""
-    from radharmony.fake.volumes import SAGITTAL, slice_positions, write_dicom_series
+    """The study folder (written once): ``slices`` files in 4 series, 2 of them multi-stack
+    (:func:`radharmony.fake.rsna_lumbar_spine.write_stacks`: file names the instance
+    numbers)."""
+    from radharmony.fake.rsna_lumbar_spine import tilted_axial, write_stacks
+    from radharmony.fake.volumes import SAGITTAL, slice_positions
 
     root = Path(work) / f"study-{slices}"
     done = root / "done.json"
@@ -54,37 +51,17 @@ def write_study(work: Path, slices: int) -> Path:
     rng = np.random.default_rng(0)
     per_series = [slices // SERIES + (i < slices % SERIES) for i in range(SERIES)]
     for s, count in enumerate(per_series):
-        folder = root / str(1000 + s)
-        uid = f"1.2.826.0.1.3680043.10.7.{s + 1}"
-        stacks = [(SAGITTAL, count)] if s < 2 else \
-            [(_orientation(t), count // 3 + (k < count % 3)) for k, t in enumerate(AXIAL_TILTS)]
-        first = 1
-        for k, (orientation, n) in enumerate(stacks):
-            stored = rng.integers(0, 1200, (n, SIDE, SIDE)).astype(np.uint16)
-            positions = slice_positions(n, orientation, step=1.2,
-                                        origin=(-20.0, -20.0, -60.0 + 40.0 * k))
-            write_dicom_series(folder, stored, orientation=orientation, positions=positions,
-                               series_uid=uid, modality="MR", intercept=0.0, shuffle=False,
-                               reverse_instances=False, names=f"tmp{k}_{{}}.dcm", seed=s,
-                               SeriesDescription="Axial T2" if s >= 2 else
-                               ("Sagittal T1", "Sagittal T2/STIR")[s])
-            for j in range(n):                       # file names: the instance numbers
-                (folder / f"tmp{k}_{j + 1}.dcm").rename(folder / f"{first + j}.dcm")
-            _renumber(folder, first, n)
-            first += n
+        plan = [(SAGITTAL, count)] if s < 2 else \
+            [(tilted_axial(t), count // 3 + (k < count % 3)) for k, t in enumerate(AXIAL_TILTS)]
+        stacks = [(orientation, slice_positions(n, orientation, step=1.2,
+                                                origin=(-20.0, -20.0, -60.0 + 40.0 * k)),
+                   rng.integers(0, 1200, (n, SIDE, SIDE)).astype(np.uint16))
+                  for k, (orientation, n) in enumerate(plan)]
+        write_stacks(root / str(1000 + s), stacks, series_uid=f"1.2.826.0.1.3680043.10.7.{s + 1}",
+                     seed=s, SeriesDescription=("Sagittal T1", "Sagittal T2/STIR", "Axial T2",
+                                                "Axial T2")[s])
     done.write_text(json.dumps({"slices": slices, "series": SERIES}))
     return root
-
-
-def _renumber(folder: Path, first: int, count: int) -> None:
-    """Instance numbers running on through a series' stacks, as the files' names say."""
-    import pydicom
-
-    for n in range(first, first + count):
-        path = folder / f"{n}.dcm"
-        ds = pydicom.dcmread(path)
-        ds.InstanceNumber = n
-        ds.save_as(path, enforce_file_format=True)
 
 
 def radharmony_scan(root: Path) -> dict[str, list[list[str]]]:
