@@ -186,6 +186,11 @@ class RSNALumbarSpineHarmonizer(BaseHarmonizer):
         first["instance_numbers"] = stacks["instance"].agg(lambda s: sorted(s.tolist())) \
             .to_numpy()
         row = at.reindex(first["study_id"]).to_numpy()
+        imageless = ~study.isin(set(first["study_id"]))
+        if imageless.any():
+            warnings.warn(f"{source}: {int(imageless.sum())} of {len(study)} studies have no "
+                          f"series under {TREE}/ (first: {study[imageless].iloc[0]}): no rows",
+                          UserWarning, stacklevel=3)
         unlabelled = np.isnan(row.astype(np.float64))
         if unlabelled.any():
             warnings.warn(f"{source}: {int(unlabelled.sum())} stack(s) of studies train.csv "
@@ -231,23 +236,31 @@ def scan_slices(root: Path | None, listing: list[str]) -> pd.DataFrame:
     (as :func:`radharmony.volumes.dicom.stacks_of` splits the series folder) and image size.
     Headers only: no pixel is read."""
     from ..volumes.dicom import stacks_of
-    from ..volumes.dicom_headers import scan
+    from ..volumes.dicom_headers import DicomSeriesError, scan
 
     folders: dict[str, list[str]] = {}
     for rel in listing:
         parent = rel.rpartition("/")[0]
         folders.setdefault(parent, []).append(rel)
-    records = []
+    records, refused = [], []
     for parent, rels in folders.items():
         parts = PurePosixPath(parent).parts
         if len(parts) != 2:
             continue                                  # not <study>/<series>/
         headers, _ = scan([root / rel for rel in rels])
-        for k, stack in enumerate(stacks_of(headers, root / parent) if headers else []):
+        try:
+            stacks = stacks_of(headers, root / parent) if headers else []
+        except DicomSeriesError as exc:               # a file without geometry: no stacks
+            refused.append(f"{parent}: {exc.what}")
+            continue
+        for k, stack in enumerate(stacks):
             for h in stack:
                 stem = Path(h.file).stem
                 records.append((parts[0], parts[1], int(stem) if stem.isdigit() else -1, k,
                                 h.get("Rows"), h.get("Columns")))
+    if refused:
+        warnings.warn(f"{root}: {len(refused)} series left out, their files not splitting into "
+                      f"stacks (first: {refused[0]})", UserWarning, stacklevel=3)
     return pd.DataFrame(records, columns=["study_id", "series_id", "instance", "stack", "rows",
                                           "columns"])
 

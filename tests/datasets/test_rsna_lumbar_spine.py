@@ -115,3 +115,24 @@ def test_a_severity_word_the_release_does_not_use_is_named(tmp_path):
     with pytest.raises(MetadataError, match=r"row 0: spinal_canal_stenosis_l3_l4 is not a "
                                             r"severity.*Normal/Mild, Moderate, Severe or empty"):
         RSNALumbarSpineHarmonizer(base_image_dir=root).harmonize()
+
+
+def test_studies_without_images_and_series_without_geometry_are_counted(tmp_path):
+    import pydicom
+
+    root = write_rsna_lumbar_spine(tmp_path)
+    path = root / "train_images/1002/10021/3.dcm"      # a file without its orientation
+    ds = pydicom.dcmread(path)
+    del ds.ImageOrientationPatient
+    ds.save_as(path, enforce_file_format=True)
+    train = pd.read_csv(root / "train.csv", dtype=str)
+    pd.concat([train, train.iloc[[0]].assign(study_id="1003")]).to_csv(root / "train.csv",
+                                                                       index=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        df = RSNALumbarSpineHarmonizer(base_image_dir=root).harmonize()
+    text = " | ".join(str(w.message) for w in caught)
+    assert "1 series left out, their files not splitting into stacks (first: 1002/10021: " \
+        in text and "3.dcm: no usable ImageOrientationPatient" in text
+    assert "1 of 3 studies have no series under train_images/ (first: 1003)" in text
+    assert "1002_10021_0" not in set(df["stack_id"]) and len(df) == 7
