@@ -136,3 +136,12 @@ def test_studies_without_images_and_series_without_geometry_are_counted(tmp_path
         in text and "3.dcm: no usable ImageOrientationPatient" in text
     assert "1 of 3 studies have no series under train_images/ (first: 1003)" in text
     assert "1002_10021_0" not in set(df["stack_id"]) and len(df) == 7
+
+
+def test_two_stacks_of_one_series_are_two_cache_entries(root, tmp_path):
+    cached = RSNALumbarSpineDataset(root, cache_dir=tmp_path / "cache")
+    keys = cached.pre_cache(progress=False)
+    assert keys == cached.cache_keys() and len(set(keys)) == 8
+    assert keys[2] != keys[3]                  # the axial series' two stacks
+    for i in (2, 3):
+        assert np.array_equal(cached[i]["img"].numpy(), cached.read_volume(i).array[None])
