@@ -39,12 +39,12 @@ TAGS = {
 }
 KEYWORDS = [keyword for keyword, _ in TAGS.values()]
 _PIXEL_DATA = 0x7FE00010
-#: the wanted tags (and PixelData) as their little-endian 32-bit words: element << 16 | group
+#: the wanted tags as a file holds them, one little-endian 32-bit word: element << 16 | group
 _WANTED_LE = {(e << 16) | g: value for (g, e), value in TAGS.items()}
 _PIXEL_DATA_LE = (0x0010 << 16) | 0x7FE0
 _SERIES_UID_LE = (0x000E << 16) | 0x0020
-#: the tag words that stop the walk: the wanted tags and PixelData
 _SYNTAX_LE = (0x0010 << 16) | 0x0002
+#: the tag words that stop the walk: the wanted tags and PixelData
 _STOPS = frozenset(_WANTED_LE) | {_PIXEL_DATA_LE}
 _TAG_VR_LEN = struct.Struct("<I2sH").unpack_from
 _TAG_LEN = struct.Struct("<II").unpack_from
