@@ -145,3 +145,16 @@ def test_two_stacks_of_one_series_are_two_cache_entries(root, tmp_path):
     assert keys[2] != keys[3]                  # the axial series' two stacks
     for i in (2, 3):
         assert np.array_equal(cached[i]["img"].numpy(), cached.read_volume(i).array[None])
+
+
+def test_stack_points_leaves_out_another_instance_and_beyond_the_volume():
+    """An axial stack (slices toward S, rows P, columns L: already canonical): (x, y) on
+    instance 2 is voxel (x, y, 1); instance 9 is not in the stack, x 50 beyond its 4 columns."""
+    from radharmony.datasets.rsna_lumbar_spine import stack_points
+
+    axial = np.array([[0, 0, 1, 0], [0, 1, 0, 0], [1, 0, 0, 0], [0, 0, 0, 1]], dtype=float)
+    points, labels, left = stack_points(
+        [[9, 1.0, 1.0, "a"], [1, 50.0, 1.0, "b"], [2, 3.0, 0.5, "c"], [1, 3.5, -0.5, "d"]],
+        [1, 2], axial, (2, 4, 4))
+    assert points.tolist() == [[3.0, 0.5, 1.0], [3.5, -0.5, 0.0]] and labels == ["c", "d"]
+    assert left == [[9, 1.0, 1.0, "a"], [1, 50.0, 1.0, "b"]]
