@@ -115,6 +115,7 @@ ROOTS: dict[str, Callable[[Path], Path]] = {
     "/data/rsna-bone-age": _fake("rsna_bone_age", "rsna-bone-age"),
     "/data/TAIX-Ray": _writer("taix_ray", "TAIX-Ray", extract=False),
     "/data/CT-RATE/dataset": _fake("ct_rate_train", "CT-RATE"),
+    "/data/Totalsegmentator_dataset_v201": _fake("totalsegmentator", "TotalSegmentator"),
 }
 
 

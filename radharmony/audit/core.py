@@ -4,7 +4,8 @@
 dataset`` (e.g. the train and val sides of ``get_datasets``), reads every image file once
 (:mod:`radharmony.audit.scan`) and returns an :class:`AuditReport`: one row per sample
 (``images``), the duplicate pairs (``pairs``: ``exact`` = same bytes, ``near`` = perceptual
-hashes within ``max_distance`` bits) with whether each straddles splits or patients, the
+hashes within ``max_distance`` bits; volumes: same voxels and geometry, and world-space slab
+hashes, :mod:`radharmony.audit.volumes`) with whether each straddles splits or patients, the
 flagged images (``flags``), canonical-finding prevalence (``labels``) and the identity-family
 joins behind the patient ids (``family_joins``). Nothing is dropped: :meth:`AuditReport.
 exclusions` and :meth:`AuditReport.write_exclusions` give the sample ids a user may pass to a
@@ -27,7 +28,7 @@ from ..identity import JOIN_COLUMNS, join_patients
 from ..vocabulary import FINDINGS, derive_findings
 from .hashing import MAX_DISTANCE, exact_groups, near_pairs
 from .sanity import SanityLimits
-from .scan import scan_files
+from .scan import scan_files, scan_volume_files
 
 PAIR_COLUMNS = ("a", "b", "kind", "distance", "same_file", "source_a", "source_b", "split_a",
                 "split_b", "patient_a", "patient_b", "straddles_split", "straddles_patient")
@@ -193,7 +194,7 @@ def audit(datasets, *, max_distance: int = MAX_DISTANCE, limits: SanityLimits | 
     joins, family_joins, _ = join_patients(plain) if plain else ([], pd.DataFrame(
         columns=list(JOIN_COLUMNS)), [])
     joins = iter(joins)
-    frames, label_parts, paths = [], [], []
+    frames, label_parts, paths, rows = [], [], [], []
     for name, ds in members:
         df = ds.harmonized_df
         if ds.spec.root_col is None:
@@ -205,6 +206,7 @@ def audit(datasets, *, max_distance: int = MAX_DISTANCE, limits: SanityLimits | 
                 family_joins = pd.concat([family_joins, fj], ignore_index=True) \
                     .drop_duplicates("family")
         split = _split_of(ds, df, name)
+        rows += [(ds, i) for i in range(len(df))]
         for i in range(len(df)):
             try:
                 paths.append(str(ds.image_file(i)))
@@ -220,8 +222,15 @@ def audit(datasets, *, max_distance: int = MAX_DISTANCE, limits: SanityLimits | 
     images["path"] = paths
     codes, files = pd.factorize(pd.Series(paths, dtype=object))
     first_view = images.groupby(codes)["view"].first().reindex(range(len(files)))
+    volume = np.zeros(len(files), bool)  # files of volume datasets: fingerprinted as volumes
+    volume[codes[[getattr(ds.spec, "row_unit", "image") == "volume" for ds, _ in rows]]] = True
     scanned = scan_files([f if not f.startswith("\0") else "" for f in files],
-                         first_view.tolist(), limits=limits, workers=workers, progress=progress)
+                         first_view.tolist(), limits=limits, workers=workers, progress=progress,
+                         skip=volume)
+    first_row = pd.Series(np.arange(len(codes))).groupby(codes).first()
+    volume_near = scan_volume_files(scanned, [rows[first_row[k]] if volume[k] else None
+                                              for k in range(len(files))],
+                                    max_distance=max_distance, progress=progress)
     for k, f in enumerate(files):
         if f.startswith("\0"):
             scanned.flags[k] = [("unreadable", f[1:])]
@@ -233,14 +242,15 @@ def audit(datasets, *, max_distance: int = MAX_DISTANCE, limits: SanityLimits | 
     images["flags"] = [",".join(f for f, _ in scanned.flags[c]) for c in codes]
     flags = pd.DataFrame([(images["sample_id"].iat[r], f, d) for r, c in enumerate(codes)
                           for f, d in scanned.flags[c]], columns=["sample_id", "flag", "detail"])
-    pairs = _pairs(images, codes, scanned, max_distance)
+    pairs = _pairs(images, codes, scanned, max_distance, volume_near)
     return AuditReport(images=images, pairs=pairs, flags=flags,
                        labels=pd.concat(label_parts, ignore_index=True),
                        family_joins=family_joins.reset_index(drop=True),
                        max_distance=max_distance, limits=limits)
 
 
-def _pairs(images: pd.DataFrame, codes: np.ndarray, scanned, max_distance: int) -> pd.DataFrame:
+def _pairs(images: pd.DataFrame, codes: np.ndarray, scanned, max_distance: int,
+           volume_near=()) -> pd.DataFrame:
     rows_of = pd.Series(np.arange(len(codes))).groupby(codes).apply(np.asarray)
     found: list[tuple[int, int, str, int, bool]] = []
     for k, rows in rows_of.items():  # rows naming one file (a question-level table: many)
@@ -255,7 +265,7 @@ def _pairs(images: pd.DataFrame, codes: np.ndarray, scanned, max_distance: int) 
             found += [(a, b, "exact", 0, False) for a in rows_of[fa] for b in rows_of[fb]]
     ok = np.flatnonzero(scanned.ok)
     i, j, d = near_pairs(scanned.hashes[ok], max_distance=max_distance)
-    for fa, fb, dist in zip(ok[i], ok[j], d):
+    for fa, fb, dist in [*zip(ok[i], ok[j], d), *volume_near]:
         if scanned.digest[fa] == scanned.digest[fb]:
             continue  # same bytes: listed as exact
         found += [(a, b, "near", int(dist), False) for a in rows_of[fa] for b in rows_of[fb]]

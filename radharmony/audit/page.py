@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import os
 
 import cv2
 import numpy as np
@@ -63,11 +64,22 @@ def _stacked(ax, table: pd.DataFrame, title: str) -> None:
     ax.set_title(title, fontsize=9)
 
 
+def is_volume_path(path: str) -> bool:
+    """Whether ``path`` is a volume (NIfTI, NumPy, or a folder: a DICOM series)."""
+    return str(path).lower().endswith((".nii", ".nii.gz", ".npy", ".npz")) or os.path.isdir(path)
+
+
 def thumbnail(path: str) -> str:
     """An ``<img>`` of the image at ``path`` (percentile-windowed, long side ``THUMB``), or a
     note when it cannot be read."""
     try:
-        arr, _ = read_image(path, min_side=THUMB)
+        if is_volume_path(path):  # a volume: its middle axial slice
+            from ..volumes import read_volume
+
+            volume = read_volume(path, check=False).array
+            arr = volume[volume.shape[0] // 2]
+        else:
+            arr, _ = read_image(path, min_side=THUMB)
     except Exception as exc:  # noqa: BLE001 -- a page shows what it cannot draw
         return f'<span class="warn">unreadable: {_e(type(exc).__name__)}</span>'
     a = arr.astype(np.float32)
@@ -157,7 +169,8 @@ def _demographics(r) -> str:
         if len(ages):
             ax1.hist(ages, bins=np.arange(0, 105, 5), histtype="step", label=src)
     ax1.set_xlabel("age (years)")
-    ax1.legend(fontsize=7)
+    if ax1.get_legend_handles_labels()[0]:  # no source with ages (e.g. volumes): no legend
+        ax1.legend(fontsize=7)
     sex = pd.crosstab(im["source"], im["sex"].fillna("unknown"))
     _stacked(ax2, sex, "sex")
     ages = im.groupby("source", sort=False)["age_years"].agg(["count", "median", "min", "max"])

@@ -51,8 +51,10 @@ def _one(path: str, view, limits: SanityLimits):
 
 
 def scan_files(paths: list[str], views: list, *, limits: SanityLimits, workers: int | None,
-               progress: bool) -> Scanned:
-    """Scan ``paths`` (``views[k]``: the canonical view of file ``k``, for the checks)."""
+               progress: bool, skip=None) -> Scanned:
+    """Scan ``paths`` (``views[k]``: the canonical view of file ``k``, for the checks) but
+    those ``skip`` marks (left empty: no digest, not decoded, no flags)."""
+    todo = [k for k in range(len(paths)) if skip is None or not skip[k]]
     n = len(paths)
     workers = max(1, workers if workers else (os.cpu_count() or 1))
     out = Scanned(np.full(n, None, dtype=object), np.zeros((n, 32), np.uint8),
@@ -60,25 +62,52 @@ def scan_files(paths: list[str], views: list, *, limits: SanityLimits, workers: 
                   [[] for _ in range(n)])
 
     def batch(start: int) -> int:
-        for k in range(start, min(start + BATCH, n)):
+        for k in todo[start:start + BATCH]:
             digest, h, (height, width), flags = _one(paths[k], views[k], limits)
             out.digest[k], out.height[k], out.width[k], out.flags[k] = digest, height, width, \
                 flags
             if h is not None:
                 out.hashes[k], out.ok[k] = h, True
-        return min(start + BATCH, n) - start
+        return len(todo[start:start + BATCH])
 
     from tqdm.auto import tqdm
 
-    with tqdm(total=n, desc="auditing images", unit="img", disable=not progress) as bar:
+    with tqdm(total=len(todo), desc="auditing images", unit="img",
+              disable=not progress or not todo) as bar:
         if workers == 1:
-            for start in range(0, n, BATCH):
+            for start in range(0, len(todo), BATCH):
                 bar.update(batch(start))
         else:
             with ThreadPoolExecutor(workers, thread_name_prefix="radharmony-audit") as pool:
-                for done in pool.map(batch, range(0, n, BATCH)):
+                for done in pool.map(batch, range(0, len(todo), BATCH)):
                     bar.update(done)
     return out
 
 
-__all__ = ["Scanned", "scan_files"]
+def scan_volume_files(out: Scanned, rows: list, *, max_distance: int, progress: bool) -> list:
+    """Fingerprint every volume file (``rows[k]``: ``(dataset, index)`` of a row naming file
+    ``k``, None for an image) into ``out`` (its voxel digest, ``height`` / ``width``; an
+    unreadable volume is flagged), one at a time (a volume is large); returns the near-
+    duplicate volume pairs ``[(file a, file b, distance)]``
+    (:func:`radharmony.audit.volumes.near_volume_pairs`)."""
+    from tqdm.auto import tqdm
+
+    from .volumes import near_volume_pairs, read_print
+
+    prints = [None] * len(rows)
+    todo = [k for k, r in enumerate(rows) if r is not None]
+    for k in tqdm(todo, desc="auditing volumes", unit="vol", disable=not progress or not todo):
+        ds, index = rows[k]
+        try:
+            prints[k] = read_print(ds, index)
+        except (RadHarmonyError, OSError, ValueError) as exc:
+            what = exc.what if isinstance(exc, RadHarmonyError) else \
+                f"{type(exc).__name__}: {exc}"
+            out.flags[k] = [("unreadable", shorten(what, 200))]
+            continue
+        out.digest[k] = prints[k].digest
+        out.height[k], out.width[k] = prints[k].shape[1:]
+    return near_volume_pairs(prints, max_distance=max_distance)
+
+
+__all__ = ["Scanned", "scan_files", "scan_volume_files"]

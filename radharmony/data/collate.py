@@ -9,7 +9,7 @@ from .handoff import PACKED_KEYS, collate_keys
 
 #: Keys kept as per-sample lists even when every sample's tensor happens to share a shape, so
 #: a batch has the same structure whatever the box counts.
-PER_SAMPLE_KEYS = frozenset({"bbox"})
+PER_SAMPLE_KEYS = frozenset({"bbox", "bbox3d", "bbox3d_mm", "points", "points_mm"})
 #: study samples' per-image keys (:mod:`radharmony.studies`) -> padding value: samples with
 #: different K (studies of datasets built with different ``max_images``) pad to the largest
 PADDED_KEYS = {"img": -1.0, "prior_img": -1.0, "img_mask": False, "prior_img_mask": False}
@@ -19,7 +19,8 @@ def collate(batch: list[dict]) -> dict:
     """Collate sample dicts: equal-shape tensors are stacked, everything else becomes a list.
 
     Variable-length fields (``bbox`` (N, 4), ``bbox_labels``, ``bbox_annotators``,
-    ``report_spans``) stay per-sample lists, so ``DataLoader(ds, collate_fn=radharmony.collate)``
+    ``report_spans``; a volume's ``bbox3d`` (N, 6), ``points`` (N, 3), their ``_mm`` and
+    labels) stay per-sample lists, so ``DataLoader(ds, collate_fn=radharmony.collate)``
     never fails on them; turn the boxes into one padded tensor with :func:`pad_boxes` when a
     model wants that. ``report`` is a list of ``str`` and ``has_report`` a (B,) bool tensor,
     as torch's default collate gives them (a sample without a report has ``report`` "" and
@@ -51,10 +52,18 @@ def _stack_or_list(key: str, values: list):
 
 def pad_boxes(boxes: list[torch.Tensor], *, fill: float = 0.0
               ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(B, N_max, 4)`` boxes padded with ``fill`` and a ``(B, N_max)`` bool mask of the real
-    ones, from a batch's list of ``(N_i, 4)`` tensors."""
+    """``(B, N_max, K)`` boxes padded with ``fill`` and a ``(B, N_max)`` bool mask of the real
+    ones, from a batch's list of ``(N_i, K)`` tensors: 2-D boxes (K = 4), a volume's
+    ``bbox3d`` (K = 6) or ``points`` (K = 3); float32, or float64 when they are (``_mm``).
+
+    >>> padded, valid = pad_boxes([torch.zeros(2, 6), torch.ones(1, 6)], fill=-1.0)
+    >>> tuple(padded.shape), valid.tolist(), padded[1, 1, 0].item()
+    ((2, 2, 6), [[True, True], [True, False]], -1.0)
+    """
     n = max((len(b) for b in boxes), default=0)
-    out = torch.full((len(boxes), n, 4), fill, dtype=torch.float32)
+    width = next((b.shape[-1] for b in boxes if b.dim() == 2), 4)
+    dtype = torch.float64 if any(b.dtype == torch.float64 for b in boxes) else torch.float32
+    out = torch.full((len(boxes), n, width), fill, dtype=dtype)
     valid = torch.zeros((len(boxes), n), dtype=torch.bool)
     for i, b in enumerate(boxes):
         out[i, :len(b)] = b

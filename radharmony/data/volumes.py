@@ -17,12 +17,23 @@ with one), ``spacing`` (mm, ``(d, h, w)``), ``affine`` (4x4, voxel index -> worl
   still need (CT-RATE's v1 files); NaN or absent: none. It is applied exactly once: a file
   whose header scales as well is refused by the reader.
 
+Annotations come in the source volume's canonical voxels (a dataset's :meth:`annotations`,
+:meth:`source_mask`) and are carried onto the returned volume by geometry alone
+(:class:`radharmony.volumes.placement.VolumeGrid`): ``output_bbox3d=True`` adds ``bbox3d``
+(float32 ``(N, 6)``, ``x0, y0, z0, x1, y1, z1`` in returned voxels, x along W, z along D),
+``bbox3d_mm`` (float64, the LPS envelope in mm) and ``bbox3d_labels``; ``output_points=True``
+adds ``points`` (float32 ``(N, 3)``), ``points_mm`` and ``point_labels``; ``output_mask=True``
+the label map on the returned grid (nearest label). Bad input is dropped, counted in
+:attr:`VolumeDataset.annotation_faults` and named in an
+:class:`~radharmony.volumes.placement.AnnotationWarning`.
+
 A dataset module adds dataset-specific geometry by overriding :meth:`VolumeDataset.declared_geometry`.
 """
 
 from __future__ import annotations
 
 import os
+from collections import Counter
 from typing import Callable, ClassVar
 
 import numpy as np
@@ -30,6 +41,7 @@ import torch
 
 from . import sampling
 from .dataset import BaseRadiologicalDataset
+from .volume_annotations import annotation_outputs, warn_faults
 from ..errors import ImageReadError, PathSafetyError, RadHarmonyError
 from ..imaging.pipeline import DefaultTransform
 
@@ -49,6 +61,9 @@ class VolumeDataset(BaseRadiologicalDataset):
         one_per_study: keep one volume per study (the lowest ``reconstruction`` when the table
             has that column, else the first row): report and study-level tasks then count each
             scan once.
+        output_bbox3d, output_points: the boxes and points of :meth:`annotations` on the
+            returned volume (module docstring); the dataset's spec lists ``bbox3d`` /
+            ``points`` among its outputs.
     """
 
     #: the volumes are CT: each is checked to be in Hounsfield units when read
@@ -72,7 +87,8 @@ class VolumeDataset(BaseRadiologicalDataset):
 
     def __init__(self, base_image_dir: str | os.PathLike | None = None,
                  csv_path: str | os.PathLike | None = None, transform: Callable | None = None,
-                 *, preset=None, one_per_study: bool = False, **kwargs):
+                 *, preset=None, one_per_study: bool = False, output_bbox3d: bool = False,
+                 output_points: bool = False, **kwargs):
         if isinstance(transform, DefaultTransform):
             raise RadHarmonyError(f"{type(self).__name__} reads volumes",
                                   expected="transform=None (with preset=) or a callable on the "
@@ -80,6 +96,10 @@ class VolumeDataset(BaseRadiologicalDataset):
                                   fix="pass preset='merlin' (or another preset) instead")
         super().__init__(base_image_dir, csv_path, transform, **kwargs)
         self.image_cache = None  # the 2-D cache: volumes have their own
+        self.outputs = self.outputs | self._supported_outputs(bbox3d=output_bbox3d,
+                                                              points=output_points)
+        #: annotations dropped as bad input so far (in this process), by kind
+        self.annotation_faults: Counter = Counter()
         self.preset = _preset(preset)
         self.volume_cache = _volume_cache(self.cache_dir) \
             if self.cache_dir is not None and self.user_transform is None else None
@@ -142,21 +162,49 @@ class VolumeDataset(BaseRadiologicalDataset):
         """Row ``index``'s volume, through the cache when there is one: the canonical
         :class:`~radharmony.volumes.Volume`, or with a preset ``(model input, its LPS
         affine)``."""
-        if self.volume_cache is None:
-            volume = self.read_volume(index)
-            if self.preset is None:
-                return volume
-            array, info = self.preset.geometry(volume)
-            array = self.preset.finish(array, info)
-        else:
-            inputs, load, params = self.job(index)
-            if self.preset is None:
-                return self.volume_cache.get(inputs, params, load)
-            from ..volumes.presets import preset_array
-
-            array, info = preset_array(self.volume_cache, self.preset, inputs, params, load,
-                                       with_info=True)
+        if self.preset is None:
+            return self.source_volume(index)
+        array, info = self.preset_output(index)
         return array, np.asarray(info["affine"], np.float64)
+
+    def source_volume(self, index: int):
+        """Row ``index``'s canonical :class:`~radharmony.volumes.Volume`, through the cache
+        when there is one."""
+        if self.volume_cache is None:
+            return self.read_volume(index)
+        inputs, load, params = self.job(index)
+        return self.volume_cache.get(inputs, params, load)
+
+    def preset_output(self, index: int) -> tuple[np.ndarray, dict]:
+        """``(model input, info)`` of row ``index`` through the preset (cached when there is a
+        cache): ``info`` holds the output's and the source's geometry
+        (:meth:`radharmony.volumes.presets.Preset.geometry`)."""
+        if self.volume_cache is None:
+            array, info = self.preset.geometry(self.read_volume(index))
+            return self.preset.finish(array, info), info
+        from ..volumes.presets import preset_array
+
+        inputs, load, params = self.job(index)
+        return preset_array(self.volume_cache, self.preset, inputs, params, load,
+                            with_info=True)
+
+    def load_grid(self, index: int):
+        """``(array, grid)``: row ``index``'s returned array and its
+        :class:`~radharmony.volumes.placement.VolumeGrid` (where it lies relative to the
+        source volume, which annotations are given on)."""
+        from ..volumes.placement import VolumeGrid
+
+        if self.preset is None:
+            volume = self.source_volume(index)
+            return volume.array, VolumeGrid.same(volume.in_space("LPS").affine, volume.shape,
+                                                 volume=volume)
+        array, info = self.preset_output(index)
+        layout = getattr(self.preset, "layout", "CDHW")
+        shape = array.shape[-3:] if layout == "CDHW" else \
+            (array.shape[-1], *array.shape[-3:-1])
+        return array, VolumeGrid(np.asarray(info["source_affine"], np.float64),
+                                 tuple(info["source_shape"]),
+                                 np.asarray(info["affine"], np.float64), tuple(shape), layout)
 
     def cache_key(self, index: int) -> str:
         """Row ``index``'s key in the volume cache (its file's identity and parameters)."""
@@ -222,23 +270,35 @@ class VolumeDataset(BaseRadiologicalDataset):
                                                            None))
                 sample["img"] = sampling.as_tensor(sample["img"], self.dtype)
                 return self.finish(sample)
-            loaded = self.load_volume(index)
-            array, affine = (loaded.array, loaded.in_space("LPS").affine) \
-                if self.preset is None else loaded
-            sample = self.assemble(index, self.volume_tensor(array), None)
-            sample["spacing"] = torch.from_numpy(np.linalg.norm(affine[:3, :3], axis=0))
-            sample["affine"] = torch.from_numpy(np.array(affine, dtype=np.float64))
+            array, grid = self.load_grid(index)
+            sample = self.assemble(index, self.volume_tensor(array), grid)
+            sample["spacing"] = torch.from_numpy(np.linalg.norm(grid.affine[:3, :3], axis=0))
+            sample["affine"] = torch.from_numpy(np.array(grid.affine, dtype=np.float64))
             return self.finish(sample)
         except (ImageReadError, PathSafetyError) as exc:
             raise type(exc)(f"Sample {self.rows.ids[index]}: {exc.what}", expected=exc.expected,
                             found=exc.found, fix=exc.fix) from None
 
+    def annotations(self, index: int) -> dict:
+        """Row ``index``'s boxes and points in the source volume's canonical voxels (the
+        contract: ``boxes`` float64 ``(N, 6)``, ``box_labels``, ``points`` ``(N, 3)``,
+        ``point_labels``; keys absent when none). Datasets with ``bbox3d`` or ``points`` among
+        their outputs override it."""
+        return {}
+
     def add_outputs(self, index: int, sample: dict, letterbox) -> None:
-        """The standard outputs; with ``report`` also its sections (``indication``,
-        ``history``, ``comparison``, ``technique``, ``findings``, ``impression``; None where
-        absent), from the table's ``section_*`` columns as study samples take them
+        """The standard outputs (``letterbox``: the sample's
+        :class:`~radharmony.volumes.placement.VolumeGrid`; None under a user transform: the
+        mask, boxes and points then stay on the source's voxels); the boxes and points; with
+        ``report`` also its sections (``indication``, ``history``, ``comparison``,
+        ``technique``, ``findings``, ``impression``; None where absent), from the table's
+        ``section_*`` columns as study samples take them
         (:func:`radharmony.studies.sections.report_sections`)."""
         super().add_outputs(index, sample, letterbox)
+        if self.outputs & {"bbox3d", "points"}:
+            annotation_outputs(self.annotations(index), letterbox, sample, self.outputs)
+        if letterbox is not None and letterbox.faults:
+            warn_faults(self, index, letterbox.faults)
         if "report" in self.outputs:
             from ..studies.sections import report_sections
 

@@ -20,7 +20,7 @@ MODULES = ("rexgradient", "xraydar", "nih", "chexpert", "padchest", "vindr", "rs
            "mimic_ext_cxr_qba", "cxr_lt", "emory_cxr", "openi_dicom", "brax_dicom",
            "mimic_cxr", "roco", "chestx_det", "vindr_ribcxr", "candid_ptx",
            "bimcv_covid19", "rsna_bone_age", "taix_ray", "ralo", "ct_rate", "rsna_pe",
-           "rad_chestct", "totalsegmentator", "rsna_lumbar_spine")
+           "rad_chestct", "totalsegmentator", "lidc_idri", "rsna_lumbar_spine")
 
 __all__: list[str] = []
 #: dataset class name -> its module (the class is made when first looked up)

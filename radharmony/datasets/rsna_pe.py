@@ -232,38 +232,26 @@ def _dataset_classes():
     import torch
 
     from ..data.volumes import VolumeDataset
-    from ..errors import RadHarmonyError
     from ..volumes.dicom_headers import read_header
 
     class RSNAPEDataset(VolumeDataset):
         """RSNA-STR PE series (``base_image_dir`` the competition root). With
-        ``output_slice_labels=True`` a sample has ``slice_labels`` (float32 ``(D,)``:
-        ``pe_present_on_image`` of each slice of the volume's D axis in world z order, NaN
-        for a slice the table does not list); it needs the volume as read (no preset)."""
+        ``output_slice_labels=True`` a sample has ``slice_labels`` (float32: ``pe_present_on_image``
+        of each slice of the returned volume's slice axis in world z order, NaN for a slice the
+        table does not list). Under a preset the labels follow the preset's slices: a
+        resampled slice takes the label of the nearest source slice, a cropped one drops, a
+        padded one is NaN (:class:`~radharmony.volumes.placement.VolumeGrid`); under a user
+        transform they stay the source's."""
         harmonizer_class = RSNAPEHarmonizer
         ct = True
 
         def __init__(self, *args, output_slice_labels: bool = False, **kwargs):
             super().__init__(*args, **kwargs)
-            if output_slice_labels and (self.preset is not None
-                                        or self.user_transform is not None):
-                raise RadHarmonyError(
-                    "RSNAPEDataset: slice labels follow the slices of the volume as read",
-                    expected="output_slice_labels=True with preset=None and transform=None",
-                    found="a preset or transform that resamples the D axis",
-                    fix="drop the preset (the volume's D axis is then its slices), or take "
-                        "slice_labels(index) and resample them with your transform")
             self.output_slice_labels = bool(output_slice_labels)
-            self._loaded = None
-
-        def load_volume(self, index: int):
-            loaded = super().load_volume(index)
-            self._loaded = (index, loaded)
-            return loaded
 
         def slice_labels(self, index: int, volume=None) -> np.ndarray:
-            """``pe_present_on_image`` along row ``index``'s volume's D axis (float32)."""
-            volume = self.load_volume(index) if volume is None else volume
+            """``pe_present_on_image`` along row ``index``'s source volume's D axis (float32)."""
+            volume = self.source_volume(index) if volume is None else volume
             files = volume.source.files
             header = read_header(Path(files[0]))
             position = None if header is None else header.floats("ImagePositionPatient")
@@ -272,14 +260,13 @@ def _dataset_classes():
             row = self.harmonized_df.iloc[index]
             return labels_in_order(uids, row["slice_sop_uids"], row["slice_pe_present"])
 
-        def __getitem__(self, index: int) -> dict:
-            sample = super().__getitem__(index)
+        def add_outputs(self, index: int, sample: dict, letterbox) -> None:
+            super().add_outputs(index, sample, letterbox)
             if self.output_slice_labels:
-                index = int(index) % len(self)
-                volume = self._loaded[1] if self._loaded and self._loaded[0] == index else None
-                self._loaded = None  # never keep a volume alive past its sample
-                sample["slice_labels"] = torch.from_numpy(self.slice_labels(index, volume))
-            return sample
+                labels = self.slice_labels(index, getattr(letterbox, "volume", None))
+                if letterbox is not None:
+                    labels = letterbox.slices(labels)
+                sample["slice_labels"] = torch.from_numpy(labels)
 
     return (RSNAPEDataset,)
 

@@ -18,9 +18,9 @@ Source of truth: ``meta.csv``, one row per subject (``image_id`` ``s0000``; ``ag
   names kept) is label ``k + 1``, 0 is background; where two masks overlap the later in that
   order wins. A mask whose affine differs from the CT's by more than 1e-3 mm (or whose shape
   differs) is refused, naming both files (:func:`radharmony.volumes.masks.merge_masks`). With
-  a preset the label map is carried onto the preset's output grid by the nearest label,
-  never blended (:func:`radharmony.volumes.masks.on_grid`). A missing mask file leaves its
-  structure absent.
+  a preset or a volume augmentation the label map is carried onto the output grid by the
+  nearest label, never blended (:class:`radharmony.volumes.placement.VolumeGrid`). A missing
+  mask file leaves its structure absent.
 - No patient ids: each subject is its own patient (``patient_id`` = ``image_id``); no reports,
   no labels.
 """
@@ -131,34 +131,15 @@ def _dataset_classes():
         ct = True
         structures = STRUCTURES
 
-        def load_volume(self, index: int):
-            loaded = super().load_volume(index)
-            if self.preset is None:
-                grid = (loaded.array.shape, loaded.in_space("LPS").affine)
-            else:
-                array, affine = loaded
-                shape = array.shape[-3:]
-                if getattr(self.preset, "layout", "CDHW") == "CHWD":
-                    shape = (shape[2], shape[0], shape[1])
-                grid = (shape, affine)
-            self._grid = (index, grid)
-            return loaded
-
         def source_mask(self, index: int) -> np.ndarray:
-            """Row ``index``'s label map on the grid of its sample's ``img``."""
-            from ..volumes.masks import merge_masks, on_grid
+            """Row ``index``'s label map on its volume's canonical grid (the sample's ``mask``
+            carries it onto the returned grid: :class:`~radharmony.volumes.placement.
+            VolumeGrid`)."""
+            from ..volumes.masks import merge_masks
 
             folder = self.base_image_dir / self.harmonized_df["mask_dir"].iat[index]
-            labels, affine = merge_masks([folder / f"{s}.nii.gz" for s in STRUCTURES],
-                                         self.image_file(index))
-            cached = getattr(self, "_grid", None)
-            if cached is None or cached[0] != index:
-                self.load_volume(index)
-            shape, out_affine = self._grid[1]
-            out = on_grid(labels, affine, shape, out_affine)
-            if self.preset is not None and getattr(self.preset, "layout", "CDHW") == "CHWD":
-                out = out.transpose(1, 2, 0)
-            return out
+            return merge_masks([folder / f"{s}.nii.gz" for s in STRUCTURES],
+                               self.image_file(index))[0]
 
     return (TotalSegmentatorDataset,)
 

@@ -208,6 +208,9 @@ class ViewerApp:
         self.page_size = page_size
         self._samples: OrderedDict[tuple, dict] = OrderedDict()
         self._cached = cached_samples
+        from .volumes import VolumeSources
+
+        self._volumes = VolumeSources()
         self._lock = threading.Lock()
 
     # -- lookups ------------------------------------------------------------------------------
@@ -246,7 +249,8 @@ class ViewerApp:
     def meta(self) -> dict:
         return {"page_size": self.page_size, "splits": [
             {"key": k, "title": s.spec.title, "images": s.n, "labels": s.label_cols,
-             "views": s.views, "outputs": sorted(s.spec.outputs)}
+             "views": s.views, "outputs": sorted(s.spec.outputs),
+             "row_unit": getattr(s.spec, "row_unit", "image")}
             for k, s in self.splits.items()]}
 
     def samples(self, *, split: str | None = None, label: str | None = None,
@@ -296,7 +300,18 @@ class ViewerApp:
             "report": report, "sections": report_sections(report), "report_spans": [],
             "report_labels": report_label_evidence(report, rules=_report_rules(s.dataset),
                                                    probable=_report_probable(s.dataset)),
-            "boxes": [], "width": None, "height": None, "image_error": None}
+            "boxes": [], "width": None, "height": None, "image_error": None, "volume": None}
+        from .volumes import is_volume_split
+
+        if is_volume_split(s.dataset):  # the three planes: no voxels until a slice is asked
+            try:
+                out["volume"] = self.volume(split=s.spec.key, index=i).info()
+            except RadHarmonyError as exc:
+                out["image_error"] = str(exc)
+                return out
+            out["depth"], out["height"], out["width"] = out["volume"]["shape"]
+            out["fields"]["volume_shape"] = out["volume"]["shape"]
+            return out
         try:
             sample = self._sample(s, i)
         except RadHarmonyError as exc:
@@ -311,8 +326,6 @@ class ViewerApp:
         out["report_spans"] = clean_spans(sample.get("report_spans"), report=out["report"])
         img = sample["img"]
         out["height"], out["width"] = (int(d) for d in img.shape[-2:])
-        if img.ndim == 4:  # a volume (1, D, H, W): its middle axial slice is shown
-            out["fields"]["volume_shape"] = [int(d) for d in img.shape[1:]]
         bbox = sample.get("bbox")
         if bbox is not None and len(bbox):
             labels = sample.get("bbox_labels") or [""] * len(bbox)
@@ -327,11 +340,26 @@ class ViewerApp:
     def image_png(self, **where) -> bytes:
         """The preprocessed image of one sample as an 8-bit grayscale PNG."""
         s, i = self.locate(**where)
-        img = self._sample(s, i)["img"]
-        arr = img.float().numpy() if hasattr(img, "float") else np.asarray(img, np.float32)
-        if arr.ndim == 4:  # a volume (1, D, H, W): the middle axial slice
-            arr = arr[0, arr.shape[1] // 2]
+        from .volumes import is_volume_split, plane_slice
+
+        if is_volume_split(s.dataset):  # its middle axial slice, from the cache
+            volume = self.volume(split=s.spec.key, index=i)
+            arr = plane_slice(volume.array, "axial", volume.shape[0] // 2).astype(np.float32)
+        else:
+            img = self._sample(s, i)["img"]
+            arr = img.float().numpy() if hasattr(img, "float") else np.asarray(img, np.float32)
         arr = arr.reshape(arr.shape[-2:]) if arr.ndim == 3 and arr.shape[0] == 1 else arr
         lo, hi = (-1.0, 1.0) if arr.min() >= -1 and arr.max() <= 1 else (arr.min(), arr.max())
         return png8(np.clip((arr - lo) * (255.0 / max(hi - lo, 1e-6)), 0, 255).round()
                     .astype(np.uint8))
+
+    def volume(self, **where):
+        """The :class:`~radharmony.viewer.volumes.VolumeSource` of a volume sample (its
+        canonical volume, from the cache), kept in a small LRU."""
+        from .volumes import is_volume_split, open_volume
+
+        s, i = self.locate(**where)
+        if not is_volume_split(s.dataset):
+            raise ViewerError(f"{s.spec.key} holds images, not volumes",
+                              expected="a dataset whose rows are volumes", found=s.spec.key)
+        return self._volumes.get((s.spec.key, i), lambda: open_volume(s.dataset, i))

@@ -10,7 +10,10 @@ Routes, under the per-run ``/<token>/`` prefix:
 * ``/api/record?id=<record_id>`` or ``?row=`` (``&format=llava|hf_chat``) -- one record: the
   rendering, its images' geometry, the boxes to draw, the prior study, the source row;
 * ``/record.png?id=&j=&prior=0|1`` -- its ``j``-th image (or its prior's) as the trainer sees
-  it (the original, or the cached letterboxed square).
+  it (the original, or the cached letterboxed square);
+* ``/record_volume.png?id=&j=&prior=&plane=&slice=&window=`` -- one plane's slice of a record's
+  image that is a volume (``.nii``, ``.nii.gz``, ``.npy``, ``.b2nd`` or a DICOM folder), shown
+  in three planes as ``radharmony view`` shows volumes (:mod:`radharmony.viewer.volumes`).
 
 Records are addressed by id or row only; image files are only those a record names, inside
 its source's root (``mixture.json``): anything else is refused (403).
@@ -28,6 +31,7 @@ from .app import NotFound, png8
 from .mixture_index import RecordIndex
 from .mixture_render import FORMATS, boxes_of, image_path, load_image, render
 from .server import LOOPBACK, STATIC, ViewerHandler, ViewerServer, _json_body, _static
+from .volumes import VolumeSources, is_volume_file, open_volume_file, parse_window
 
 
 class MixtureApp:
@@ -52,6 +56,7 @@ class MixtureApp:
         self.dataset_viewers = dict(dataset_viewers or {})
         self._images: OrderedDict[tuple, tuple] = OrderedDict()
         self._cached, self._lock = cached_images, threading.Lock()
+        self._volumes = VolumeSources()
 
     def meta(self) -> dict:
         return {"name": self.manifest.get("name"), "records": self.index.n,
@@ -88,15 +93,32 @@ class MixtureApp:
                 self._images.popitem(last=False)
         return found
 
+    def _volume(self, rec: dict, fields: dict, j: int, prior: bool):
+        """The :class:`~radharmony.viewer.volumes.VolumeSource` of image ``j`` when it names a
+        volume, else None."""
+        paths = self._paths(rec, fields, prior)
+        if not 0 <= j < len(paths):
+            return None
+        path = image_path(self.roots, rec, paths[j])
+        if not is_volume_file(paths[j], path):
+            return None
+        return self._volumes.get((str(path), tuple(fields.get("spacing") or ())), lambda:
+                                 open_volume_file(path, spacing=fields.get("spacing")))
+
     def _images_json(self, rec: dict, fields: dict, prior: bool) -> list[dict]:
         views = [] if prior else list(rec.get("views") or [])
         out = []
         for j, rel in enumerate(self._paths(rec, fields, prior)):
             item = {"j": j, "path": rel, "view": views[j] if j < len(views) else None,
-                    "width": None, "height": None, "error": None}
+                    "width": None, "height": None, "error": None, "volume": None}
             try:
-                shown = self._image(rec, fields, j, prior)[1]
-                item["width"], item["height"] = shown.width, shown.height
+                volume = self._volume(rec, fields, j, prior)
+                if volume is not None:  # three planes, as radharmony view shows volumes
+                    item["volume"] = volume.info()
+                    item["height"], item["width"] = volume.shape[1:]
+                else:
+                    shown = self._image(rec, fields, j, prior)[1]
+                    item["width"], item["height"] = shown.width, shown.height
             except RadHarmonyError as exc:
                 item["error"] = str(exc)
             out.append(item)
@@ -111,7 +133,8 @@ class MixtureApp:
         out.update(fields=fields, format=fmt, rendered=render(rec, fmt),
                    images=self._images_json(rec, fields, False), boxes=[], prior=None,
                    source_row=self._source_row(rec))
-        if out["images"] and out["images"][0]["error"] is None:
+        if out["images"] and out["images"][0]["error"] is None and \
+                out["images"][0]["volume"] is None:
             shown = self._image(rec, fields, 0, False)[1]
             out["boxes"] = boxes_of(rec, fields, shown, dialect=self.dialect)
         if fields.get("prior_study_id") or fields.get("prior_image_paths"):
@@ -142,6 +165,23 @@ class MixtureApp:
                            found=repr(j)) from None
         return png8(self._image(rec, fields_of(rec.get("fields")), j, prior)[0])
 
+    def volume_png(self, q: dict, *, record_id=None, row=None) -> bytes:
+        """One plane's slice of a record's volume image (``j``, ``prior``, ``plane``,
+        ``slice`` and the window in ``q``)."""
+        rec = self.index.record(record_id=record_id, row=row)
+        try:
+            j = int(q.get("j", 0))
+        except (TypeError, ValueError):
+            raise NotFound("An image is addressed by j=<integer>", expected="j=0, 1, ...",
+                           found=repr(q.get("j"))) from None
+        volume = self._volume(rec, fields_of(rec.get("fields")), j,
+                              q.get("prior") in ("1", "true"))
+        if volume is None:
+            raise NotFound(f"Image {j} of record {rec['record_id']} is not a volume",
+                           expected="an image named .nii, .nii.gz, .npy, .b2nd or a folder",
+                           found=str(j))
+        return volume.slice_png(q.get("plane", "axial"), q.get("slice"), *parse_window(q))
+
 
 class MixtureHandler(ViewerHandler):
     """The viewer's handler (token, host, same-site and read-only rules) with the mixture's
@@ -162,6 +202,8 @@ class MixtureHandler(ViewerHandler):
                                           limit=q.get("limit")))
         if path == "/api/record":
             return _json_body(app.record(**where, fmt=q.get("format", "llava")))
+        if path == "/record_volume.png":
+            return app.volume_png(q, **where), "image/png"
         if path == "/record.png":
             return app.image_png(**where, j=q.get("j", 0),
                                  prior=q.get("prior") in ("1", "true")), "image/png"

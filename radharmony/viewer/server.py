@@ -10,6 +10,9 @@ Routes (GET only; anything else is refused):
 * ``/studies``, ``/api/study``, ``/study.png`` -- whole studies (:mod:`radharmony.viewer.studies`).
 * ``/questions``, ``/api/question``, ``/question.png`` -- VQA questions
   (:mod:`radharmony.viewer.questions`).
+* ``/volume.png``, ``/volume_mask.png``, ``/api/volume_mask_legend`` -- one plane's slice of a
+  volume sample, windowed, its mask and the mask's labels there
+  (:mod:`radharmony.viewer.volumes`; ``/api/sample`` carries the volume's planes).
 
 Every route lives under a per-run secret prefix, ``/<token>/`` (``server.url`` includes it;
 the page uses relative addresses, so it carries the token), and a request whose
@@ -39,6 +42,7 @@ from .app import ViewerApp, ViewerError
 from .questions import route as question_route
 from .serving import LOOPBACK
 from .studies import route as study_route
+from .volumes import route as volume_route
 
 #: ``Sec-Fetch-Site`` values of requests the viewer answers (typed URL, its own page)
 SAME_SITE = frozenset({"same-origin", "none"})
@@ -49,6 +53,7 @@ STATIC = {"index.html": "text/html; charset=utf-8", "viewer.js": "text/javascrip
           "question.html": "text/html; charset=utf-8",
           "question.js": "text/javascript; charset=utf-8",
           "pages.js": "text/javascript; charset=utf-8",
+          "planes.js": "text/javascript; charset=utf-8",
           "mixture.html": "text/html; charset=utf-8",
           "mixture.js": "text/javascript; charset=utf-8"}
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
@@ -176,7 +181,8 @@ class ViewerHandler(BaseHTTPRequestHandler):
             return _static("study.html"), STATIC["study.html"]
         if path == "/questions":  # the VQA pages (radharmony.viewer.questions)
             return _static("question.html"), STATIC["question.html"]
-        return study_route(app, path, q) or question_route(app, path, q)
+        return study_route(app, path, q) or question_route(app, path, q) or \
+            volume_route(app, path, q)
 
 
 def _json_body(obj) -> tuple[bytes, str]:

@@ -169,15 +169,23 @@ class VolumeCache:
               ) -> np.ndarray:
         """The crop ``[start, start + size)`` (d, h, w) of the cached volume; only the chunks
         it touches are read and decoded."""
+        slices = tuple(slice(int(s), int(s) + int(n)) for s, n in zip(start, size))
+        return np.ascontiguousarray(self.stored(inputs, params, load)[0][slices])
+
+    def stored(self, inputs: Sequence[str | os.PathLike], params: dict,
+               load: Callable[[], Volume]) -> tuple[object, dict]:
+        """``(array, meta)`` of the canonical volume of ``inputs`` (``meta``: its ``affine``,
+        ``space``, ``source``), stored first when absent. ``array`` is the stored Blosc2 array
+        (memory-mapped: indexing it reads and decodes only the chunks the index touches), or
+        the volume read whole where nothing could be stored (a read-only cache)."""
         key = self.key(inputs, params)
         stored = self._open(key)
         if stored is None:
-            self.get(inputs, params, load)
+            volume = self.get(inputs, params, load)
             stored = self._open(key)
-        slices = tuple(slice(int(s), int(s) + int(n)) for s, n in zip(start, size))
-        if stored is None:  # nothing could be stored (read-only): read it whole
-            return np.ascontiguousarray(self.get(inputs, params, load).array[slices])
-        return stored[slices]
+            if stored is None:
+                return volume.array, _volume_entry(volume, inputs)[1]
+        return stored, dict(stored.vlmeta["radharmony"])["meta"]
 
     # -- entries ----------------------------------------------------------------------------
     def fetch(self, inputs, params, build: Callable[[], tuple[np.ndarray, dict]], *,

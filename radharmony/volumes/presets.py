@@ -91,9 +91,11 @@ class Preset:
     # -- step 1: geometry in HU -------------------------------------------------------------
     def geometry(self, volume: Volume) -> tuple[np.ndarray, dict]:
         """``(int16 array, info)``: the volume resampled, cropped and padded, in HU; ``info``
-        holds the window in HU and the output's affine (LPS, output axes)."""
-        array, affine = orient(volume.in_space("LPS").array,
-                               volume.in_space("LPS").affine, self.orientation)
+        holds the window in HU, the output's affine (LPS, output axes) and the source's
+        (``source_affine``, ``source_shape``: annotations on the source's voxels are carried
+        onto the output's by the two, :class:`~radharmony.volumes.placement.VolumeGrid`)."""
+        source = volume.in_space("LPS")
+        array, affine = orient(source.array, source.affine, self.orientation)
         lo, hi = self._window(array)
         maps = [(1.0, 0.0)] * 3  # output index i -> oriented index scale * i + offset
         if self.clip_first and self.clip:
@@ -115,7 +117,9 @@ class Preset:
             out[:3, 3] += affine[:3, k] * o
             out[:3, k] = affine[:3, k] * s
         return np.ascontiguousarray(array), {"lo": float(lo), "hi": float(hi),
-                                             "affine": out.tolist()}
+                                             "affine": out.tolist(),
+                                             "source_affine": source.affine.tolist(),
+                                             "source_shape": list(source.shape)}
 
     def _window(self, array: np.ndarray) -> tuple[float, float]:
         if self.window == "hu":

@@ -66,6 +66,9 @@ def _resample(array: np.ndarray, sources: Sequence[np.ndarray | None], mode: str
     memory = sorted(range(3), key=lambda k: -abs(array.strides[k]))
     out = array[tuple(slice(None, None, -1) if f else slice(None) for f in flips)]
     out = out.transpose(memory)
+    # a flipped axis left as it is must be flipped back (no mirrored positions flip it)
+    unflip = tuple(slice(None, None, -1) if flips[k] and sources[k] is None else slice(None)
+                   for k in memory)
     sources = [None if sources[k] is None else
                (array.shape[k] - 1) - sources[k] if flips[k] else sources[k] for k in memory]
     # the axis that shrinks most first, so the later passes work on less
@@ -73,7 +76,7 @@ def _resample(array: np.ndarray, sources: Sequence[np.ndarray | None], mode: str
                        if sources[k] is not None else 2.0):
         if sources[axis] is not None:
             out = _along(out, axis, sources[axis], mode)
-    out = out.transpose(np.argsort(memory))
+    out = out[unflip].transpose(np.argsort(memory))
     return out if mode == "nearest" else out.astype(np.float32, copy=False)
 
 

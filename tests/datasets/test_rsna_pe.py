@@ -162,5 +162,41 @@ def test_the_fake_pins_pe_slices_in_z_order(tmp_path):
     assert ds[0]["cls"][0].item() == 1 and ds[1]["cls"][0].item() == 0
     in_csv = csv[csv["StudyInstanceUID"] == ds.harmonized_df["study_id"][0]]
     assert in_csv["pe_present_on_image"].astype(int).tolist() != [0, 0, 0, 1, 1, 1, 0, 0, 0, 0]
-    with pytest.raises(Exception, match="slice labels follow the slices"):
-        RSNAPEDataset(base, cache_dir=None, output_slice_labels=True, preset="m3d")
+
+
+def test_slice_labels_follow_a_preset_slice_axis(tmp_path):
+    """1.25 mm slices resampled to 0.625 mm (grid convention: output slice k samples source
+    k / 2) and padded to 21: a resampled slice takes the nearest source slice's label (a tie
+    to the later one), a padded slice is NaN; a crop drops slices."""
+    from radharmony.datasets.rsna_pe import RSNAPEDataset
+    from radharmony.volumes.presets import Preset
+
+    base = write_rsna_pe(tmp_path, n_studies=1)
+    (d, h, w) = RSNAPEDataset(base, cache_dir=None)[0]["spacing"].tolist()
+    assert d == pytest.approx(1.25)
+    fine = Preset("fine_d", spacing=(0.625, h, w), size=(21, 20, 24), pad=-1.0, out=(-1.0, 1.0))
+    ds = RSNAPEDataset(base, cache_dir=tmp_path / "cache", output_slice_labels=True,
+                       preset=fine)
+    for _ in range(2):  # computed, then from the preset cache
+        labels = ds[0]["slice_labels"]
+        assert labels.shape == (21,) and ds[0]["img"].shape == (1, 21, 20, 24)
+        assert labels[1:-1].tolist() == [0] * 5 + [1] * 6 + [0] * 8
+        assert labels[[0, -1]].isnan().all()
+    crop = Preset("crop_d", spacing=(1.25, h, w), size=(4, 20, 24))  # slices 3..6 kept
+    ds = RSNAPEDataset(base, cache_dir=None, output_slice_labels=True, preset=crop)
+    assert ds[0]["slice_labels"].tolist() == [1, 1, 1, 0]
+
+
+def test_slice_labels_follow_a_volume_augmentation(tmp_path):
+    """A flip along D (head-feet) as the train transform reverses the slices and their labels
+    together; a turn in the axial plane leaves them."""
+    from radharmony.augment import Compose
+    from radharmony.augment.volumes import RandomFlip3D, RandomTurn3D
+    from radharmony.datasets.rsna_pe import RSNAPEDataset
+
+    base = write_rsna_pe(tmp_path, n_studies=1)
+    ds = RSNAPEDataset(base, cache_dir=None, output_slice_labels=True)
+    aug = Compose([RandomFlip3D(p=1.0, axis=0), RandomTurn3D(p=1.0, plane=(1, 2))])
+    sample = ds.get_datasets(train_transform=aug)[0]
+    assert sample["slice_labels"].tolist() == [0, 0, 0, 0, 1, 1, 1, 0, 0, 0]
+    assert sample["affine"][2, 0].item() == pytest.approx(-1.25)      # D now runs toward I

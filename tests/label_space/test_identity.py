@@ -94,7 +94,9 @@ def test_every_declared_family_member_links_by_its_rule():
                 "openi": {"openi", "openi_dicom"}, "brax": {"brax", "brax_dicom"},
                 "rexgradient": {"rexgradient_train", "rexgradient_valid", "rexgradient_test",
                                 "rexvqa_train", "rexvqa_valid", "rexvqa_test"},
-                "taix_ray": {"taix_ray", "taix_ray_original"}}  # 512 px and original: one release
+                "taix_ray": {"taix_ray", "taix_ray_original"},  # 512 px and original: one release
+                # TCIA's subject ids, for collections re-annotating its scans (LUNA16, SEG/SR)
+                "lidc_idri": {"lidc_idri"}}
     got: dict[str, set] = {}
     for key in list_datasets():
         ident = get_harmonizer_class(key).spec.identity

@@ -236,6 +236,7 @@ REAL_COUNTS = {
         "mass": (5782, 106338, 0), "nodule_or_mass": (11207, 100913, 0),
         "lung_lesion": (11207, 0, 0), "emphysema": (2516, 109604, 0),
         "fibrosis": (1686, 110434, 0),
+        "suspicious_nodule": (0, 105789, 0),  # no nodule: none suspicious (LIDC-IDRI's finding)
     },
     "nih_cxr14_google": {
         "lung_opacity": (2166, 0, 0), "consolidation": (0, 2210, 0),
@@ -243,6 +244,7 @@ REAL_COUNTS = {
         "mass": (0, 3771, 0), "nodule_or_mass": (605, 3771, 0), "lung_lesion": (605, 0, 0),
         "fracture": (186, 4190, 0), "rib_fracture": (0, 4190, 0),
         "clavicle_fracture": (0, 4190, 0),
+        "suspicious_nodule": (0, 3771, 0),
     },
     "chexpert": {
         "no_finding": (22381, 182847, 0), "atelectasis": (33376, 26900, 33739),
@@ -257,6 +259,7 @@ REAL_COUNTS = {
         "fracture": (9040, 23802, 642), "rib_fracture": (0, 23802, 0),
         "clavicle_fracture": (0, 23802, 0), "aortic_enlargement": (0, 35625, 0),
         "support_devices": (116001, 6137, 1079),
+        "suspicious_nodule": (0, 23274, 0),
     },
     "padchest": {
         "no_finding": (50616, 110142, 0), "atelectasis": (8961, 151797, 0),
@@ -271,6 +274,8 @@ REAL_COUNTS = {
         "emphysema": (1538, 159220, 0), "fibrosis": (1228, 159530, 0),
         "hiatal_hernia": (2363, 158395, 0), "fracture": (4631, 156127, 0),
         "rib_fracture": (0, 156142, 0), "clavicle_fracture": (0, 156142, 0),
+        # 27 more negatives than nodule: rows labelled both Nodule and No Finding
+        "suspicious_nodule": (0, 156713, 0),
     },
     "vindr_cxr": {
         "no_finding": (10606, 4394, 0), "atelectasis": (186, 14814, 0),
@@ -286,6 +291,7 @@ REAL_COUNTS = {
         # no calcification: no arterial (CT-RATE's finding) nor coronary calcification either
         "arterial_wall_calcification": (0, 14548, 0),
         "coronary_artery_calcification": (0, 14548, 0),
+        "suspicious_nodule": (0, 14174, 0),
     },
     "rsna_pneumonia": {  # torchxrayvision's copy has no detailed class file: no Normal class
         "lung_opacity": (6012, 0, 0), "no_finding": (0, 6012, 0),
@@ -309,5 +315,6 @@ REAL_COUNTS = {
         "coronary_artery_calcification": (0, 6740, 0),
         "support_devices": (427, 0, 0), "tuberculosis": (4, 7294, 0), "granuloma": (610, 6688, 0),
         "scoliosis": (177, 7121, 0), "copd": (93, 7205, 0), "bronchiectasis": (9, 7289, 0),
+        "suspicious_nodule": (0, 7087, 0),
     },
 }

@@ -58,3 +58,26 @@ def test_outside_the_source_is_background():
     shifted[:3, 3] = [1, 0, 0]
     assert on_grid(labels, np.eye(4), (2, 2, 2), shifted)[:, :, :].tolist() == \
         [[[1, 1], [1, 1]], [[0, 0], [0, 0]]]
+
+
+@settings(max_examples=60, deadline=None)
+@given(geometries(), st.floats(0.3, 3.0), st.tuples(*[st.floats(-4, 4)] * 3))
+def test_parallel_grids_take_the_same_labels_as_voxel_by_voxel(geometry, zoom, shift):
+    """The one-index-per-axis path (every preset's grid) equals indexing every voxel, on
+    flips, axis orders, any zoom and shifts, cropped or padded."""
+    from radharmony.volumes import masks
+
+    shape, spacing, order, flips, _, seed = geometry
+    labels = np.random.default_rng(seed).integers(0, 5, size=shape).astype(np.uint8)
+    affine = np.diag([*spacing, 1.0])
+    out = np.zeros((4, 4))
+    out[3, 3] = 1.0
+    for k, axis in enumerate(order):
+        out[axis, k] = spacing[axis] * zoom * (-1 if flips[k] else 1)
+    out[:3, 3] = np.asarray(shift) * np.asarray(spacing)
+    out_shape = tuple(max(1, int(shape[a] / zoom)) + 1 for a in order)
+    to_source = np.linalg.inv(affine) @ out
+    fast = masks.on_grid(labels, affine, out_shape, out)
+    assert np.array_equal(fast, masks._on_parallel_grid(labels, to_source, out_shape))
+    slow = masks._on_any_grid(labels, to_source, out_shape)
+    assert fast.dtype == labels.dtype and np.array_equal(fast, slow)

@@ -88,3 +88,13 @@ def test_bad_arguments_name_the_fix():
         resample_spacing(np.zeros((2, 2, 2)), (1, 1, 0), (1, 1, 1))
     with pytest.raises(RadHarmonyError, match="one of L/R, P/A and S/I"):
         orient(np.zeros((2, 2, 2)), np.eye(4), "RAR")
+
+
+def test_a_flipped_axis_left_unresampled_keeps_its_flip():
+    """An oriented (flipped) view resampled on other axes only: the flipped axis is not
+    resampled (same spacing) and must stay flipped (a preset whose source already has the
+    target spacing on an axis it flips, e.g. Merlin's RAS at 1.5 mm in-plane)."""
+    a = np.arange(24, dtype=np.int16).reshape(4, 3, 2)[::-1]
+    assert resample_spacing(a, (1.0, 1, 1), (1.0, 1, 0.5))[:, 0, 0].tolist() == [18, 12, 6, 0]
+    assert resample_spacing(a, (1.0, 1, 1), (1.0, 1, 0.5), mode="nearest")[:, 1, 0].tolist() \
+        == [20, 14, 8, 2]

@@ -161,6 +161,24 @@ def test_patch_reads_equal_the_array(tmp_path, source):
     assert load.calls == 1
 
 
+def test_stored_is_the_entry_read_by_index_or_the_volume_when_nothing_is_stored(tmp_path,
+                                                                                source):
+    vol, load = _volume(), Loader(_volume())
+    cache = VolumeCache(tmp_path / "cache")
+    array, meta = cache.stored([source], {}, load)
+    assert type(array).__module__.startswith("blosc2") and array.shape == (20, 70, 90)
+    assert np.array_equal(array[:, 33, :], vol.array[:, 33, :])  # a coronal plane, read alone
+    assert meta["affine"] == vol.affine.tolist() and meta["space"] == vol.space
+    assert cache.stored([source], {}, load)[1] == meta and load.calls == 1
+    folder = tmp_path / "unwritable"
+    folder.mkdir()
+    (folder / "volumes").write_bytes(b"")
+    with pytest.warns(RuntimeWarning, match="cannot be written"):
+        array, meta = VolumeCache(folder).stored([source], {}, Loader(_volume()))
+    assert isinstance(array, np.ndarray) and np.array_equal(array, vol.array)
+    assert meta["affine"] == vol.affine.tolist()
+
+
 def test_memory_tier_honours_its_byte_budget(tmp_path):
     files = []
     for i in range(4):

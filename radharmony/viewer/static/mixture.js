@@ -93,6 +93,17 @@ function figures(rec, items, prior) {
       p.className = "image-error"; p.textContent = it.error;
       return p;
     }
+    if (it.volume) {  // a volume: its three planes (static/planes.js)
+      const fig = document.createElement("figure");
+      const box = document.createElement("div");
+      box.className = "volume-box";
+      window.RadPlanes.mount(box, it.volume, { id: rec.record_id, j: it.j, prior: prior ? 1 : 0 },
+                             { slice: "record_volume.png", mask: null, legend: null });
+      const cap = document.createElement("figcaption");
+      cap.textContent = `volume: ${it.path}`;
+      fig.append(box, cap);
+      return fig;
+    }
     return imageBox(`record.png?${q({id: rec.record_id, j: it.j, prior: prior ? 1 : 0})}`,
                     it, !prior && it.j === 0 ? rec.boxes : []);
   });

@@ -88,7 +88,8 @@ async function loadList() {
     list.append(li);
   }
   const first = res.total ? state.offset + 1 : 0;
-  $("status").textContent = `${first}\u2013${state.offset + res.items.length} of ${res.total} images`;
+  const unit = splitMeta().row_unit === "volume" ? "volumes" : "images";
+  $("status").textContent = `${first}\u2013${state.offset + res.items.length} of ${res.total} ${unit}`;
   $("prev-page").disabled = state.offset === 0;
   $("next-page").disabled = state.offset + res.items.length >= res.total;
   markActive();
@@ -272,7 +273,12 @@ async function showSample(where) {
   $("sample-id").textContent = `${s.sample_id}  (${s.index + 1} of ${s.total} in ${s.split})`;
   showError(s.image_error);
   const img = $("image");
-  if (s.image_error) img.removeAttribute("src");
+  $("image-box").hidden = !!s.volume;
+  $("volume-box").hidden = !s.volume;
+  if (s.volume) {  // a volume: its three planes (static/planes.js)
+    img.removeAttribute("src");
+    state.planes = window.RadPlanes.mount($("volume-box"), s.volume, { split: s.split, index: s.index });
+  } else if (s.image_error) img.removeAttribute("src");
   else img.src = `image.png?${new URLSearchParams({ split: s.split, index: s.index })}`;
   drawBoxes(s);
   drawLabels(s);
