@@ -85,7 +85,7 @@ EXPECTED = {"studies": 1_975}
 SPEC = DatasetSpec(
     key="rsna_lumbar_spine", title="RSNA 2024 Lumbar Spine Degenerative Classification",
     metadata_files=(METADATA_FILE,), label_cols=GRADED, label_map=LABEL_MAP,
-    extra_cols=EXTRA_COLS, outputs=frozenset({"cls", "grade"}), grades=GRADED,
+    extra_cols=EXTRA_COLS, outputs=frozenset({"cls", "grade", "points"}), grades=GRADED,
     row_unit="volume", id_col="stack_id", column_types=COLUMN_TYPES, access=ACCESS,
     expected=EXPECTED,
     expected_note="the release counts studies and series; a row is a stack (an axial series "

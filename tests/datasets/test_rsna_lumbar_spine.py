@@ -158,3 +158,18 @@ def test_stack_points_leaves_out_another_instance_and_beyond_the_volume():
         [1, 2], axial, (2, 4, 4))
     assert points.tolist() == [[3.0, 0.5, 1.0], [3.5, -0.5, 0.0]] and labels == ["c", "d"]
     assert left == [[9, 1.0, 1.0, "a"], [1, 50.0, 1.0, "b"]]
+
+
+def test_output_points_puts_them_on_the_returned_volume_and_in_world_mm(root):
+    """Through the volume dataset's placement: as read, the points are the hook's voxels; with
+    a preset, the same world millimetres (the marked voxel's centre) on the preset's grid."""
+    plain = RSNALumbarSpineDataset(root, output_points=True)[1]
+    assert plain["points"].tolist() == [[3.0, 5.0, 12.0]]
+    assert plain["point_labels"] == ["spinal_canal_stenosis_l1_l2"]
+    world = plain["affine"].numpy() @ np.array([12.0, 5.0, 3.0, 1.0])   # (d, h, w) of it
+    assert np.allclose(plain["points_mm"].numpy(), [world[:3]])
+    merlin = RSNALumbarSpineDataset(root, output_points=True, preset="merlin")[1]
+    assert np.allclose(merlin["points_mm"].numpy(), [world[:3]])
+    x, y, z = merlin["points"][0].tolist()
+    back = merlin["affine"].numpy() @ np.array([z, y, x, 1.0])
+    assert np.allclose(back[:3], world[:3], atol=1e-4)
