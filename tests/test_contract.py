@@ -74,21 +74,24 @@ def test_harmonizing_needs_no_images(case, tmp_path):
 
 
 def _volume_sample_checks(cls, kwargs, ds) -> None:
-    """A volume dataset's sample: ``img`` (1, D, H, W) int16 Hounsfield units in the canonical
-    order (no preset: floats only after one), its ``spacing`` (d, h, w) the lengths of its
-    ``affine``'s columns, the affine's axes running toward S, P, L."""
+    """A volume dataset's sample: ``img`` (1, D, H, W) int16 Hounsfield units (MR, ``ct`` False:
+    its stored integer type) in the canonical order (no preset: floats only after one), its
+    ``spacing`` (d, h, w) the lengths of its ``affine``'s columns, the affine's axes running
+    toward S, P, L."""
     from radharmony.volumes.geometry import axis_codes
 
+    stored = (torch.int16,) if cls.ct is not False else (torch.int16, torch.uint16, torch.uint8)
     for i in (0, len(ds) - 1):
         s = ds[i]
         assert s["img"].ndim == 4 and s["img"].shape[0] == 1 and min(s["img"].shape) >= 1
-        assert s["img"].dtype == torch.int16
-        assert -3024 <= int(s["img"].min()) < int(s["img"].max())
+        assert s["img"].dtype in stored
+        values = s["img"].numpy()                 # torch has no min/max for uint16
+        assert -3024 <= int(values.min()) < int(values.max())
         affine = s["affine"].numpy()
         assert affine.shape == (4, 4) and axis_codes(affine) == ("S", "P", "L")
         assert np.allclose(np.linalg.norm(affine[:3, :3], axis=0), s["spacing"].numpy())
         assert s["sample_id"] == ds.harmonized_df["sample_id"].iloc[i]
-    assert cls(**kwargs, cache_dir=None)[0]["img"].dtype == torch.int16  # whatever dtype=
+    assert cls(**kwargs, cache_dir=None)[0]["img"].dtype in stored  # whatever dtype=
     # a preset: the model's input in dtype (M3D-LaMed's, the smallest)
     m3d = cls(**kwargs, cache_dir=None, preset="m3d", dtype=torch.float32)[0]["img"]
     assert m3d.shape == (1, 32, 256, 256) and m3d.dtype == torch.float32

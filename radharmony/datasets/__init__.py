@@ -21,7 +21,7 @@ MODULES = ("rexgradient", "xraydar", "nih", "chexpert", "padchest", "vindr", "rs
            "mimic_cxr", "roco", "chestx_det", "vindr_ribcxr", "candid_ptx",
            "bimcv_covid19", "rsna_bone_age", "taix_ray", "ralo", "ct_rate", "rsna_pe",
            "rad_chestct", "totalsegmentator", "lidc_idri", "rsna_cspine",
-           "rsna_abdominal_trauma")
+           "rsna_abdominal_trauma", "rsna_lumbar_spine")
 
 __all__: list[str] = []
 #: dataset class name -> its module (the class is made when first looked up)

@@ -60,8 +60,15 @@ class GantryTiltError(DicomSeriesError):
 def series_of(headers: list[SliceHeader]) -> dict[str, list[SliceHeader]]:
     """Headers grouped by SeriesInstanceUID (in order of first appearance)."""
     out: dict[str, list[SliceHeader]] = {}
+    seen: dict = {}                                # the header's bytes of it -> the UID
     for header in headers:
-        out.setdefault(str(header.get("SeriesInstanceUID", "")), []).append(header)
+        text = header.raw.get("SeriesInstanceUID")
+        uid = seen.get(text) if text is not None else None
+        if uid is None:
+            uid = str(header.get("SeriesInstanceUID", ""))
+            if text is not None:
+                seen[text] = uid
+        out.setdefault(uid, []).append(header)
     return out
 
 
@@ -97,15 +104,23 @@ def choose(headers: list[SliceHeader], where, series_uid: str | None) -> tuple[s
 def stacks_of(slices: list[SliceHeader], where) -> list[list[SliceHeader]]:
     """The slices split by orientation (cosines equal to 1e-4), in order of first slice."""
     out: dict[tuple, list[SliceHeader]] = {}
+    seen: dict = {}                                # the header's text of it -> its key
     for header in slices:
-        iop = header.floats("ImageOrientationPatient")
-        if iop is None or len(iop) != 6:
-            raise DicomSeriesError(f"{header.path}: no usable ImageOrientationPatient",
-                                   expected="six direction cosines",
-                                   found=repr(header.get("ImageOrientationPatient")),
-                                   fix="the file is not a cross-sectional image with geometry "
-                                       "(a scout or a secondary capture?): remove it")
-        out.setdefault(tuple(np.round(iop, 4)), []).append(header)
+        text = header.raw.get("ImageOrientationPatient") or header.get("ImageOrientationPatient")
+        key = seen.get(text) if isinstance(text, tuple) else None
+        if key is None:
+            iop = header.floats("ImageOrientationPatient")
+            if iop is None or len(iop) != 6:
+                raise DicomSeriesError(f"{header.path}: no usable ImageOrientationPatient",
+                                       expected="six direction cosines",
+                                       found=repr(header.get("ImageOrientationPatient")),
+                                       fix="the file is not a cross-sectional image with "
+                                           "geometry (a scout or a secondary capture?): "
+                                           "remove it")
+            key = tuple(np.round(iop, 4))
+            if isinstance(text, tuple):
+                seen[text] = key
+        out.setdefault(key, []).append(header)
     return list(out.values())
 
 
@@ -219,7 +234,7 @@ def read_dicom_series(source, *, series_uid: str | None = None, stack: int | Non
         raise DicomSeriesError(f"{where}: no DICOM image found",
                                expected="DICOM files with pixel data",
                                found=f"{len(paths)} file(s), none a DICOM image"
-                                     + (f" (e.g. {paths[0].name})" if paths else ""),
+                                     + (f" (e.g. {Path(paths[0]).name})" if paths else ""),
                                fix="point at the folder of one series, or at its files")
     uid, slices = choose(headers, where, series_uid)
     stacks = stacks_of(slices, where)
@@ -242,11 +257,11 @@ def read_dicom_series(source, *, series_uid: str | None = None, stack: int | Non
     if rescale == "per-slice":
         rescale, notes = None, notes + ("per-slice RescaleSlope/RescaleIntercept applied",)
     if skipped:
-        notes += (f"{len(skipped)} non-image file(s) skipped, e.g. {skipped[0].name}",)
+        notes += (f"{len(skipped)} non-image file(s) skipped, e.g. {Path(skipped[0]).name}",)
     if modality == "CT" if ct is None else ct:
         array = as_hu(array)
         if check:
             check_hu(array, where)
-    source_info = VolumeSource(files=tuple(str(h.path) for h in slices), reader="dicom",
+    source_info = VolumeSource(files=tuple(h.file for h in slices), reader="dicom",
                                series_uid=uid, rescale=rescale, notes=notes)
     return Volume.from_array(array, canonical, source=source_info)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ImageReadError, RadHarmonyError
@@ -39,30 +38,53 @@ TAGS = {
     (0x0028, 0x1053): ("RescaleSlope", "DS"),
 }
 KEYWORDS = [keyword for keyword, _ in TAGS.values()]
-_WANTED = {(g << 16) | e: value for (g, e), value in TAGS.items()}
 _PIXEL_DATA = 0x7FE00010
-_SERIES_UID = 0x0020000E
+#: the wanted tags as a file holds them, one little-endian 32-bit word: element << 16 | group
+_WANTED_LE = {(e << 16) | g: value for (g, e), value in TAGS.items()}
+_PIXEL_DATA_LE = (0x0010 << 16) | 0x7FE0
+_SERIES_UID_LE = (0x000E << 16) | 0x0020
+_SYNTAX_LE = (0x0010 << 16) | 0x0002
+#: the tag words that stop the walk: the wanted tags and PixelData
+_STOPS = frozenset(_WANTED_LE) | {_PIXEL_DATA_LE}
+_TAG_VR_LEN = struct.Struct("<I2sH").unpack_from
+_TAG_LEN = struct.Struct("<II").unpack_from
+_U32 = struct.Struct("<I").unpack_from
 _EXPLICIT_LE, _IMPLICIT_LE = "1.2.840.10008.1.2.1", "1.2.840.10008.1.2"
 #: explicit VRs whose length is 4 bytes after 2 reserved ones
 _LONG_VRS = {b"OB", b"OW", b"OF", b"SQ", b"UT", b"UN", b"OD", b"OL", b"OV", b"UC", b"UR",
              b"SV", b"UV"}
 _HEAD = 1 << 14        # bytes read first from each file; more when its header is longer
+_READ = os.O_RDONLY | getattr(os, "O_BINARY", 0)
 
 
 class DicomSeriesError(RadHarmonyError, ValueError):
     """A DICOM folder or series cannot be read as one volume (which series, which files)."""
 
 
-@dataclass
 class SliceHeader:
-    """What the scan keeps of one file: the tags read (decoded on first use from ``raw``),
-    where its native pixel bytes start (None: decoded through pydicom), and whether the scan
-    stopped early (``partial``: a file of another series than the one asked for)."""
-    path: Path
-    tags: dict
-    pixel_offset: int | None = None
-    raw: dict = field(default_factory=dict)
-    partial: bool = False
+    """What the scan keeps of one file: its path (``file`` as given, ``path`` as a Path), the
+    tags read (decoded on first use from ``raw``), where its native pixel bytes start (None:
+    decoded through pydicom), and whether the scan stopped early (``partial``: a file of
+    another series than the one asked for)."""
+
+    __slots__ = ("file", "tags", "pixel_offset", "raw", "partial", "_path")
+
+    def __init__(self, path, tags: dict, pixel_offset: int | None = None,
+                 raw: dict | None = None, partial: bool = False):
+        self.file = os.fspath(path)
+        self._path = path if isinstance(path, Path) else None
+        self.tags, self.pixel_offset = tags, pixel_offset
+        self.raw = {} if raw is None else raw
+        self.partial = partial
+
+    @property
+    def path(self) -> Path:
+        if self._path is None:
+            self._path = Path(self.file)
+        return self._path
+
+    def __repr__(self) -> str:
+        return f"SliceHeader({self.file!r}, pixel_offset={self.pixel_offset})"
 
     def get(self, keyword, default=None):
         if keyword not in self.tags and keyword in self.raw:
@@ -70,6 +92,13 @@ class SliceHeader:
         return self.tags.get(keyword, default)
 
     def floats(self, keyword) -> tuple[float, ...] | None:
+        if keyword not in self.tags and keyword in self.raw:
+            data, kind = self.raw[keyword]
+            if kind == "DS":                      # straight from the bytes (float takes them)
+                try:
+                    return tuple(map(float, data.split(b"\\")))
+                except ValueError:
+                    pass
         value = self.get(keyword)
         if value is None:
             return None
@@ -79,10 +108,10 @@ class SliceHeader:
             return None
 
 
-def find_files(folder: Path) -> list[Path]:
+def find_files(folder: Path) -> list[str]:
     """Every regular file under ``folder`` (recursively; symlinks followed, each directory
-    visited once: a symlink loop ends), sorted."""
-    seen, out, stack = set(), [], [Path(folder)]
+    visited once: a symlink loop ends), sorted as their Paths sort (part by part)."""
+    seen, out, stack = set(), [], [os.fspath(folder)]
     while stack:
         here = stack.pop()
         try:
@@ -99,15 +128,21 @@ def find_files(folder: Path) -> list[Path]:
         for entry in entries:
             try:
                 if entry.is_dir():
-                    stack.append(Path(entry.path))
+                    stack.append(entry.path)
                 elif entry.is_file():
-                    out.append(Path(entry.path))
+                    out.append(entry.path)
             except OSError:          # a symlink loop or a dangling link: not a file to read
                 continue
-    return sorted(out)
+    return sorted(out, key=_parts)
 
 
-def scan(paths, series_uid: str | None = None) -> tuple[list[SliceHeader], list[Path]]:
+def _parts(path: str) -> tuple[str, ...] | tuple:
+    """The sort key of a path: Path's own order (part by part), without making a Path on
+    POSIX (file names are plain strings there)."""
+    return tuple(path.split("/")) if os.sep == "/" else Path(path).parts
+
+
+def scan(paths, series_uid: str | None = None) -> tuple[list[SliceHeader], list]:
     """The headers of the DICOM images among ``paths`` and the paths that are not one. With
     ``series_uid``, the files of other series are read only up to their SeriesInstanceUID."""
     headers, skipped = [], []
@@ -120,18 +155,21 @@ def scan(paths, series_uid: str | None = None) -> tuple[list[SliceHeader], list[
     return headers, skipped
 
 
-def read_header(path: Path, series_uid: str | None = None) -> SliceHeader | None:
+def read_header(path, series_uid: str | None = None) -> SliceHeader | None:
     """One file's header (None when it is not a DICOM image)."""
     try:
-        with open(path, "rb") as fh:
-            head = fh.read(_HEAD)
+        fd = os.open(path, _READ)
+        try:
+            head = os.read(fd, _HEAD)
             if head[128:132] == b"DICM":
-                parsed = _parse(fh, head, series_uid)
+                parsed = _parse(fd, head, series_uid)
                 if parsed is not None:
                     tags, raw, offset, partial = parsed
                     if partial or "Rows" in raw:
                         return SliceHeader(path, tags, offset, raw, partial)
                     return None
+        finally:
+            os.close(fd)
     except OSError as exc:
         raise ImageReadError(f"Cannot read the DICOM file {path}", expected="a readable file",
                              found=f"{type(exc).__name__}: {exc.strerror or exc}",
@@ -177,54 +215,102 @@ def _pixel_header_length(path: Path, offset: int) -> int:
     return 12 if head[4:6] in (b"OB", b"OW") else 8
 
 
-def _parse(fh, head: bytes, series_uid: str | None):
+def _parse(fd: int, head: bytes, series_uid: str | None):
     """(decoded tags, raw tags, pixel offset, partial) of a little-endian DICOM with the DICM
-    preamble; None when the syntax or a structure needs pydicom."""
-    buf = _Buffer(fh, head)
-    data = buf.data
-    pos, tags, raw = 132, {}, {}
-    explicit, syntax = True, None
+    preamble; None when the syntax or a structure needs pydicom.
+
+    Each element is read with one precompiled unpack (its tag as the little-endian 32-bit word
+    ``element << 16 | group``, its VR and short length together) and skipped by its length;
+    only the tags in :data:`TAGS`, PixelData and undefined lengths stop the walk."""
+    buf = _Buffer(fd, head)
+    tags, raw = {}, {}
+    meta = _meta_group(buf)
+    if meta is None:
+        return None
+    pos, syntax = meta
+    if syntax is not None:
+        raw["TransferSyntaxUID"] = (syntax, "UI")
+        syntax = tags["TransferSyntaxUID"] = _value(syntax, "UI")
+    if syntax not in (_EXPLICIT_LE, _IMPLICIT_LE) and not _is_compressed_le(syntax):
+        return None
+    explicit = syntax != _IMPLICIT_LE
+    native = syntax in (_EXPLICIT_LE, _IMPLICIT_LE)
+    unpack = _TAG_VR_LEN if explicit else _TAG_LEN
+    unpack_long, long_vrs, stops = _U32, _LONG_VRS, _STOPS   # locals: the loop runs per element
+    data, size = buf.data, len(buf.data)
     while True:
-        if pos + 12 > len(data) and not buf.ensure(pos + 8):
-            return None
-        group, elem = struct.unpack_from("<HH", data, pos)
-        if group != 0x0002 and syntax is None:
-            syntax = tags.get("TransferSyntaxUID")
-            if syntax not in (_EXPLICIT_LE, _IMPLICIT_LE) and not _is_compressed_le(syntax):
-                return None
-            explicit = syntax != _IMPLICIT_LE
-        tag = (group << 16) | elem
-        if explicit or group == 0x0002:
-            if bytes(data[pos + 4:pos + 6]) in _LONG_VRS:
-                if pos + 12 > len(data) and not buf.ensure(pos + 12):
+        if pos + 12 > size:
+            if not buf.ensure(pos + 12) and pos + 8 > len(buf.data):
+                return None                             # the file ends: no PixelData
+            data, size = buf.data, len(buf.data)
+        if explicit:
+            key, vr, length = unpack(data, pos)
+            start = pos + 8
+            if vr in long_vrs:
+                if pos + 12 > size:
                     return None
-                length, start = struct.unpack_from("<I", data, pos + 8)[0], pos + 12
-            else:
-                length, start = struct.unpack_from("<H", data, pos + 6)[0], pos + 8
+                length, start = unpack_long(data, pos + 8)[0], pos + 12
         else:
-            length, start = struct.unpack_from("<I", data, pos + 4)[0], pos + 8
-        if tag == _PIXEL_DATA:
-            native = syntax in (_EXPLICIT_LE, _IMPLICIT_LE) and length != 0xFFFFFFFF
-            return tags, raw, (start if native else None), False
-        if length == 0xFFFFFFFF:
-            end = _skip_undefined(buf, start, explicit)
-            if end is None:
+            key, length = unpack(data, pos)
+            start = pos + 8
+        if length == 0xFFFFFFFF and key != _PIXEL_DATA_LE:  # a sequence of undefined length
+            pos = _skip_undefined(buf, start, explicit)
+            if pos is None:
                 return None
-            pos = end
+            data, size = buf.data, len(buf.data)
             continue
-        if tag in _WANTED:
-            if start + length > len(data) and not buf.ensure(start + length):
-                return None
-            keyword, kind = _WANTED[tag]
-            raw[keyword] = (bytes(data[start:start + length]), kind)
-            if group == 0x0002:
-                tags[keyword] = _value(*raw[keyword])
-            elif tag == _SERIES_UID and series_uid is not None and \
-                    _value(*raw[keyword]) != series_uid:
+        if key in stops:
+            if key == _PIXEL_DATA_LE:
+                return tags, raw, (start if native and length != 0xFFFFFFFF else None), False
+            if start + length > size:
+                if not buf.ensure(start + length):
+                    return None
+                data, size = buf.data, len(buf.data)
+            keyword, kind = _WANTED_LE[key]
+            value = raw[keyword] = (data[start:start + length], kind)
+            if key == _SERIES_UID_LE and series_uid is not None and \
+                    _value(*value) != series_uid:
                 return tags, raw, None, True            # another series: no need to read on
         pos = start + length
-        if tag > _PIXEL_DATA:
-            return tags, raw, None, False
+
+
+def _meta_group(buf) -> tuple[int, bytes | None] | None:
+    """The file meta group (explicit VR): the position after it and its TransferSyntaxUID's
+    bytes (None: the file ends first). With its group length (0002,0000) first, as the
+    standard requires, the syntax is found in the group's bytes at once (nothing before it in
+    the group can hold the pattern: a 2-byte version and two UIDs' digits)."""
+    data = buf.data
+    if data[132:140] == b"\x02\x00\x00\x00UL\x04\x00":
+        end = 144 + _U32(data, 140)[0]
+        at = data.find(b"\x02\x00\x10\x00UI", 144, end)
+        if at > 0 and end + 8 <= len(data) and data[end:end + 2] != b"\x02\x00":
+            stop = at + 8 + (data[at + 6] | data[at + 7] << 8)
+            if stop <= end:
+                return end, data[at + 8:stop]
+    pos, syntax = 132, None
+    while True:
+        if pos + 8 > len(buf.data) and not buf.ensure(pos + 8):
+            return None
+        key, vr, length = _TAG_VR_LEN(buf.data, pos)
+        if key & 0xFFFF != 0x0002:
+            return pos, syntax
+        start = pos + 8
+        if vr in _LONG_VRS:
+            if pos + 12 > len(buf.data) and not buf.ensure(pos + 12):
+                return None
+            length, start = _U32(buf.data, pos + 8)[0], pos + 12
+        if key == _SYNTAX_LE:
+            syntax = _element(buf, start, length)
+            if syntax is None:
+                return None
+        pos = start + length
+
+
+def _element(buf, start: int, length: int) -> bytes | None:
+    """The value bytes of an element (None: the file ends first)."""
+    if start + length > len(buf.data) and not buf.ensure(start + length):
+        return None
+    return buf.data[start:start + length]
 
 
 def _is_compressed_le(syntax) -> bool:
@@ -270,14 +356,14 @@ def _skip_undefined(buf, pos: int, explicit: bool) -> int | None:
 
 
 class _Buffer:
-    """The head of a file, read further on demand."""
+    """The head of a file (bytes), read further on demand."""
 
-    def __init__(self, fh, head: bytes):
-        self.fh, self.data = fh, bytearray(head)
+    def __init__(self, fd: int, head: bytes):
+        self.fd, self.data = fd, head
 
     def ensure(self, end: int) -> bool:
         while len(self.data) < end:
-            more = self.fh.read(max(end - len(self.data), _HEAD))
+            more = os.read(self.fd, max(end - len(self.data), _HEAD))
             if not more:
                 return False
             self.data += more

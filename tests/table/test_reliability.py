@@ -453,6 +453,9 @@ def test_every_image_a_fake_writes_is_in_a_table(tmp_path):
             for col in ("image_paths", "ref_image_paths"):  # a VQA question's images
                 if col in df.columns:
                     in_tables |= {p for ps in df[col].dropna() for p in ps}
+            if cls.spec.row_unit == "volume" and "stack" in df.columns:  # a stack of a
+                in_tables |= {p.rsplit("/", 1)[0] for p in df["image_path"]}  # series: its
+                # row names its first file, the series is its folder
         series = tuple(p.rstrip("/") + "/" for p in in_tables if (root / p).is_dir())
         missing = {p for p in _image_files(root) - in_tables
                    if not p.startswith(series)}  # a DICOM series row names its folder

@@ -273,3 +273,49 @@ def test_jpeg_compressed_slices_decode_through_the_pylibjpeg_plugins(tmp_path):
     assert volume.array.dtype == np.uint8 and volume.shape == (4, 16, 24)
     assert volume.spacing == (3.0, 0.5, 0.5)
     assert_same_voxels(volume, *nibabel_dicom_voxels(paths))
+
+
+def _with_decoy_sequence(path):
+    """Rewrite ``path`` with a sequence of undefined length after its geometry (before the
+    pixels) whose item holds a decoy ImagePositionPatient (what a nested dataset may
+    carry)."""
+    import pydicom
+    from pydicom.dataset import Dataset
+    from pydicom.sequence import Sequence
+
+    ds = pydicom.dcmread(path)
+    item = Dataset()
+    item.ReferencedSOPInstanceUID = "1.2.3"
+    item.ImagePositionPatient = ["999", "999", "999"]
+    ds.RequestAttributesSequence = Sequence([item])
+    ds["RequestAttributesSequence"].is_undefined_length = True
+    ds.save_as(path, enforce_file_format=True)
+    return path
+
+
+def test_the_header_scan_reads_top_level_tags_past_nested_ones(tmp_path):
+    from radharmony.volumes.dicom_headers import read_header
+
+    path = _with_decoy_sequence(_series(tmp_path / "s")[0])
+    assert b"\xff\xff\xff\xff" in path.read_bytes()          # the sequence's undefined length
+    header = read_header(path)
+    assert header.floats("ImagePositionPatient") == (-12.5, 30.25, 101.0)
+    assert header.pixel_offset == len(path.read_bytes()) - 4 * 6 * 2
+
+
+def test_a_meta_group_without_its_group_length_is_walked_to_the_same_header(tmp_path):
+    """The scan finds the syntax in the meta group's bytes through its group length; a file
+    without that element (non-conformant, found) is walked element by element instead."""
+    from radharmony.volumes.dicom_headers import read_header
+
+    path = _series(tmp_path / "s", syntax="implicit")[0]
+    data = path.read_bytes()
+    assert data[132:136] == b"\x02\x00\x00\x00"                # (0002,0000) first
+    bare = tmp_path / "bare.dcm"
+    bare.write_bytes(data[:132] + data[144:])
+    full, walked = read_header(path), read_header(bare)
+    assert full.get("TransferSyntaxUID") == walked.get("TransferSyntaxUID") == \
+        "1.2.840.10008.1.2"
+    assert full.raw == walked.raw and full.pixel_offset == walked.pixel_offset + 12
+    assert np.array_equal(read_volume([bare], check=False).array,
+                          read_volume([path], check=False).array)
