@@ -1,0 +1,165 @@
+"""The CT tasks (``radharmony.mixture.tasks.volumes``) on hand-written volume tables: one
+volume per study by the reconstruction rule, report sections without placeholders, labels as
+text and questions, RAD-ChestCT's "where is X?", exam triage and spine levels; and which
+datasets feed them."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+
+from radharmony import catalog
+from radharmony.mixture.context import SourceContext
+from radharmony.mixture.tasks import TASKS, feeders
+from radharmony.mixture.tasks.volumes import chosen_volumes
+
+NAN = float("nan")
+
+
+def _context(key: str, rows: dict, spec=None) -> SourceContext:
+    n = len(next(iter(rows.values())))
+    base = {"sample_id": [f"{key}:v{i}" for i in range(n)],
+            "patient_id": [f"p{i}" for i in range(n)], "study_id": [f"s{i}" for i in range(n)],
+            "image_path": [f"v{i}.nii.gz" for i in range(n)], "view": None,
+            "view_position": None, "report": None}
+    base.update(rows)
+    return SourceContext(name=key, key=key, spec=spec or catalog.spec(key),
+                         table=pd.DataFrame(base), kwargs={}, seed=0, valid_share=0.0)
+
+
+def _ct_rate(**extra) -> SourceContext:
+    """Scan a: reconstructions 1 (1.5 mm) and 2 (1 mm); scan b: two at 1 mm, b_2 with finer
+    pixels; scan c: one volume without findings."""
+    rows = {"sample_id": ["ct_rate_train:a_1", "ct_rate_train:a_2", "ct_rate_train:b_1",
+                          "ct_rate_train:b_2", "ct_rate_train:c_1"],
+            "patient_id": ["p1", "p1", "p1", "p1", "p2"],
+            "study_id": ["a", "a", "b", "b", "c"],
+            "reconstruction": [1, 2, 1, 2, 1], "spacing_z": [1.5, 1.0, 1.0, 1.0, 2.0],
+            "spacing_x": [0.75, 0.75, 0.8, 0.7, 0.7], "spacing_y": [0.75, 0.75, 0.8, 0.7, 0.7],
+            "section_clinical_information": ["Cough.", "Cough.", None, None, "Fever."],
+            "section_technique": ["Non-contrast."] * 5,
+            "section_findings": ["Lungs clear.", "Lungs clear.", "Small nodule.",
+                                 "Small nodule.", None],
+            "section_impression": ["Normal.", "Normal.", "Nodule.", "Nodule.", "Opacity."],
+            **extra}
+    return _context("ct_rate_train", rows)
+
+
+def test_the_reconstruction_rule_picks_one_volume_per_study():
+    pos, studies = chosen_volumes(_ct_rate().table)
+    # a: the 1 mm slices; b: equal slices, the finer pixels; c: its only volume
+    assert pos.tolist() == [1, 3, 4] and studies.tolist() == ["a", "b", "c"]
+    t = pd.DataFrame({"study_id": ["x", "x"], "reconstruction": [2, 1]})
+    assert chosen_volumes(t)[0].tolist() == [1]  # no spacing: the lowest reconstruction
+    t = pd.DataFrame({"study_id": ["x", "x"], "spacing_z": [NAN, 3.0]})
+    assert chosen_volumes(t)[0].tolist() == [1]  # a missing spacing sorts last
+
+
+def test_report_records_stand_on_studies_without_placeholders():
+    ctx = _ct_rate()
+    d = TASKS["ct_report_findings"].build(ctx)
+    assert d.pos.tolist() == [1, 3] and d.item.tolist() == ["a", "b"]
+    assert d.skipped == {"no_findings": 1, "other_reconstruction": 2}  # counted per study
+    out = d.render(np.arange(2))
+    assert out.targets == ["Lungs clear.", "Small nodule."]
+    f = json.loads(out.fields[0])
+    assert f["sections"] == ["findings"] and f["impression"] == "Normal."
+    assert f["indication"] == "Cough." and f["technique"] == "Non-contrast."
+    both = TASKS["ct_report_findings_impression"].build(ctx)
+    assert both.pos.tolist() == [1, 3, 4]
+    assert both.render(np.arange(3)).targets == [
+        "Findings: Lungs clear.\nImpression: Normal.",
+        "Findings: Small nodule.\nImpression: Nodule.", "Impression: Opacity."]
+    ind = TASKS["ct_report_impression_indication"].build(ctx)
+    assert ind.pos.tolist() == [1, 4]  # b has no clinical information
+    assert ind.skipped == {"no_indication": 1, "other_reconstruction": 2}
+    assert ind.render(np.arange(2)).slots == {"indication": ["Cough.", "Fever."]}
+    assert TASKS["ct_report_impression_indication"].prompts[0] == \
+        "Clinical information: {indication}\nWrite the impression of the radiology report " \
+        "for this chest CT."
+
+
+def test_labels_as_text_and_questions_once_per_study():
+    labels = {c: [NAN] * 5 for c in catalog.spec("ct_rate_train").label_cols}
+    labels["Cardiomegaly"] = [1.0, 1.0, 0.0, 0.0, NAN]
+    labels["Lung nodule"] = [0.0, 0.0, 1.0, 1.0, NAN]
+    ctx = _ct_rate(**labels)
+    d = TASKS["ct_classify_findings"].build(ctx)
+    assert d.pos.tolist() == [1, 3] and d.item.tolist() == ["a", "b"]
+    assert d.skipped == {"no_labels": 1, "other_reconstruction": 2}
+    assert d.render(np.arange(2)).targets == ["Present: Cardiomegaly\nAbsent: Nodule",
+                                              "Present: Nodule\nAbsent: Cardiomegaly"]
+    q = TASKS["ct_finding_question"].build(ctx)
+    assert q.pos.tolist() == [1, 1, 3, 3]
+    assert q.item(np.arange(4)) == ["a|cardiomegaly", "a|nodule", "b|cardiomegaly",
+                                    "b|nodule"]
+    out = q.render(np.arange(4))
+    assert out.targets == ["yes", "no", "no", "yes"]
+    assert out.slots["finding"] == ["cardiomegaly", "nodule", "cardiomegaly", "nodule"]
+
+
+def test_where_is_an_abnormality_from_the_location_matrix():
+    ctx = _context("rad_chestct", {"abnormality_locations": [
+        [["nodule", "right_upper"], ["nodule", "left_lower"], ["cardiomegaly", "heart"]],
+        [["calcification", "other_location"]], []]})
+    d = TASKS["ct_locate_abnormality"].build(ctx)
+    assert d.pos.tolist() == [0, 0] and d.skipped == {"no_located_abnormality": 2}
+    assert d.item(np.arange(2)) == ["rad_chestct:v0|cardiomegaly", "rad_chestct:v0|nodule"]
+    out = d.render(np.arange(2))
+    assert out.targets == ["heart", "left lower, right upper"]
+    assert out.slots == {"abnormality": ["cardiomegaly", "nodule"]}
+    assert json.loads(out.fields[1]) == {"abnormality": "nodule",
+                                         "locations": ["left_lower", "right_upper"]}
+
+
+def test_pe_exam_triage_questions():
+    cols = {"pe_positive_exam": [1.0, 0.0, NAN], "chronic_pe": [0.0, 0.0, 0.0],
+            "acute_and_chronic_pe": [1.0, 0.0, 0.0], "central_pe": [0.0, 0.0, 0.0],
+            "leftsided_pe": [1.0, 0.0, 0.0], "rightsided_pe": [0.0, 0.0, 0.0],
+            "rv_lv_ratio_gte_1": [NAN, NAN, NAN]}
+    d = TASKS["ct_exam_question"].build(_context("rsna_pe", cols))
+    # exam 0: PE, acute and chronic, not central, left, not right (RV/LV not assessed);
+    # exam 1: no PE (the PE-only questions are not asked); exam 2: indeterminate
+    assert d.pos.tolist() == [0, 0, 0, 0, 0, 1] and d.skipped == {"no_exam_label": 1}
+    assert [i.split("|")[1] for i in d.item(np.arange(6))] == [
+        "pe_present", "pe_chronicity", "pe_central", "pe_left", "pe_right", "pe_present"]
+    out = d.render(np.arange(6))
+    assert out.targets == ["yes", "acute and chronic", "no", "yes", "no", "no"]
+    assert out.slots["choices"][1] == "chronic, acute and chronic, acute"
+
+
+def test_trauma_grades_and_spine_levels_from_declared_columns():
+    spec = replace(catalog.spec("rsna_pe"), label_cols=(), extra_cols=(
+        "liver_healthy", "liver_low", "liver_high", "C1", "C2", "C3", "C4", "C5", "C6",
+        "C7"))
+    d = TASKS["ct_exam_question"].build(_context("trauma", {
+        "liver_healthy": [0.0, 1.0], "liver_low": [0.0, 0.0], "liver_high": [1.0, 0.0]},
+        spec=spec))
+    assert d.render(np.arange(2)).targets == ["high grade", "none"]
+    levels = {f"C{k}": [0.0, 0.0] for k in range(1, 8)}
+    levels["C2"], levels["C5"] = [1.0, 0.0], [1.0, NAN]
+    d = TASKS["ct_level_findings"].build(_context("cspine", levels, spec=spec))
+    assert d.pos.tolist() == [0] and d.skipped == {"no_level_labels": 1}
+    out = d.render(np.arange(1))
+    assert out.targets == ["C2, C5"] and out.slots == {"finding": ["a fracture"],
+                                                         "levels": ["vertebra"]}
+    lumbar = replace(spec, extra_cols=tuple(f"spinal_canal_stenosis_{d}" for d in
+                                            ("l1_l2", "l2_l3", "l3_l4", "l4_l5", "l5_s1")))
+    cells = dict(zip(lumbar.extra_cols, [["Normal/Mild"], ["Normal/Mild"], ["Moderate"],
+                                         ["Severe"], ["Normal/Mild"]]))
+    out = TASKS["ct_level_findings"].build(_context("lumbar", cells, spec=lumbar)).render(
+        np.arange(1))
+    assert out.targets == ["L3-L4, L4-L5"]
+
+
+def test_the_volume_datasets_feed_the_ct_tasks_only():
+    assert feeders(TASKS["ct_report_findings_indication"]) == ["ct_rate_train", "ct_rate_valid"]
+    assert feeders(TASKS["ct_classify_findings"]) == ["ct_rate_train", "ct_rate_valid",
+                                                      "rad_chestct", "rsna_pe"]
+    assert feeders(TASKS["ct_locate_abnormality"]) == ["rad_chestct"]
+    assert feeders(TASKS["ct_exam_question"]) == ["rsna_pe"]
+    assert "ct_rate_train" not in feeders(TASKS["report_findings"])
+    assert "rsna_pe" not in feeders(TASKS["classify_findings"])
