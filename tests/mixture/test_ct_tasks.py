@@ -163,3 +163,62 @@ def test_the_volume_datasets_feed_the_ct_tasks_only():
     assert feeders(TASKS["ct_exam_question"]) == ["rsna_pe"]
     assert "ct_rate_train" not in feeders(TASKS["report_findings"])
     assert "rsna_pe" not in feeders(TASKS["classify_findings"])
+
+
+class _Annotated:
+    """A hand-made volume dataset with the 3-D annotation contract's hooks: row 0 has a
+    nodule box and a liver mask, row 1 nothing; volumes (10, 20, 40) at (2, 1, 0.5) mm."""
+
+    mask_labels = {1: "liver"}
+
+    def __init__(self, ids):
+        self.harmonized_df = pd.DataFrame({"sample_id": ids})
+
+    def annotations(self, index):
+        if index:
+            return {}
+        return {"boxes": np.array([[3.5, 1.5, -0.5, 7.5, 5.5, 4.5]]), "box_labels": ["nodule"]}
+
+    def source_mask(self, index):
+        m = np.zeros((10, 20, 40), np.uint8)
+        if index == 0:
+            m[2:4, 1, 5:9] = 1
+        return m
+
+    def load_volume(self, index):
+        from radharmony.volumes.volume import Volume
+
+        return Volume.from_array(np.zeros((10, 20, 40), np.int16), np.diag([2.0, 1.0, 0.5, 1]))
+
+
+def test_grounded_ct_records_from_the_annotation_hooks(monkeypatch):
+    import radharmony.mixture.holdout as holdout
+    from radharmony.mixture.formats.ct3d import _reboxed
+    from radharmony.mixture.tasks.grounded3d import target_for
+
+    spec = replace(catalog.spec("ct_rate_train"), outputs=frozenset({"cls", "bbox3d"}))
+    ctx = _context("ct_rate_train", {"spacing_z": [1.0, 1.0]}, spec=spec)
+    ctx.mixture = {"root": "unused"}
+    monkeypatch.setattr(holdout, "open_dataset",
+                        lambda key, root, kw: _Annotated(ctx.table["sample_id"].tolist()))
+    d = TASKS["ct_detect_findings"].build(ctx)
+    assert d.pos.tolist() == [0] and d.skipped == {"no_boxes": 1}
+    out = d.render(np.arange(1))
+    # nodule: x 4..8 of 40, y 2..6 of 20, z 0..5 of 10; liver: x 5..9, y 1..2, z 2..4
+    assert out.targets == ["<ref>nodule</ref><box3d>(10,10,0),(19,29,49)</box3d>\n"
+                           "<ref>liver</ref><box3d>(12,5,20),(22,9,39)</box3d>"]
+    f = json.loads(out.fields[0])
+    assert f["box_labels"] == ["nodule", "liver"] and f["frame3d"]["shape"] == [10, 20, 40]
+    # a preset's output keeping the first 20 columns: x 0..20 of the same grid
+    text, counts = target_for(f, np.diag([2.0, 1.0, 0.5, 1]), (10, 20, 20))
+    assert text == ("<ref>nodule</ref><box3d>(20,10,0),(39,29,49)</box3d>\n"
+                    "<ref>liver</ref><box3d>(25,5,20),(44,9,39)</box3d>")
+    assert counts == {"clipped": 0, "outside": 0}
+    shifted = np.diag([2.0, 1.0, 0.5, 1])
+    shifted[2, 3] = 0.5 * 20  # the output starts at column 20: both boxes lie before it
+    tally = {"rewritten": 0, "clipped": 0, "outside": 0}
+    rec = _reboxed({"fields": out.fields[0], "target": out.targets[0]},
+                   {"affine": shifted.tolist(), "spatial": [10, 20, 20]}, tally)
+    assert rec["target"] == "<ref>nodule</ref>\n<ref>liver</ref>"
+    assert tally == {"rewritten": 1, "clipped": 0, "outside": 2}
+    assert "ct_rate_train" not in feeders(TASKS["ct_detect_findings"])

@@ -25,6 +25,9 @@ trainer that takes CT volumes, each volume at that trainer's preset
 =========== ======== =========================================================================
 
 A record without a volume (text only) is skipped (``"no volume"``), as one without a target.
+A grounded record's boxes (``ct_detect_findings``) are written again for the volume as the
+preset made it (:func:`radharmony.mixture.tasks.grounded3d.target_for`; ``boxes`` in the
+summary: ``rewritten``, ``clipped``, ``outside``).
 The M3D-LaMed and RadFM loaders' fields were taken from their repositories' dataset classes
 (not run here); tests read the files back with a reader of radharmony's own.
 """
@@ -46,7 +49,7 @@ from .llava import conversation
 from .volumes import VolumeWriter
 
 COLUMNS = ["record_id", "source", "sample_id", "image_paths", "family", "task", "prompt",
-           "target", "split"]
+           "target", "split", "fields"]
 #: format -> (its preset, the volumes' kind)
 VOLUME_FORMATS = {"ct-chat": ("ct_clip", "nifti"), "m3d": ("m3d", "npy"),
                   "radfm": ("radfm", "npy"), "hf-chat": ("m3d", "slices")}
@@ -113,6 +116,7 @@ def export_volumes(out: str | os.PathLike, fmt: str, dest: str | os.PathLike, *,
     vw = VolumeWriter(manifest, folder, preset=get_preset(preset or name), kind=kind,
                       cache_dir=cache_dir, workers=workers, engine=engine)
     skipped: dict = {}
+    boxes = {"rewritten": 0, "clipped": 0, "outside": 0}
     target = Output(dest, lines=fmt == "hf-chat") if fmt in ("ct-chat", "radfm", "hf-chat") \
         else None
     captions = {v: [] for v in M3D_SPLITS.values()}
@@ -133,6 +137,8 @@ def export_volumes(out: str | os.PathLike, fmt: str, dest: str | os.PathLike, *,
                 made.append((rec, vw.ref(rec["source"], rec["sample_id"])))
             vw.flush()
             for rec, ref in made:
+                if '"boxes3d"' in (rec.get("fields") or ""):  # boxes for this preset's grid
+                    rec = _reboxed(rec, vw.volumes[ref], boxes)
                 if fmt == "m3d":
                     if rec["family"] == "reports":
                         captions[M3D_SPLITS[rec["split"]]].append({"image": ref,
@@ -163,9 +169,21 @@ def export_volumes(out: str | os.PathLike, fmt: str, dest: str | os.PathLike, *,
         entries = sum(map(len, captions.values())) + len(vqa)
     files.append(str(vw.write_manifest(dest, fmt)))
     return {"format": fmt, "dest": str(dest), "split": split, "entries": entries,
-            "skipped": dict(sorted(skipped.items())), "files": files,
+            "skipped": dict(sorted(skipped.items())), "files": files, "boxes": boxes,
             "volumes": {"preset": vw.preset.name, "kind": kind, "folder": str(folder),
                         "written": len(vw.volumes)}}
+
+
+def _reboxed(rec: dict, meta: dict, counts: dict) -> dict:
+    """A grounded record with its target written through the preset's geometry (its boxes
+    clipped or left out as the output's crop says, counted)."""
+    from ..tasks.grounded3d import target_for
+
+    text, c = target_for(fields(rec), meta["affine"], meta["spatial"])
+    counts["rewritten"] += 1
+    counts["clipped"] += c["clipped"]
+    counts["outside"] += c["outside"]
+    return {**rec, "target": text}
 
 
 def _entry(fmt: str, rec: dict, ref: str, meta: dict) -> dict:
