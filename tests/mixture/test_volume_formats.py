@@ -112,3 +112,10 @@ def test_the_command_line_writes_a_3d_format(mixture, tmp_path):
                  str(tmp_path / "m.json"), "--split", "valid", "--quiet"]) == 0
     got = read_m3d(tmp_path / "m.json", tmp_path / "volumes")
     assert got["captions"]["train"] == [] and got["volumes"] > 0
+
+
+def test_the_2d_formats_leave_volume_records_out(mixture, tmp_path):
+    for fmt, dest in (("llava", "l.json"), ("r2gen", "annotation.json")):
+        s = export_mixture(mixture, fmt, tmp_path / dest, progress=False)
+        assert s["entries"] == 0 and s["skipped"] == {
+            "a volume (written by ct-chat, m3d, radfm or hf-chat alone)": 25}

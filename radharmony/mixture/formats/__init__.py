@@ -205,9 +205,13 @@ def render_record(record: dict, fmt: str) -> dict:
 def _list(batches, dest: Path, ex: Export, spec) -> int:
     """A JSON list or JSON lines file of the entries, in the records' order."""
     target = Output(dest, lines=spec.lines)
+    volumes = ct3d.volume_sources(ex.manifest)  # a mixture of images and volumes: 2-D only
     try:
         for recs in batches:
             for rec in recs:
+                if volumes and rec["source"] in volumes:
+                    ex.skip(ct3d.VOLUME_RECORD)
+                    continue
                 entry = spec.entry(ex.reframed(rec) if getattr(spec, "reframe", True) else rec,
                                    ex)
                 if entry is not None:
@@ -225,9 +229,13 @@ def _r2gen(batches, dest: Path, ex: Export, spec) -> dict:
     (returns the entries per split)."""
     parts = {name: Output(dest.with_name(f".{dest.name}.{name}"), lines=True)
              for name in R2GEN_SPLITS}
+    volumes = ct3d.volume_sources(ex.manifest)
     try:
         for recs in batches:
             for rec in recs:
+                if volumes and rec["source"] in volumes:
+                    ex.skip(ct3d.VOLUME_RECORD)
+                    continue
                 entry = spec.entry(ex.reframed(rec), ex)
                 if entry is not None:
                     if entry["split"] not in parts:

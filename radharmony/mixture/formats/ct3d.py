@@ -204,13 +204,24 @@ def _entry(fmt: str, rec: dict, ref: str, meta: dict) -> dict:
             "videos": [frames], "num_slices": len(frames), "spacing_mm": meta["spacing_mm"]}
 
 
-def volume_mixture(manifest: dict) -> bool:
-    """Whether every source of the mixture is a volume table (its records name volumes)."""
+#: why a 2-D format leaves out a volume record
+VOLUME_RECORD = "a volume (written by ct-chat, m3d, radfm or hf-chat alone)"
+
+
+def volume_sources(manifest: dict) -> set[str]:
+    """The mixture's sources whose records name volumes (a volume table's)."""
     from ... import catalog
 
-    keys = [s["dataset"] for s in manifest.get("sources", [])]
-    return bool(keys) and all(catalog.spec(k).row_unit == "volume" for k in keys)
+    known = set(catalog.list_datasets())
+    return {s["name"] for s in manifest.get("sources", [])
+            if s["dataset"] in known and catalog.spec(s["dataset"]).row_unit == "volume"}
 
 
-__all__ = ["M3D_VQA_COLUMNS", "RADFM_TOKENS", "VOLUME_FORMATS", "export_volumes", "m3d_row",
-           "radfm_text", "volume_mixture"]
+def volume_mixture(manifest: dict) -> bool:
+    """Whether every source of the mixture is a volume table (its records name volumes)."""
+    sources = manifest.get("sources", [])
+    return bool(sources) and len(volume_sources(manifest)) == len(sources)
+
+
+__all__ = ["M3D_VQA_COLUMNS", "RADFM_TOKENS", "VOLUME_FORMATS", "VOLUME_RECORD",
+           "export_volumes", "m3d_row", "radfm_text", "volume_mixture", "volume_sources"]
