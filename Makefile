@@ -70,6 +70,8 @@ bench: install
 	$(BIN)/python -m benchmarks.mixture_view
 	$(BIN)/python -m benchmarks.volumes_read
 	$(BIN)/python -m benchmarks.volumes_cache
+	$(BIN)/python -m benchmarks.ct_mixture
+	$(BIN)/python -m benchmarks.volumes_export
 
 clean:
 	rm -rf $(VENV) $(MIN_VENV) cache demo_output .pytest_cache site
