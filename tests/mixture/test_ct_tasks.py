@@ -191,16 +191,23 @@ class _Annotated:
         return Volume.from_array(np.zeros((10, 20, 40), np.int16), np.diag([2.0, 1.0, 0.5, 1]))
 
 
-def test_grounded_ct_records_from_the_annotation_hooks(monkeypatch):
+def _annotated_context(monkeypatch, cls) -> SourceContext:
+    """Two CT-RATE volumes of a spec listing ``bbox3d``, their dataset ``cls``."""
     import radharmony.mixture.holdout as holdout
-    from radharmony.mixture.formats.ct3d import _reboxed
-    from radharmony.mixture.tasks.grounded3d import target_for
 
     spec = replace(catalog.spec("ct_rate_train"), outputs=frozenset({"cls", "bbox3d"}))
     ctx = _context("ct_rate_train", {"spacing_z": [1.0, 1.0]}, spec=spec)
     ctx.mixture = {"root": "unused"}
     monkeypatch.setattr(holdout, "open_dataset",
-                        lambda key, root, kw: _Annotated(ctx.table["sample_id"].tolist()))
+                        lambda key, root, kw: cls(ctx.table["sample_id"].tolist()))
+    return ctx
+
+
+def test_grounded_ct_records_from_the_annotation_hooks(monkeypatch):
+    from radharmony.mixture.formats.ct3d import _reboxed
+    from radharmony.mixture.tasks.grounded3d import target_for
+
+    ctx = _annotated_context(monkeypatch, _Annotated)
     d = TASKS["ct_detect_findings"].build(ctx)
     assert d.pos.tolist() == [0] and d.skipped == {"no_boxes": 1}
     out = d.render(np.arange(1))
@@ -222,3 +229,27 @@ def test_grounded_ct_records_from_the_annotation_hooks(monkeypatch):
     assert rec["target"] == "<ref>nodule</ref>\n<ref>liver</ref>"
     assert tally == {"rewritten": 1, "clipped": 0, "outside": 2}
     assert "ct_rate_train" not in feeders(TASKS["ct_detect_findings"])
+
+
+class _Spine(_Annotated):
+    """Row 0: a C2 box (and a nodule, not a level); row 1: the L4-L5 disc as a point."""
+
+    mask_labels = {}
+
+    def annotations(self, index):
+        if index == 0:
+            return {"boxes": np.array([[3.5, 1.5, -0.5, 7.5, 5.5, 4.5], [0, 0, 0, 1, 1, 1.0]]),
+                    "box_labels": ["C2", "nodule"]}
+        return {"points": np.array([[10.0, 5.0, 3.0]]), "point_labels": ["l4_l5"]}
+
+
+def test_spine_levels_located_from_boxes_and_points(monkeypatch):
+    ctx = _annotated_context(monkeypatch, _Spine)
+    d = TASKS["ct_locate_levels"].build(ctx)
+    assert d.pos.tolist() == [0, 1] and d.skipped == {}
+    assert d.item(np.arange(2)) == ["ct_rate_train:v0|C2", "ct_rate_train:v1|L4-L5"]
+    out = d.render(np.arange(2))
+    # the point (10, 5, 3): the voxel around it, x 10..11 of 40, y 5..6 of 20, z 3..4 of 10
+    assert out.targets == ["<ref>C2</ref><box3d>(10,10,0),(19,29,49)</box3d>",
+                           "<ref>L4-L5</ref><box3d>(25,25,30),(27,29,39)</box3d>"]
+    assert out.slots == {"level": ["C2", "L4-L5"], "kind": ["vertebra", "disc"]}

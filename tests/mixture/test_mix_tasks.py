@@ -33,7 +33,7 @@ TASK_NAMES = ["report_findings", "report_findings_indication", "report_impressio
               "ct_report_impression_indication", "ct_report_findings_impression",
               "ct_report_findings_impression_indication", "ct_classify_findings",
               "ct_finding_question", "ct_locate_abnormality", "ct_exam_question",
-              "ct_level_findings", "ct_detect_findings"]
+              "ct_level_findings", "ct_detect_findings", "ct_locate_levels"]
 
 
 def test_the_registry_holds_the_text_and_label_tasks():
