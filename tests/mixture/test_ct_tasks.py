@@ -228,6 +228,10 @@ def test_grounded_ct_records_from_the_annotation_hooks(monkeypatch):
                    {"affine": shifted.tolist(), "spatial": [10, 20, 20]}, tally)
     assert rec["target"] == "<ref>nodule</ref>\n<ref>liver</ref>"
     assert tally == {"rewritten": 1, "clipped": 0, "outside": 2}
+    mm = _reboxed({"fields": out.fields[0]}, {"affine": np.diag([2.0, 1.0, 0.5, 1]).tolist(),
+                                              "spatial": [10, 20, 40]}, tally, "box3d_mm")
+    # nodule: x 4..8 voxels of 0.5 mm, y 2..6 of 1 mm, z 0..5 of 2 mm
+    assert mm["target"].startswith("<ref>nodule</ref><box3d_mm>(2,2,0),(4,6,10)</box3d_mm>")
     assert "ct_rate_train" not in feeders(TASKS["ct_detect_findings"])
 
 

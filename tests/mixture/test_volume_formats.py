@@ -47,7 +47,10 @@ def test_m3d_captions_vqa_and_volumes(mixture, tmp_path):
     assert sum(map(len, got["captions"].values())) == 6 and len(got["vqa"]) == 6 + 13
     assert s["entries"] == 25 and s["volumes"]["written"] == got["volumes"] == 6 + 3
     pe = [r for r in got["vqa"] if r["Question Type"] == "ct_exam_question"]
-    assert pe[0]["Question"] == "Is there a pulmonary embolism?" or pe[0]["Choice A"] == "yes"
+    # every exam question has its choices as options and its answer's letter
+    assert pe and all(r["Answer Choice"] and r["Choice A"] for r in pe)
+    chronicity = [r for r in pe if "acute, chronic, or" in r["Question"]]
+    assert [r["Choice A"] for r in chronicity][:1] == ["chronic"]
     m = json.loads((tmp_path / "volumes.json").read_text())
     assert m["preset"]["size"] == [32, 256, 256] and m["preset"]["orientation"] == "SPL"
     assert m["preset"]["intensity"]["window"] == "minmax"
@@ -119,3 +122,15 @@ def test_the_2d_formats_leave_volume_records_out(mixture, tmp_path):
         s = export_mixture(mixture, fmt, tmp_path / dest, progress=False)
         assert s["entries"] == 0 and s["skipped"] == {
             "a volume (written by ct-chat, m3d, radfm or hf-chat alone)": 25}
+
+
+def test_the_same_bytes_on_ray(mixture, tmp_path):
+    pytest.importorskip("ray")
+    export_volumes(mixture, "m3d", tmp_path / "a" / "m.json", progress=False)
+    s = export_volumes(mixture, "m3d", tmp_path / "b" / "m.json", engine="ray", workers=2,
+                       progress=False)
+    assert s["volumes"]["written"] == 9
+    for name in ("m.json", "m_vqa.csv"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    for a in sorted((tmp_path / "a" / "volumes").rglob("*.npy")):
+        assert np.array_equal(np.load(a), np.load(str(a).replace("/a/", "/b/")))

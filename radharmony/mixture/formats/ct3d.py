@@ -94,15 +94,17 @@ def export_volumes(out: str | os.PathLike, fmt: str, dest: str | os.PathLike, *,
                    split: str | None = None, cache_dir=None, workers: int | None = None,
                    engine: str = "local", volumes: str | None = None,
                    volume_folder: str | os.PathLike | None = None, preset=None,
-                   progress: bool = True) -> dict:
+                   boxes: str = "box3d", progress: bool = True) -> dict:
     """Write the volume mixture in ``out`` as ``fmt`` (:data:`VOLUME_FORMATS`) at ``dest``,
     the volumes under ``volume_folder`` (default ``<dest's folder>/volumes``) and
     ``volumes.json`` beside ``dest``. ``volumes``: ``"npy"`` writes CT-CHAT's encoder-input
     arrays instead of NIfTI files. ``preset``: another preset than the format's (a smaller
-    one for a test). Returns a summary (``entries``, ``skipped``, ``volumes``, the files)."""
+    one for a test). ``boxes``: the grounded records' dialect, ``"box3d"`` (bins) or
+    ``"box3d_mm"`` (millimetres). Returns a summary (``entries``, ``skipped``, ``volumes``, the files)."""
     from ...volumes.presets import get_preset
 
     check_choice("fmt", fmt, tuple(VOLUME_FORMATS), error=ExportError)
+    check_choice("boxes", boxes, ("box3d", "box3d_mm"), error=ExportError)
     if split is not None:
         check_choice("split", split, tuple(M3D_SPLITS), error=ExportError)
     name, kind = VOLUME_FORMATS[fmt]
@@ -116,7 +118,7 @@ def export_volumes(out: str | os.PathLike, fmt: str, dest: str | os.PathLike, *,
     vw = VolumeWriter(manifest, folder, preset=get_preset(preset or name), kind=kind,
                       cache_dir=cache_dir, workers=workers, engine=engine)
     skipped: dict = {}
-    boxes = {"rewritten": 0, "clipped": 0, "outside": 0}
+    tally = {"rewritten": 0, "clipped": 0, "outside": 0}
     target = Output(dest, lines=fmt == "hf-chat") if fmt in ("ct-chat", "radfm", "hf-chat") \
         else None
     captions = {v: [] for v in M3D_SPLITS.values()}
@@ -138,7 +140,7 @@ def export_volumes(out: str | os.PathLike, fmt: str, dest: str | os.PathLike, *,
             vw.flush()
             for rec, ref in made:
                 if '"boxes3d"' in (rec.get("fields") or ""):  # boxes for this preset's grid
-                    rec = _reboxed(rec, vw.volumes[ref], boxes)
+                    rec = _reboxed(rec, vw.volumes[ref], tally, boxes)
                 if fmt == "m3d":
                     if rec["family"] == "reports":
                         captions[M3D_SPLITS[rec["split"]]].append({"image": ref,
@@ -169,17 +171,18 @@ def export_volumes(out: str | os.PathLike, fmt: str, dest: str | os.PathLike, *,
         entries = sum(map(len, captions.values())) + len(vqa)
     files.append(str(vw.write_manifest(dest, fmt)))
     return {"format": fmt, "dest": str(dest), "split": split, "entries": entries,
-            "skipped": dict(sorted(skipped.items())), "files": files, "boxes": boxes,
+            "skipped": dict(sorted(skipped.items())), "files": files,
+            "boxes": {"dialect": boxes, **tally},
             "volumes": {"preset": vw.preset.name, "kind": kind, "folder": str(folder),
                         "written": len(vw.volumes)}}
 
 
-def _reboxed(rec: dict, meta: dict, counts: dict) -> dict:
+def _reboxed(rec: dict, meta: dict, counts: dict, dialect: str = "box3d") -> dict:
     """A grounded record with its target written through the preset's geometry (its boxes
     clipped or left out as the output's crop says, counted)."""
     from ..tasks.grounded3d import target_for
 
-    text, c = target_for(fields(rec), meta["affine"], meta["spatial"])
+    text, c = target_for(fields(rec), meta["affine"], meta["spatial"], dialect)
     counts["rewritten"] += 1
     counts["clipped"] += c["clipped"]
     counts["outside"] += c["outside"]
