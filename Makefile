@@ -72,6 +72,8 @@ bench: install
 	$(BIN)/python -m benchmarks.volumes_cache
 	$(BIN)/python -m benchmarks.dicom_scan
 	$(BIN)/python -m benchmarks.dicom_scan --mr-headers
+	$(BIN)/python -m benchmarks.ct_mixture
+	$(BIN)/python -m benchmarks.volumes_export
 
 clean:
 	rm -rf $(VENV) $(MIN_VENV) cache demo_output .pytest_cache site

@@ -21,7 +21,7 @@ from .output import workers as _workers
 #: the trainers' formats (``radharmony.mixture.formats.FORMATS``, named here so building the
 #: parser imports no format module)
 EXPORT_FORMATS = ("llava", "llava-onevision", "llava-rad", "hf-chat", "r2gen", "maira2",
-                  "llama-factory", "ms-swift", "internvl", "energon")
+                  "llama-factory", "ms-swift", "internvl", "energon", "ct-chat", "m3d", "radfm")
 
 
 def add_parser(subparsers, *, parents=()) -> None:
@@ -85,6 +85,9 @@ def add_parser(subparsers, *, parents=()) -> None:
     e.add_argument("--r2gen-variant", choices=("iu", "mimic"), default="iu",
                    help="r2gen: the loader the file is for: iu (two images per study, frontal "
                    "then lateral; studies of one image skipped) or mimic (the frontal image)")
+    e.add_argument("--volumes", choices=("nifti", "npy"), default=None,
+                   help="ct-chat: write the volumes as NIfTI files (default) or as the encoder's "
+                   "input arrays (.npy)")
     e.set_defaults(func=run_export)
 
     v = sub.add_parser("view", parents=list(parents), help="browse a mixture's records")
@@ -168,7 +171,7 @@ def run_export(args: argparse.Namespace) -> int:
     result = export_mixture(args.out, args.fmt, args.dest, image_folder=args.images_dir,
                             split=args.split, images=args.images, workers=args.workers or None,
                             engine=args.engine, cache_dir=args.cache_dir,
-                            r2gen_variant=args.r2gen_variant,
+                            r2gen_variant=args.r2gen_variant, volumes=args.volumes,
                             progress=not getattr(args, "quiet", False))
     emit(args, {"out": str(args.out), "format": args.fmt, "to": str(args.dest),
                 "result": result if isinstance(result, (dict, list, str, int, type(None)))

@@ -349,5 +349,12 @@ def parse_boxes(text: str, frame, dialect: str) -> ParseResult:
     >>> phrase, boxes = r.items[0]
     >>> phrase, boxes.tolist(), r.malformed
     ('Nodule', [[100.0, 51.0, 200.0, 150.0]], 0)
+
+    The 3-D dialects (``box3d``, ``box3d_mm``: :mod:`.boxes3d`) take a volume's frame and
+    give ``(k, 6)`` boxes in the source volume's voxels.
     """
+    if dialect in ("box3d", "box3d_mm"):
+        from .boxes3d import parse_boxes3d
+
+        return parse_boxes3d(text, frame, dialect)
     return parse_many([text], [frame], dialect).result(0)

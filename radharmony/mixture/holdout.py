@@ -10,6 +10,12 @@
   (:func:`~radharmony.audit.hashing.near_pairs`), drops its units (``hold_out_image``), whatever
   patient id it is filed under. Where the image files are not there (metadata only), the
   manifest says so and the hold-out is by patient only.
+* **Volumes** (a NIfTI or NumPy file, or a DICOM series folder): the file's bytes (a folder's:
+  its files' names and bytes in name order) by xxHash3-128, and a fingerprint of the stored
+  array (:func:`volume_print`: block means on a :data:`PRINT_GRID` grid, standardised, so a
+  copy rescaled to other units or re-encoded matches); a source volume with the same bytes as
+  a hold-out volume, or whose fingerprint correlates with one's at :data:`NEAR_CORRELATION`
+  or more, drops its units (``hold_out_image``, counted ``exact`` / ``near``).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+import xxhash
 
 from ..audit.hashing import MAX_DISTANCE, near_pairs
 from ..audit.sanity import SanityLimits
@@ -114,6 +121,97 @@ def fingerprint(root: str, paths: list[str], *, workers, progress: bool) -> Fing
                         scanned.hashes[ok], int((~there).sum()), int((~ok).sum()))
 
 
+#: the files (and folders: DICOM series) held out as volumes, by name ending
+VOLUME_SUFFIXES = (".nii.gz", ".nii", ".npz", ".npy")
+#: the grid a volume's fingerprint is taken on, (D, H, W) of the stored array
+PRINT_GRID = (16, 32, 32)
+#: fingerprints correlating this much or more are near-duplicates
+NEAR_CORRELATION = 0.995
+
+
+def is_volume(path: str) -> bool:
+    """Whether ``path`` names a volume (a volume file, or a folder: a DICOM series)."""
+    return path.endswith(VOLUME_SUFFIXES) or os.path.isdir(path)
+
+
+def _stored_array(path: str) -> np.ndarray:
+    """The array as stored (no reorientation, no rescale): a NIfTI's data block, a NumPy
+    file's first array, a DICOM series read in geometric order."""
+    if os.path.isdir(path):
+        from ..volumes import read_volume
+
+        return read_volume(path, check=False).array
+    if path.endswith((".npz", ".npy")):
+        got = np.load(path)
+        return got[got.files[0]] if hasattr(got, "files") else got
+    import nibabel as nib
+
+    return np.asanyarray(nib.load(path).dataobj)
+
+
+def volume_digest(path: str) -> str:
+    """xxHash3-128 of a volume file's bytes, or of a folder's files (names and bytes, in name
+    order)."""
+    h = xxhash.xxh3_128()
+    files = [path] if not os.path.isdir(path) else sorted(
+        os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs)
+    for f in files:
+        if f != path:
+            h.update(os.path.relpath(f, path).encode() + b"\0")
+        with open(f, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()
+
+
+def volume_print(array: np.ndarray, grid=PRINT_GRID) -> np.ndarray:
+    """The fingerprint of a stored array (3-D; a 4-D one's first volume): the means of
+    :data:`PRINT_GRID` blocks, standardised (zero mean, unit norm; a constant array gives
+    zeros), float32. The dot product of two is their correlation.
+
+    >>> a = np.arange(4 * 8 * 8, dtype=np.float32).reshape(4, 8, 8)
+    >>> p, q = volume_print(a, (2, 2, 2)), volume_print(a * 3 - 1024, (2, 2, 2))
+    >>> round(float(p @ q), 6), p.shape
+    (1.0, (8,))
+    """
+    a = np.asarray(array, np.float32)
+    while a.ndim > 3:
+        a = a[..., 0]
+    for axis, n in enumerate(grid):
+        edges = np.linspace(0, a.shape[axis], min(n, a.shape[axis]) + 1).astype(np.int64)[:-1]
+        sums = np.add.reduceat(a, edges, axis=axis)
+        counts = np.diff(np.append(edges, a.shape[axis])).astype(np.float32)
+        shape = [1] * a.ndim
+        shape[axis] = len(counts)
+        a = sums / counts.reshape(shape)
+    v = a.reshape(-1) - a.mean()
+    norm = float(np.linalg.norm(v))
+    out = np.zeros(int(np.prod(grid)), np.float32)
+    out[:v.size] = v / norm if norm > 0 else 0.0
+    return out
+
+
+def volume_fingerprints(root: str, paths: list[str]) -> tuple[list, list, np.ndarray, int]:
+    """``(paths read, digests, prints (N, cells), missing)`` of the volumes under ``root``."""
+    got, digests, prints, missing = [], [], [], 0
+    for p in paths:
+        full = os.path.join(root, p)
+        if not os.path.exists(full):
+            missing += 1
+            continue
+        got.append(p)
+        digests.append(volume_digest(full))
+        prints.append(volume_print(_stored_array(full)))
+    cells = int(np.prod(PRINT_GRID))
+    return got, digests, np.array(prints, np.float32).reshape(-1, cells), missing
+
+
+def _volume_paths(paths: list[str], root: str) -> tuple[list, list]:
+    """``paths`` split into (volumes, images)."""
+    vol = [is_volume(p) or is_volume(os.path.join(root, p)) for p in paths]
+    return [p for p, v in zip(paths, vol) if v], [p for p, v in zip(paths, vol) if not v]
+
+
 @dataclass
 class HoldOut:
     """The hold-out sets of a mixture, read: ``patients`` (namespaced keys), the images'
@@ -123,6 +221,8 @@ class HoldOut:
     digests: frozenset = frozenset()
     hashes: np.ndarray = field(default_factory=lambda: np.zeros((0, 32), np.uint8))
     sets: list = field(default_factory=list)
+    prints: np.ndarray = field(default_factory=lambda: np.zeros(
+        (0, int(np.prod(PRINT_GRID))), np.float32))
 
     def duplicates(self, root: str, table, *, workers, progress: bool
                    ) -> tuple[frozenset, dict]:
@@ -131,7 +231,10 @@ class HoldOut:
         if not len(self.hashes) and not self.digests:
             return frozenset(), {"checked": 0, "missing": 0, "exact": 0, "near": 0,
                                  "status": "no hold-out image files: held out by patient only"}
-        fp = fingerprint(root, image_files(table), workers=workers, progress=progress)
+        volumes, images = _volume_paths(image_files(table), root)
+        if volumes and not images:
+            return self._volume_duplicates(root, volumes)
+        fp = fingerprint(root, images, workers=workers, progress=progress)
         exact = pd.Index(fp.digests, dtype=object).isin(self.digests) if fp.scanned else \
             np.zeros(0, bool)
         near = np.zeros(fp.scanned, bool)
@@ -150,6 +253,23 @@ class HoldOut:
                  "status": status})
 
 
+    def _volume_duplicates(self, root: str, paths: list[str]) -> tuple[frozenset, dict]:
+        """The source volumes with a hold-out volume's bytes or a near fingerprint."""
+        got, digests, prints, missing = volume_fingerprints(root, paths)
+        exact = np.array([d in self.digests for d in digests], bool)
+        near = np.zeros(len(got), bool)
+        if len(got) and len(self.prints):
+            near = (prints @ self.prints.T).max(axis=1) >= NEAR_CORRELATION
+        bad = exact | near
+        status = "checked" if not missing else (
+            "volume files missing: held out by patient only" if not got else
+            "some volume files missing: those held out by patient only")
+        return (frozenset(p for p, b in zip(got, bad) if b),
+                {"checked": len(got), "missing": missing, "unreadable": 0,
+                 "exact": int(exact.sum()), "near": int((near & ~exact).sum()),
+                 "status": status})
+
+
 def dataset_key(entry) -> str:
     """What makes two spec entries the same dataset (key, root, arguments)."""
     return json.dumps([entry.dataset, entry.root, entry.kwargs], sort_keys=True, default=str)
@@ -162,7 +282,7 @@ def read_hold_out(entries, *, workers, progress: bool, keep=frozenset(), pool=No
     (key -> ``(dataset, input identity)``), so the source does not read it again."""
     patients: set = set()
     digests: set = set()
-    hashes, sets, inputs = [], [], []
+    hashes, sets, inputs, prints = [], [], [], []
     pool = {} if pool is None else pool
     for h in entries:
         ident = dataset_key(h)
@@ -175,18 +295,30 @@ def read_hold_out(entries, *, workers, progress: bool, keep=frozenset(), pool=No
         table = split_rows(ds.harmonized_df, h.split)
         keys = patient_keys(table, h.dataset, ds.spec)
         patients.update(keys.tolist())
-        fp = fingerprint(h.root, image_files(table), workers=workers, progress=progress)
+        volumes, images = _volume_paths(image_files(table), h.root)
+        fp = fingerprint(h.root, images, workers=workers, progress=progress)
         digests.update(fp.digests.tolist())
         hashes.append(fp.hashes)
+        if volumes:
+            got, vd, vp, vmissing = volume_fingerprints(h.root, volumes)
+            digests.update(vd)
+            prints.append(vp)
+            fp = Fingerprints(fp.paths + got, fp.digests, fp.hashes, fp.missing + vmissing,
+                              fp.unreadable)
         sets.append({"name": h.name, "dataset": h.dataset, "root": h.root, "split": h.split,
                      "rows": int(len(table)), "patients": int(len(set(keys.tolist()))),
                      "images": {"checked": fp.scanned, "missing": fp.missing,
                                 "unreadable": fp.unreadable}})
         inputs.append(identity)
         del ds, table
-    return HoldOut(frozenset(patients), frozenset(digests),
-                   np.vstack(hashes) if hashes else np.zeros((0, 32), np.uint8), sets), inputs
+    held = HoldOut(frozenset(patients), frozenset(digests),
+                   np.vstack(hashes) if hashes else np.zeros((0, 32), np.uint8), sets)
+    if prints:
+        held.prints = np.vstack(prints)
+    return held, inputs
 
 
-__all__ = ["Fingerprints", "HoldOut", "dataset_key", "fingerprint", "image_files", "input_identity",
-           "missing_side_files", "open_dataset", "read_hold_out", "split_rows"]
+__all__ = ["Fingerprints", "HoldOut", "NEAR_CORRELATION", "PRINT_GRID", "dataset_key",
+           "fingerprint", "image_files", "input_identity", "is_volume", "missing_side_files",
+           "open_dataset", "read_hold_out", "split_rows", "volume_digest",
+           "volume_fingerprints", "volume_print"]

@@ -27,7 +27,13 @@ TASK_NAMES = ["report_findings", "report_findings_indication", "report_impressio
               "grounded_captioning", "anatomical_grounding", "locate_foreign_objects",
               "grounded_report", "report_findings_with_prior", "progression", "vqa_difference",
               # issue 54: figure captions (ROCO)
-              "caption_image", "image_keywords"]
+              "caption_image", "image_keywords",
+              # issue 52: CT volumes
+              "ct_report_findings", "ct_report_findings_indication", "ct_report_impression",
+              "ct_report_impression_indication", "ct_report_findings_impression",
+              "ct_report_findings_impression_indication", "ct_classify_findings",
+              "ct_finding_question", "ct_locate_abnormality", "ct_exam_question",
+              "ct_level_findings", "ct_detect_findings", "ct_locate_levels"]
 
 
 def test_the_registry_holds_the_text_and_label_tasks():

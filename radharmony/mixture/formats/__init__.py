@@ -18,7 +18,14 @@ millions of records is never held whole) and writes one file, entries in the rec
 ``internvl``        InternVL ``conversations`` + the meta JSON beside it             JSON lines
 ``energon``         Megatron-Energon metadataset: a blend of one JSON lines file     YAML
                     per (source, task), weighted by its records
+``ct-chat``         CT-CHAT's LLaVA JSON, the volumes at ``ct_clip``                  JSON list
+``m3d``             M3D-LaMed's caption JSON + VQA CSV, ``.npy`` volumes              JSON, CSV
+``radfm``           RadFM's entries with interleaved image tokens, ``.npy`` volumes   JSON list
 =================== =============================================================== ==========
+
+A mixture of volumes (every source a volume table) is written by the 3-D formats
+(:mod:`radharmony.mixture.formats.ct3d`): ``ct-chat``, ``m3d``, ``radfm``, and ``hf-chat``
+with each volume as a video of its slices.
 
 Each format's module says what an entry holds; :mod:`radharmony.mixture.formats.common`
 says how images are referred to (original files, or the cached images written as PNGs).
@@ -36,7 +43,7 @@ from ...errors import check_choice
 from ...export.codec import ExportError
 from ...gc_pause import paused_gc
 from ..records import read_manifest
-from . import energon, hf_chat, internvl, llama_factory, llava, llava_rad, maira2, ms_swift, r2gen
+from . import ct3d, energon, hf_chat, internvl, llama_factory, llava, llava_rad, maira2, ms_swift, r2gen
 from .common import Export, Output, dumps, record_batches
 
 #: format name -> (columns read, entry function, JSON lines?)
@@ -69,7 +76,7 @@ def export_mixture(out: str | os.PathLike, fmt: str, dest: str | os.PathLike, *,
                    images: str | None = None, workers: int | None = None,
                    engine: str = "local", progress: bool = True,
                    cache_dir: str | os.PathLike | None = None,
-                   r2gen_variant: str = "iu") -> dict:
+                   r2gen_variant: str = "iu", volumes: str | None = None) -> dict:
     """Write the mixture in folder ``out`` (``records.parquet`` + ``mixture.json``) as ``fmt``
     at ``dest``.
 
@@ -95,6 +102,8 @@ def export_mixture(out: str | os.PathLike, fmt: str, dest: str | os.PathLike, *,
         r2gen_variant: ``"iu"`` (R2Gen's IU X-ray loader: two images per study, frontal then
             lateral) or ``"mimic"`` (its MIMIC-CXR loader: the frontal image);
             :mod:`radharmony.mixture.formats.r2gen`.
+        volumes: the 3-D formats' volume files: ``"npy"`` writes CT-CHAT's encoder-input
+            arrays instead of NIfTI (:func:`radharmony.mixture.formats.ct3d.export_volumes`).
 
     Returns:
         a summary: ``format``, ``dest``, ``split``, ``entries`` written, ``skipped`` (reason ->
@@ -104,9 +113,14 @@ def export_mixture(out: str | os.PathLike, fmt: str, dest: str | os.PathLike, *,
         ``clipped`` / ``dropped`` by MAIRA-2's crop; :mod:`radharmony.mixture.reframe`),
         ``images`` (``mode``, ``size``, ``folder``, ``written``).
     """
+    if fmt in ct3d.VOLUME_FORMATS and (fmt != "hf-chat" or ct3d.volume_mixture(
+            read_manifest(Path(out)))):
+        return ct3d.export_volumes(out, fmt, dest, split=split, cache_dir=cache_dir,
+                                   workers=workers, engine=engine, volumes=volumes,
+                                   volume_folder=image_folder, progress=progress)
     spec = FORMATS.get(fmt)
     if spec is None:
-        check_choice("fmt", fmt, tuple(FORMATS), error=ExportError)
+        check_choice("fmt", fmt, (*FORMATS, *ct3d.VOLUME_FORMATS), error=ExportError)
     if split is not None and split not in ("train", "valid"):
         raise ExportError("split must be 'train', 'valid' or None", expected="a mixture "
                           "split (or None for every record)", found=repr(split),
@@ -191,9 +205,13 @@ def render_record(record: dict, fmt: str) -> dict:
 def _list(batches, dest: Path, ex: Export, spec) -> int:
     """A JSON list or JSON lines file of the entries, in the records' order."""
     target = Output(dest, lines=spec.lines)
+    volumes = ct3d.volume_sources(ex.manifest)  # a mixture of images and volumes: 2-D only
     try:
         for recs in batches:
             for rec in recs:
+                if volumes and rec["source"] in volumes:
+                    ex.skip(ct3d.VOLUME_RECORD)
+                    continue
                 entry = spec.entry(ex.reframed(rec) if getattr(spec, "reframe", True) else rec,
                                    ex)
                 if entry is not None:
@@ -211,9 +229,13 @@ def _r2gen(batches, dest: Path, ex: Export, spec) -> dict:
     (returns the entries per split)."""
     parts = {name: Output(dest.with_name(f".{dest.name}.{name}"), lines=True)
              for name in R2GEN_SPLITS}
+    volumes = ct3d.volume_sources(ex.manifest)
     try:
         for recs in batches:
             for rec in recs:
+                if volumes and rec["source"] in volumes:
+                    ex.skip(ct3d.VOLUME_RECORD)
+                    continue
                 entry = spec.entry(ex.reframed(rec), ex)
                 if entry is not None:
                     if entry["split"] not in parts:

@@ -9,7 +9,7 @@ from .base import (CAPABILITIES, NEEDS, TASKS, Draft, Rendered, Task, capabiliti
 
 #: the modules of task families, imported in this order (the registry's order)
 FAMILIES = ("reports", "labels", "measures", "views", "vqa", "matching", "grounding",
-            "temporal", "captions")
+            "temporal", "captions", "volumes", "exams", "grounded3d")
 
 for _name in FAMILIES:
     import_module(f"{__name__}.{_name}")
