@@ -74,6 +74,7 @@ bench: install
 	$(BIN)/python -m benchmarks.dicom_scan --mr-headers
 	$(BIN)/python -m benchmarks.ct_mixture
 	$(BIN)/python -m benchmarks.volumes_export
+	$(BIN)/python -m benchmarks.viewer_volume
 
 clean:
 	rm -rf $(VENV) $(MIN_VENV) cache demo_output .pytest_cache site
