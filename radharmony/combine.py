@@ -48,6 +48,7 @@ from .vocabulary import derive_findings, derive_report
 from .vocabulary.kinds import check_kinds
 from .vocabulary.table import check_findings
 from .data.dataset import BaseRadiologicalDataset
+from .data.merged_sources import SourceSamples, volume_sources
 from .annotations.labels import UNCERTAIN_POLICIES
 from .data.sampling import cls_targets
 
@@ -68,7 +69,7 @@ class MergeError(RadHarmonyError, ValueError):
     """Datasets that cannot be merged as given."""
 
 
-class MergedDataset(BaseRadiologicalDataset):
+class MergedDataset(SourceSamples, BaseRadiologicalDataset):
     """Samples of several source datasets in one label space (build it with :func:`merge`).
 
     Samples: ``img``, ``sample_id`` (the source's), ``source`` (the dataset key), ``cls`` (one
@@ -76,7 +77,9 @@ class MergedDataset(BaseRadiologicalDataset):
     is a known target; ``uncertain=`` decides -1, see :data:`UNCERTAIN`), plus ``report`` when
     every source was built with ``output_report=True``, and ``reg`` / ``grade`` / ``side``
     with their masks when any source was built with ``output_reg`` / ``output_grade`` /
-    ``output_side`` (a source without them masks them: see :func:`merge`).
+    ``output_side`` (a source without them masks them: see :func:`merge`). A merge of volume
+    datasets reads each row through its source (its reader, preset and cache: see
+    :mod:`radharmony.data.merged_sources`), the merge's outputs put over the source's.
 
     Attributes:
         findings: the canonical finding ids, in ``cls`` order.
@@ -103,6 +106,16 @@ class MergedDataset(BaseRadiologicalDataset):
         super().__init__(None, output_cls=True, output_report="report" in like.outputs,
                          **kinds, transform=transform, cache_dir=like.cache_dir, dtype=like.dtype,
                          harmonized_df=table, spec=spec, image_roots=image_roots)
+
+    def __getitem__(self, index: int) -> dict:
+        if self.spec.row_unit == "volume":
+            return self.source_sample(index)
+        return super().__getitem__(index)
+
+    def __getitems__(self, indices) -> list[dict]:
+        if self.spec.row_unit == "volume":
+            return self.source_samples(indices)
+        return super().__getitems__(indices)
 
     def _set_table(self, df: pd.DataFrame, *, derived: bool = False) -> None:
         super()._set_table(df, derived=derived)
@@ -137,13 +150,13 @@ def _replace_key(spec: DatasetSpec, key: str) -> DatasetSpec:
     return replace(spec, key=key, title=f"{spec.title}: {key.split('/', 1)[1]}")
 
 
-def _merged_spec(findings: tuple[str, ...], outputs: frozenset[str], kinds: dict
-                 ) -> DatasetSpec:
+def _merged_spec(findings: tuple[str, ...], outputs: frozenset[str], kinds: dict,
+                 row_unit: str = "image") -> DatasetSpec:
     return DatasetSpec(
         key=MERGED_KEY, title="Merged datasets (canonical findings)", label_cols=findings,
         extra_cols=BASE_COLUMNS[5:] + _kind_columns(kinds), outputs=outputs,
         reg_cols=kinds["reg"], grades=kinds["grade"], sides=kinds["side"],
-        id_col="sample_id", root_col="source",
+        id_col="sample_id", root_col="source", row_unit=row_unit,
         age_col="patient_age_years", sex_col="patient_sex",
         label_map={f: ((f, "exact"),) for f in findings},
         access="the terms of each source dataset")
@@ -171,6 +184,12 @@ def _check_sources(datasets: Sequence) -> None:
                              expected="single-source datasets", found="a merged dataset",
                              fix="merge its sources together instead (merged.sources)")
     first = datasets[0]
+    units = {ds.spec.row_unit for ds in datasets}
+    if "volume" in units and len(units) > 1:
+        raise MergeError("merge(): volumes and images in one merge",
+                         expected="only volume datasets, or only image datasets",
+                         found=", ".join(f"{_describe(d)}: {d.spec.row_unit}" for d in datasets),
+                         fix="merge the CT/MR datasets and the radiographs separately")
     # outputs a source may lack: reg / grade / side (masked), and cls when a source has no
     # labels at all (bone ages): the merged cls is derived from every source's table anyway
     free = set(KIND_OUTPUTS) | ({"cls"} if any("cls" not in d.spec.outputs for d in datasets)
@@ -359,7 +378,8 @@ def merge(datasets: Sequence[BaseRadiologicalDataset], *, findings: Iterable[str
                       + (" and report" if "report" in outputs else ""),
                       UnsupportedOutputWarning, stacklevel=2)
     roots = {ds.spec.key: ds.base_image_dir for ds in datasets}
-    return MergedDataset(table, spec=_merged_spec(wanted, outputs, kinds), image_roots=roots,
+    unit = "volume" if volume_sources(datasets) else "image"
+    return MergedDataset(table, spec=_merged_spec(wanted, outputs, kinds, unit), image_roots=roots,
                          findings=wanted, uncertain=uncertain, merge_report=report,
                          sources=tuple(datasets), like=first, family_joins=family_joins)
 

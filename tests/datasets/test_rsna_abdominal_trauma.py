@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from radharmony.datasets.rsna_abdominal_trauma import (
     COLUMNS, IMAGE_LABEL_COLUMNS, IMAGE_LABEL_FILE, SERIES_COLUMNS, SERIES_FILE,
@@ -208,3 +209,40 @@ def test_a_merge_of_ct_datasets_masks_what_a_source_does_not_say(tmp_path):
     assert m.family_joins.empty
     prefixes = {p.split(":")[0] for p in m.harmonized_df["patient_id"]}
     assert prefixes == {"rsna_cspine", "rsna_abdominal_trauma", "rsna_pe"}
+
+
+def test_a_merge_of_ct_datasets_reads_each_volume_through_its_source(tmp_path):
+    """Merged volume samples: the source's own volume (reader, geometry) under the merged
+    label space; splits and filters read the right volume; volumes and radiographs refused
+    in one merge."""
+    from radharmony import merge
+    from radharmony.combine import MergeError
+    from radharmony.datasets.rsna_cspine import RSNACSpineDataset
+    from radharmony.datasets.rsna_pe import RSNAPEDataset
+    from radharmony.fake.rsna_cspine import write_rsna_cspine
+    from radharmony.fake.rsna_pe import write_rsna_pe
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        spine = RSNACSpineDataset(write_rsna_cspine(tmp_path / "spine"), cache_dir=None)
+        pe = RSNAPEDataset(write_rsna_pe(tmp_path / "pe", n_studies=2), cache_dir=None)
+        m = merge([spine, pe], findings=["cervical_spine_fracture", "pulmonary_embolism"])
+    assert m.spec.row_unit == "volume"
+    last = len(m) - 1  # a PE row
+    for index, source, j in ((1, spine, 1), (last, pe, len(pe) - 1)):
+        got, own = m[index], source[j]
+        assert torch.equal(got["img"], own["img"]) and torch.equal(got["affine"], own["affine"])
+        assert got["sample_id"] == own["sample_id"] and got["source"] == source.spec.key
+    assert m[1]["cls"].tolist() == [1, 0] and m[1]["cls_mask"].tolist() == [1, 0]
+    assert m[last]["cls_mask"].tolist() == [0, 1]  # PE says nothing of the spine
+    only_pe = m.filter(m.harmonized_df["source"] == "rsna_pe")
+    assert torch.equal(only_pe[len(only_pe) - 1]["img"], pe[len(pe) - 1]["img"])
+    batch = m.__getitems__([0, last])
+    assert [s["source"] for s in batch] == ["rsna_cspine", "rsna_pe"]
+    from radharmony.fake import make_fake
+    from radharmony.registry import get_dataset_class
+
+    nih = get_dataset_class("nih_cxr14")(**make_fake("nih_cxr14", tmp_path / "nih"),
+                                         cache_dir=None)
+    with pytest.raises(MergeError, match="volumes and images in one merge"):
+        merge([spine, nih])
