@@ -31,7 +31,10 @@ import torch
 
 from ..data.samplers import _mix
 from ..errors import RadHarmonyError
-from .reading import column_objects, read_records
+from .columns import MixtureColumns
+
+#: indices handed out per block when the sampler yields one at a time
+_BLOCK = 4096
 
 STATE_FORMAT = "radharmony-mixture-sampler"
 
@@ -45,7 +48,18 @@ def _check_int(name: str, value, *, low: int) -> int:
 
 
 def record_weights(sources, tasks, rates: dict) -> np.ndarray:
-    """Per-record draw weights giving each key of ``rates`` its share (see the module doc)."""
+    """Per-record draw weights giving each key of ``rates`` its share (see the module doc);
+    ``sources`` and ``tasks``: each record's names."""
+    s_codes, s_names = pd.factorize(np.asarray(sources, object), use_na_sentinel=False)
+    t_codes, t_names = pd.factorize(np.asarray(tasks, object), use_na_sentinel=False)
+    return coded_weights(s_codes, np.asarray(s_names, object), t_codes,
+                         np.asarray(t_names, object), rates)
+
+
+def coded_weights(s_codes, s_names, t_codes, t_names, rates: dict) -> np.ndarray:
+    """:func:`record_weights` of records given as codes into ``s_names`` / ``t_names`` (a
+    code of -1: the last name, None): each (source, task) group weighed once, counted with
+    ``bincount``, no object per record."""
     keys = {}
     for key, rate in rates.items():
         if isinstance(key, tuple) and len(key) == 2:
@@ -62,14 +76,12 @@ def record_weights(sources, tasks, rates: dict) -> np.ndarray:
                                   fix="pass e.g. rates={'mimic_cxr_jpg': 2, "
                                       "'rexgradient_train/report_findings': 1}")
         keys[norm] = float(rate)
-    # each (source, task) group once: a record weighs what its group does
-    s_codes, s_names = pd.factorize(np.asarray(sources, object), use_na_sentinel=False)
-    t_codes, t_names = pd.factorize(np.asarray(tasks, object), use_na_sentinel=False)
-    pairs, inverse = np.unique(s_codes.astype(np.int64) * len(t_names) + t_codes,
-                               return_inverse=True)
-    inverse = inverse.reshape(-1)
-    groups = list(zip(s_names[pairs // len(t_names)].tolist(),
-                      t_names[pairs % len(t_names)].tolist()))
+    width = len(t_names)
+    combined = (np.asarray(s_codes).astype(np.int64) % len(s_names)) * width + \
+        np.asarray(t_codes).astype(np.int64) % width
+    sizes = np.bincount(combined, minlength=len(s_names) * width)
+    present = np.flatnonzero(sizes)
+    groups = [(s_names[g // width], t_names[g % width]) for g in present.tolist()]
     which = [(s, t) if (s, t) in keys else s if s in keys else None for s, t in groups]
     held = set(which)
     unknown = [k for k in keys if k not in held]
@@ -79,14 +91,15 @@ def record_weights(sources, tasks, rates: dict) -> np.ndarray:
                               "the dataset has", expected=f"sources or source/task of {names}",
                               found=repr(unknown), fix="rate groups the mixture holds")
     count: dict = {}
-    for k, n in zip(which, np.bincount(inverse, minlength=len(groups)).tolist()):
+    for k, n in zip(which, sizes[present].tolist()):
         count[k] = count.get(k, 0) + n
     total = sum(keys.values())
     if not total > 0:
         raise RadHarmonyError("MixtureSampler: every rate is 0", expected="a positive share",
                               found=repr(rates), fix="give at least one group a share > 0")
-    weight = np.array([0.0 if k is None else keys[k] / total / count[k] for k in which])
-    return weight[inverse]
+    table = np.zeros(len(sizes))
+    table[present] = [0.0 if k is None else keys[k] / total / count[k] for k in which]
+    return table[combined]
 
 
 class MixtureSampler(torch.utils.data.Sampler[int]):
@@ -116,18 +129,18 @@ class MixtureSampler(torch.utils.data.Sampler[int]):
                  drop_last: bool = False, batch_size: int | None = None,
                  split: str | None = "train", tasks=None, sources=None):
         if hasattr(dataset_or_out, "groups"):
-            sources_col, tasks_col = dataset_or_out.groups()
+            groups = dataset_or_out.groups()
         else:
-            table = read_records(dataset_or_out, split=split, tasks=tasks, sources=sources,
-                                 columns=("source", "task"))
-            sources_col = column_objects(table.column("source"))
-            tasks_col = column_objects(table.column("task"))
-        n = len(sources_col)
+            columns = MixtureColumns(dataset_or_out)
+            rows = None if (split, tasks, sources) == (None, None, None) else \
+                columns.select(split=split, tasks=tasks, sources=sources)
+            groups = columns.groups(rows)
+        n = len(groups[0])
         if not n:
             raise RadHarmonyError("MixtureSampler has no records to draw",
                                   expected="a mixture split with records", found="0 records",
                                   fix="check split=, tasks= and sources=")
-        self.weights = None if rates is None else record_weights(sources_col, tasks_col, rates)
+        self.weights = None if rates is None else coded_weights(*groups, rates)
         if rates is not None and not isinstance(rates, dict):
             raise RadHarmonyError("MixtureSampler: rates must be a dict or None",
                                   expected="{group: share}", found=type(rates).__name__,
@@ -184,22 +197,25 @@ class MixtureSampler(torch.utils.data.Sampler[int]):
 
     def __iter__(self) -> Iterator[int] | Iterator[list[int]]:
         self._start, self._yielded = self.position, 0
-        mine = self._rest()[self.rank::self.num_replicas].tolist()
+        mine = self._rest()[self.rank::self.num_replicas]  # a tensor: Python ints per block
         if self.batch_size is None:
-            for index in mine:
-                self._yielded += 1
-                yield index
+            for start in range(0, len(mine), _BLOCK):
+                for index in mine[start:start + _BLOCK].tolist():
+                    self._yielded += 1
+                    yield index
         else:
             b = self.batch_size
             for start in range(0, len(mine), b):
-                batch = mine[start:start + b]
+                batch = mine[start:start + b].tolist()
                 self._yielded += len(batch)
                 yield batch
         self.position = 0  # a whole pass: iterating again starts the epoch over
 
     def __len__(self) -> int:
-        """This rank's indices this epoch (with ``batch_size``: its batches)."""
-        n = len(self._rest()) // self.num_replicas
+        """This rank's indices this epoch (with ``batch_size``: its batches), counted without
+        drawing the stream."""
+        rest, r = self.num_samples - self.position, self.num_replicas
+        n = rest // r if self.drop_last else -(-rest // r)
         return n if self.batch_size is None else -(-n // self.batch_size)
 
     def set_epoch(self, epoch: int) -> None:
@@ -247,4 +263,4 @@ class MixtureSampler(torch.utils.data.Sampler[int]):
                 f"{'' if self.batch_size is None else f', batches of {self.batch_size}'})")
 
 
-__all__ = ["MixtureSampler", "record_weights"]
+__all__ = ["MixtureSampler", "coded_weights", "record_weights"]
