@@ -370,3 +370,33 @@ def test_batches_from_workers_equal_the_batches_read_here(ds):
     want = [ds.batch(idx) for idx in sampler]
     assert len(got) == len(want) == 4
     assert all(_same(g, w) for g, w in zip(got, want))
+
+
+@pytest.mark.parametrize("ranks,drop_last,batch_size,taken",
+                         [(1, False, None, 0), (4, False, None, 3), (4, True, 5, 2),
+                          (5, False, 4, 7), (4, True, None, 3), (3, True, None, 18)])
+def test_the_length_is_what_an_iteration_hands_out_without_drawing(ds, ranks, drop_last,
+                                                                   batch_size, taken):
+    s = MixtureSampler(ds, seed=2, num_replicas=ranks, rank=ranks - 1, drop_last=drop_last,
+                       batch_size=batch_size)
+    s.load_state_dict({**s.state_dict(), "position": taken})
+    assert len(s) == len(list(s.__iter__()))
+    s.load_state_dict({**s.state_dict(), "position": taken})
+    assert len(s) == len(list(s))
+
+
+def test_the_sampler_weighs_codes_as_it_weighs_names(mix):
+    """Per-record weights from the memory-mapped codes equal those from the names (a null
+    code: the last name), so a state taken with either resumes with the other."""
+    from radharmony.mixture.columns import MixtureColumns
+    from radharmony.mixture.sampler import coded_weights, record_weights
+
+    cols = MixtureColumns(mix.out)
+    s_codes, s_names, t_codes, t_names = cols.groups()
+    rates = {"mimic_cxr_jpg": 3, "rexvqa_train/vqa_mcq": 1, "rexgradient_train": 2}
+    names = record_weights(s_names[s_codes.astype(np.int64)], t_names[t_codes.astype(np.int64)],
+                           rates)
+    assert np.array_equal(coded_weights(s_codes, s_names, t_codes, t_names, rates), names)
+    assert names.sum() == pytest.approx(1.0)
+    assert names[0] == pytest.approx(2 / 6 / sum(r["source"] == "rexgradient_train"
+                                                 for r in mix.records))
