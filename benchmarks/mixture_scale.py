@@ -16,7 +16,9 @@ Each step runs in a fresh process:
 * the open: ``MixtureDataset(out)`` and ``MixtureSampler(ds, batch_size=64)``, wall seconds
   of each, the first batch of indices, then the first batch read (``ds.batch``), and this
   process's private memory (``/proc/self/smaps_rollup``'s ``Private_Clean`` +
-  ``Private_Dirty``);
+  ``Private_Dirty``; and ``Private_Dirty`` alone, its heap: a clean private page is a mapped
+  file's page no other process has touched yet, page cache that becomes shared when one
+  does);
 * ``--ranks`` processes, each opening the mixture and reading ``--batches`` batches of 64
   through ``DataLoader(ds, batch_size=None, sampler=MixtureSampler(ds, num_replicas=R,
   rank=r, batch_size=64), num_workers=--workers)``; with the workers still alive each process
@@ -59,14 +61,20 @@ def scale_spec(roots: dict, cache_dir: Path, repeat: float) -> dict:
     return {**base, "name": "bench-scale", "sources": sources}
 
 
-def private_kib(pid: int | str = "self") -> int:
+def private_kib(pid: int | str = "self", kinds=("Private_Clean:", "Private_Dirty:")) -> int:
     """``Private_Clean + Private_Dirty`` of process ``pid`` in KiB (its pages no other process
-    maps)."""
+    maps); ``kinds=("Private_Dirty:",)``: the written ones only (its heap: what it alone
+    holds; a clean private page is a file's, e.g. a column's page only this process has
+    touched yet, which the page cache can drop and which becomes shared when another process
+    touches it)."""
     total = 0
     for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-        if line.startswith(("Private_Clean:", "Private_Dirty:")):
+        if line.startswith(kinds):
             total += int(line.split()[1])
     return total
+
+
+DIRTY = ("Private_Dirty:",)
 
 
 def _no_pixels(ds) -> None:
@@ -103,6 +111,7 @@ def open_run(out: Path) -> dict:
             "open_private_gb": after_open / 2**20, "private_before_open_gb": before / 2**20,
             "first_batch_s": drawn, "first_read_s": read, "batch": len(batch["record_id"]),
             "private_gb": private_kib() / 2**20,
+            "private_dirty_gb": private_kib(kinds=DIRTY) / 2**20,
             "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
 
 
@@ -126,8 +135,9 @@ def rank_run(out: Path, rank: int, ranks: int, workers: int, batches: int) -> di
 
     pids = _tree(os.getpid())
     mine = {str(p): private_kib(p) for p in pids}
+    dirty = {str(p): private_kib(p, DIRTY) for p in pids}
     del it
-    return {"rank": rank, "processes": len(pids), "private_kib": mine}
+    return {"rank": rank, "processes": len(pids), "private_kib": mine, "dirty_kib": dirty}
 
 
 def _child(*args: str) -> dict:
@@ -152,8 +162,10 @@ def ranks_run(out: Path, ranks: int, workers: int, batches: int) -> dict:
             raise SystemExit(f"a rank failed:\n{stderr[-4000:]}")
         results.append(json.loads(stdout.strip().splitlines()[-1]))
     kib = sum(sum(r["private_kib"].values()) for r in results)
+    dirty = sum(sum(r["dirty_kib"].values()) for r in results)
     return {"ranks": ranks, "workers": workers, "processes": sum(r["processes"] for r in results),
-            "ranks_private_gb": kib / 2**20, "ranks_s": time.perf_counter() - t,
+            "ranks_private_gb": kib / 2**20, "ranks_private_dirty_gb": dirty / 2**20,
+            "ranks_s": time.perf_counter() - t,
             "largest_process_gb": max(max(r["private_kib"].values()) for r in results) / 2**20}
 
 
@@ -173,7 +185,8 @@ def bench(work: Path, scale: float, repeat: float, ranks: int, workers: int,
         if b.returncode:
             raise SystemExit(f"the build failed:\n{b.stderr[-4000:]}")
         built = json.loads(b.stdout.strip().splitlines()[-1])
-        r.update(build_s=built["seconds"], build_gb=built["peak_tree_gb"],
+        r.update(build_s=built["seconds"], build_cpu_s=built["cpu_seconds"],
+                 build_gb=built["peak_tree_gb"],
                  build_records=built["records"], sources=len(json.loads(
                      spec_path.read_text())["sources"]))
     r.update(_child("--open", str(out)))

@@ -191,8 +191,9 @@ class MixtureSampler(torch.utils.data.Sampler[int]):
         if self.drop_last:
             return rest[:len(rest) // r * r]
         pad = -len(rest) % r
-        if pad:
-            rest = torch.cat([rest, full.repeat(-(-pad // len(full)))[:pad]])
+        if pad:  # the stream's start again (tiled only when shorter than the padding)
+            head = full[:pad] if pad <= len(full) else full.repeat(-(-pad // len(full)))[:pad]
+            rest = torch.cat([rest, head])
         return rest
 
     def __iter__(self) -> Iterator[int] | Iterator[list[int]]:
