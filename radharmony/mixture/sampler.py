@@ -14,6 +14,11 @@ one would have read next (on any number of ranks: the rest of the stream is deal
   ``(source, task)`` pairs, values relative shares; a record takes its most specific key,
   and records under no key are not drawn.
 
+The stream is never held whole: the record at any position is computed from the position
+(a seeded Feistel permutation of the records without ``rates``, a hashed uniform draw on
+the rates' cumulative weights with them), so a rank's first batch of a 15 M-record mixture
+costs what a batch does, in time and memory.
+
 With a DataLoader that reads ahead (``num_workers > 0``) the sampler has handed out more
 indices than the training loop consumed: pass ``consumed=`` (samples this rank took from
 the loader this epoch) to :meth:`MixtureSampler.state_dict`.
@@ -35,6 +40,48 @@ from .columns import MixtureColumns
 
 #: indices handed out per block when the sampler yields one at a time
 _BLOCK = 4096
+#: the stream's algorithm (in the state's digest: a state of another one is refused)
+STREAM = "feistel-v2"
+_GOLDEN = 0x9E3779B97F4A7C15
+
+
+def _splitmix(x) -> np.ndarray:
+    """SplitMix64's finalizer of each uint64 (wrapping arithmetic): a bijection that mixes
+    every bit."""
+    with np.errstate(over="ignore"):
+        x = np.asarray(x, np.uint64) + np.uint64(_GOLDEN)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+def _permuted(x: np.ndarray, n: int, keys) -> np.ndarray:
+    """A seeded permutation of ``range(n)`` at ``x``: a four-round Feistel network over the
+    smallest even number of bits holding ``n``, walked again while a value falls outside
+    ``range(n)`` (so it is a bijection of ``range(n)``); ``keys`` (uint64, one or one per
+    value) choose the permutation. Any positions, in O(len(x)) memory."""
+    half = max(1, ((n - 1).bit_length() + 1) // 2)
+    mask, shift = np.uint64((1 << half) - 1), np.uint64(half)
+    keys = np.broadcast_to(np.asarray(keys, np.uint64), np.shape(x))
+    out = np.asarray(x, np.int64).astype(np.uint64)
+    todo = np.ones(len(out), bool)
+    while todo.any():
+        v, k = out[todo], keys[todo]
+        left, right = v >> shift, v & mask
+        for round_ in range(4):
+            with np.errstate(over="ignore"):
+                mixed = _splitmix(right ^ (k + np.uint64(round_) * np.uint64(_GOLDEN)))
+            left, right = right, left ^ (mixed & mask)
+        out[todo] = (left << shift) | right
+        todo = out >= np.uint64(n)
+    return out.astype(np.int64)
+
+
+def _uniform(pos: np.ndarray, key: int) -> np.ndarray:
+    """A uniform float in [0, 1) for each stream position (53 bits of a hash of it)."""
+    with np.errstate(over="ignore"):
+        bits = _splitmix(pos.astype(np.uint64) * np.uint64(_GOLDEN) ^ np.uint64(key))
+    return (bits >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
 
 STATE_FORMAT = "radharmony-mixture-sampler"
 
@@ -166,57 +213,57 @@ class MixtureSampler(torch.utils.data.Sampler[int]):
         self.position = 0   # the global stream position the next iteration starts at
         self._start = 0     # ... and the one the running (or last) iteration started at
         self._yielded = 0   # this rank's samples handed out by that iteration
-        h = hashlib.sha256(f"{n}:{self.num_samples}".encode())
+        h = hashlib.sha256(f"{STREAM}:{n}:{self.num_samples}".encode())
         h.update(b"" if self.weights is None else self.weights.tobytes())
         self.digest = h.hexdigest()[:16]
+        self._cdf = None if self.weights is None else np.cumsum(self.weights)
 
     # -- the stream ----------------------------------------------------------------------------
-    def stream(self, epoch: int | None = None) -> torch.Tensor:
-        """The whole epoch's global stream of record indices (int64), before it is dealt."""
-        g = torch.Generator().manual_seed(_mix(self.seed, self.epoch if epoch is None
-                                               else int(epoch)))
-        if self.weights is None:
-            reps = -(-self.num_samples // self.num_records)
-            return torch.cat([torch.randperm(self.num_records, generator=g)
-                              for _ in range(reps)])[:self.num_samples]
-        cdf = torch.cumsum(torch.from_numpy(self.weights), 0)
-        u = torch.rand(self.num_samples, generator=g, dtype=torch.float64) * cdf[-1]
-        return torch.searchsorted(cdf, u, right=True).clamp_(max=self.num_records - 1)
+    def at(self, positions, epoch: int | None = None) -> np.ndarray:
+        """The record indices at global stream ``positions`` (int64) of ``epoch`` (default:
+        this one), computed for those positions alone (:func:`_permuted`,
+        :func:`_uniform`): no rank holds the whole stream."""
+        pos = np.asarray(positions, np.int64)
+        key = _mix(self.seed, self.epoch if epoch is None else int(epoch))
+        if self._cdf is None:
+            rep, offset = np.divmod(pos, self.num_records)
+            return _permuted(offset, self.num_records, _splitmix(
+                np.uint64(key) ^ (rep.astype(np.uint64) * np.uint64(_GOLDEN))))
+        u = _uniform(pos, key) * self._cdf[-1]
+        return np.minimum(np.searchsorted(self._cdf, u, side="right"), self.num_records - 1)
 
-    def _rest(self) -> torch.Tensor:
-        """The stream from :attr:`position`, cut or wrapped to a multiple of the ranks."""
-        full = self.stream()
-        rest = full[self.position:]
-        r = self.num_replicas
-        if self.drop_last:
-            return rest[:len(rest) // r * r]
-        pad = -len(rest) % r
-        if pad:  # the stream's start again (tiled only when shorter than the padding)
-            head = full[:pad] if pad <= len(full) else full.repeat(-(-pad // len(full)))[:pad]
-            rest = torch.cat([rest, head])
-        return rest
+    def stream(self, epoch: int | None = None) -> torch.Tensor:
+        """The whole epoch's global stream of record indices (int64), before it is dealt
+        (every record once per ``num_records`` positions, in a seeded order, without
+        ``rates``; drawn by rate with them)."""
+        return torch.from_numpy(self.at(np.arange(self.num_samples), epoch))
+
+    def _mine(self) -> int:
+        """This rank's samples from :attr:`position` on: the rest of the stream cut
+        (``drop_last``) or padded from its start to a multiple of the ranks, dealt."""
+        rest, r = self.num_samples - self.position, self.num_replicas
+        return rest // r if self.drop_last else -(-rest // r)
 
     def __iter__(self) -> Iterator[int] | Iterator[list[int]]:
         self._start, self._yielded = self.position, 0
-        mine = self._rest()[self.rank::self.num_replicas]  # a tensor: Python ints per block
-        if self.batch_size is None:
-            for start in range(0, len(mine), _BLOCK):
-                for index in mine[start:start + _BLOCK].tolist():
+        mine, r, block = self._mine(), self.num_replicas, self.batch_size or _BLOCK
+        first = self.position + self.rank
+        for start in range(0, mine, block):
+            j = np.arange(start, min(start + block, mine), dtype=np.int64)
+            values = self.at((first + j * r) % self.num_samples).tolist()
+            if self.batch_size is None:
+                for index in values:
                     self._yielded += 1
                     yield index
-        else:
-            b = self.batch_size
-            for start in range(0, len(mine), b):
-                batch = mine[start:start + b].tolist()
-                self._yielded += len(batch)
-                yield batch
+            else:
+                self._yielded += len(values)
+                yield values
         self.position = 0  # a whole pass: iterating again starts the epoch over
 
     def __len__(self) -> int:
         """This rank's indices this epoch (with ``batch_size``: its batches), counted without
         drawing the stream."""
-        rest, r = self.num_samples - self.position, self.num_replicas
-        n = rest // r if self.drop_last else -(-rest // r)
+        n = self._mine()
         return n if self.batch_size is None else -(-n // self.batch_size)
 
     def set_epoch(self, epoch: int) -> None:
@@ -264,4 +311,4 @@ class MixtureSampler(torch.utils.data.Sampler[int]):
                 f"{'' if self.batch_size is None else f', batches of {self.batch_size}'})")
 
 
-__all__ = ["MixtureSampler", "coded_weights", "record_weights"]
+__all__ = ["MixtureSampler", "STREAM", "coded_weights", "record_weights"]

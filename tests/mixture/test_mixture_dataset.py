@@ -400,3 +400,33 @@ def test_the_sampler_weighs_codes_as_it_weighs_names(mix):
     assert names.sum() == pytest.approx(1.0)
     assert names[0] == pytest.approx(2 / 6 / sum(r["source"] == "rexgradient_train"
                                                  for r in mix.records))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 17, 1000, 4097])
+def test_the_seeded_order_is_a_permutation_at_any_positions(n):
+    """Every record once per ``n`` positions (each repeat its own order), whatever positions
+    are asked, and the same values asked in any order or alone."""
+    from radharmony.mixture.sampler import _permuted, _splitmix
+
+    keys = _splitmix(np.arange(3, dtype=np.uint64))
+    for key in keys:
+        assert sorted(_permuted(np.arange(n), n, key).tolist()) == list(range(n))
+    whole = _permuted(np.arange(n), n, keys[0])
+    pick = np.array([n - 1, 0, n // 2, n - 1])
+    assert _permuted(pick, n, keys[0]).tolist() == whole[pick].tolist()
+    if n > 3:
+        assert whole.tolist() != list(range(n))
+        assert whole.tolist() != _permuted(np.arange(n), n, keys[1]).tolist()
+
+
+def test_the_first_batch_of_a_large_mixture_draws_no_whole_stream():
+    class Groups:  # 20 M records of one group, as codes
+        def groups(self):
+            n = 20_000_000
+            return (np.zeros(n, np.int16), np.array(["s", None], object),
+                    np.zeros(n, np.int16), np.array(["t", None], object))
+
+    s = MixtureSampler(Groups(), batch_size=64, num_replicas=8, rank=5, seed=1)
+    first = next(iter(s))
+    assert len(first) == 64 and len(set(first)) == 64
+    assert first == s.at(5 + 8 * np.arange(64)).tolist()
