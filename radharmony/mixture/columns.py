@@ -93,6 +93,11 @@ class MixtureColumns:
         self.values = {name: _objects(v) for name, v in index["values"].items()}
         self._maps: dict = {}
 
+    def __getstate__(self) -> dict:
+        """Pickled (a DataLoader worker started by spawn) without the maps: each process
+        maps the files again, sharing their pages, instead of receiving copies."""
+        return {**self.__dict__, "_maps": {}}
+
     def _map(self, file: str) -> np.ndarray:
         arr = self._maps.get(file)
         if arr is None:

@@ -94,6 +94,19 @@ class MixtureDataset(torch.utils.data.Dataset):
                                    cache_dir=cache_dir, dtype=dtype)
         self.dtype = dtype
 
+    def __getstate__(self) -> dict:
+        """Pickled (a DataLoader worker started by spawn) with a split's memory-mapped rows
+        named, not copied: the worker maps them again."""
+        state = dict(self.__dict__)
+        if isinstance(self.index, np.memmap):
+            state["index"] = _SplitRows(self.split)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        if isinstance(self.index, _SplitRows):
+            self.index = self.records.rows(self.index.split)
+
     @property
     def size(self) -> int:
         return self.images.pipeline.size
@@ -200,6 +213,13 @@ class MixtureDataset(torch.utils.data.Dataset):
             bad = idx[(idx < -n) | (idx >= n)][0]
             raise IndexError(f"index {bad} out of range for {n} records")
         return idx if lo >= 0 else np.where(idx < 0, idx + n, idx)
+
+
+class _SplitRows:
+    """A split's memory-mapped rows, as pickled (:meth:`MixtureDataset.__getstate__`)."""
+
+    def __init__(self, split: str):
+        self.split = split
 
 
 class MixtureBatch(dict):

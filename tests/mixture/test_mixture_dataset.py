@@ -430,3 +430,16 @@ def test_the_first_batch_of_a_large_mixture_draws_no_whole_stream():
     first = next(iter(s))
     assert len(first) == 64 and len(set(first)) == 64
     assert first == s.at(5 + 8 * np.arange(64)).tolist()
+
+
+def test_pickled_for_a_spawned_worker_the_columns_are_mapped_again_not_copied(mix):
+    import pickle
+
+    train = MixtureDataset(mix.out, split="train")
+    train.batch([0, 1])  # the columns it read are mapped now
+    assert isinstance(train.index, np.memmap) and train.records._maps
+    data = pickle.dumps(train)
+    assert len(data) < 20_000  # names and the index of files, no column
+    again = pickle.loads(data)
+    assert isinstance(again.index, np.memmap) and list(again.records._maps) == ["rows.train.npy"]
+    assert _same(again.batch([3, 0]), train.batch([3, 0]))
