@@ -176,18 +176,21 @@ class MixtureSampler(torch.utils.data.Sampler[int]):
                  drop_last: bool = False, batch_size: int | None = None,
                  split: str | None = "train", tasks=None, sources=None):
         if hasattr(dataset_or_out, "groups"):
-            groups = dataset_or_out.groups()
+            n, groups = len(dataset_or_out), dataset_or_out.groups
         else:
             columns = MixtureColumns(dataset_or_out)
             rows = None if (split, tasks, sources) == (None, None, None) else \
                 columns.select(split=split, tasks=tasks, sources=sources)
-            groups = columns.groups(rows)
-        n = len(groups[0])
+            n = columns.num_rows if rows is None else len(rows)
+
+            def groups():
+                return columns.groups(rows)
         if not n:
             raise RadHarmonyError("MixtureSampler has no records to draw",
                                   expected="a mixture split with records", found="0 records",
                                   fix="check split=, tasks= and sources=")
-        self.weights = None if rates is None else coded_weights(*groups, rates)
+        # the records' groups are read only to weigh them: without rates, only their number
+        self.weights = None if rates is None else coded_weights(*groups(), rates)
         if rates is not None and not isinstance(rates, dict):
             raise RadHarmonyError("MixtureSampler: rates must be a dict or None",
                                   expected="{group: share}", found=type(rates).__name__,
