@@ -101,7 +101,6 @@ class SourceImages:
                  cache_dir=None, dtype=None):
         import torch
 
-        self.sources = {s["name"]: s for s in manifest.get("sources", [])}
         self.reading = manifest_reading(manifest) if reading is None else reading
         self.pipeline = DefaultTransform(size=image_size(manifest) if size is None else size)
         self.cache_dir = None if cache_dir is None else os.fspath(cache_dir)
