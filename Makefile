@@ -63,6 +63,7 @@ bench: install
 	$(BIN)/python -m benchmarks.audit
 	$(BIN)/python -m benchmarks.ct_rate_table
 	$(BIN)/python -m benchmarks.mixture_build
+	$(BIN)/python -m benchmarks.mixture_scale
 	$(BIN)/python -m benchmarks.mixture_export
 	$(BIN)/python -m benchmarks.mixture_boxes
 	$(BIN)/python -m benchmarks.mixture_boxes --tasks

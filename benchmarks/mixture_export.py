@@ -124,6 +124,7 @@ def bench_read(work: Path, patients: int, runs: int) -> dict:
     from radharmony import CachedLoader
     from radharmony.datasets.nih import NIHChestXray14Dataset as NIHDataset
     from radharmony.fake.nih import write_nih
+    from radharmony.mixture.column_writer import write_columns
     from radharmony.mixture.dataset import MixtureDataset, MixtureSampler, mixture_collate
     from radharmony.mixture.records import RECORD_SCHEMA, RECORDS_NAME, record_id
 
@@ -149,6 +150,7 @@ def bench_read(work: Path, patients: int, runs: int) -> dict:
     pq.write_table(pa.Table.from_pylist(rows, schema=RECORD_SCHEMA), out / RECORDS_NAME)
     _manifest(out, [{"name": "nih", "dataset": "nih_cxr14", "root": str(images), "split": "train",
                      "kwargs": {}, "inputs": {}}], len(rows), {"mode": "cache", "size": 224})
+    write_columns(out)  # what a build writes beside records.parquet
     mix = MixtureDataset(out, cache_dir=cache)
 
     def epoch(loader) -> np.ndarray:

@@ -27,6 +27,7 @@ from ..errors import RadHarmonyError
 from ..files import atomic_write
 from ..gc_pause import paused_gc
 from ..version import __version__
+from .columns import column_sources
 from .context import HELD_REASONS, SourceContext
 from .grounding import choose_readers
 from .holdout import (HoldOut, dataset_key, input_identity, missing_side_files, open_dataset,
@@ -48,9 +49,10 @@ def build(spec, out: str | os.PathLike, *, workers: int | None = None,
     :class:`~radharmony.mixture.spec.MixtureSpec`) into the folder ``out``.
 
     Writes ``out/records.parquet`` (one row per record,
-    :data:`~radharmony.mixture.records.RECORD_SCHEMA`) and ``out/mixture.json`` (the resolved
-    spec, radharmony's version, each input file's identity, the counts per source x task x
-    split, every exclusion by reason, the hold-out summary) and returns the manifest.
+    :data:`~radharmony.mixture.records.RECORD_SCHEMA`), the same records as memory-mapped
+    columns in ``out/columns/`` (:mod:`radharmony.mixture.columns`: what training reads)
+    and ``out/mixture.json`` (the resolved spec, radharmony's version, each input file's
+    identity, the counts per source x task x split, every exclusion by reason, the hold-out summary) and returns the manifest.
 
     ``workers``: the processes building sources side by side (default: the usable cores, at
     most :data:`~radharmony.mixture.spool.DEFAULT_PROCESSES`; 1 builds them in this process,
@@ -79,14 +81,14 @@ def build(spec, out: str | os.PathLike, *, workers: int | None = None,
         raise
     tallies = Tallies()
     children = _start(spec, hold, pool, out, workers, jobs) if jobs is not None else None
-    writer = RecordWriter(out / RECORDS_NAME, row_group=ROW_GROUP)
+    writer = RecordWriter(out / RECORDS_NAME, row_group=ROW_GROUP, columns=out)
     try:
         if children is None:
             sources = [_source(spec, s, hold, writer, tallies, workers, progress,
                                pool.pop(dataset_key(s), None)) for s in spec.sources]
         else:
             sources = _gather(children, writer, tallies, progress)
-        writer.close()
+        writer.close(column_sources({"sources": sources}))
     except BaseException:
         writer.abort()
         if children is not None:

@@ -2,9 +2,11 @@
 their images), :func:`mixture_collate` (batches of mixed tasks) and, from
 :mod:`radharmony.mixture.sampler`, :class:`MixtureSampler` (the resumable, rank-sharded draw).
 
-A sample is one record of ``records.parquet`` (its columns; ``fields`` as a dict) with its
-images read through each source dataset's own pipeline and cache
-(:class:`~radharmony.mixture.images.SourceImages`):
+A sample is one record (its columns; ``fields`` as a dict), read from the mixture's
+memory-mapped columns (:mod:`radharmony.mixture.columns`: opening holds no Python object per
+record, and every rank and DataLoader worker on a machine shares the pages), with its images
+read by path through the pipeline and cache their source dataset uses
+(:class:`~radharmony.mixture.images.SourceImages`; no source's metadata is opened):
 
 * ``img`` ``(n, 1, S, S)`` in [-1, 1], the record's ``n`` images (``n = 0`` for a text-only
   record) and ``num_images`` n;
@@ -31,9 +33,9 @@ from ..data import handoff
 from ..data.collate import collate
 from ..data.handoff import PACKED_KEYS
 from ..errors import RadHarmonyError
+from .columns import MixtureColumns
 from .images import SourceImages
 from .reading import ColumnRows, read_records, table_records  # noqa: F401 (re-exported)
-from .reading import column_objects, distinct_values, one_chunk
 from .records import RECORD_COLUMNS, read_manifest
 from .sampler import MixtureSampler
 
@@ -43,8 +45,6 @@ SAMPLE_COLUMNS = tuple(c for c in RECORD_COLUMNS
                        if c not in ("dataset", "source_split", "prompt_variant"))
 #: columns every sample needs to find its images
 _NEEDED = ("source", "task", "image_paths", "fields")
-#: the columns a batch reads before its images
-_FIRST = ("source", "image_paths", "fields")
 
 
 class MixtureDataset(torch.utils.data.Dataset):
@@ -84,32 +84,51 @@ class MixtureDataset(torch.utils.data.Dataset):
                                   found=repr(unknown or columns), fix="pass e.g. "
                                   "columns=('record_id', 'task', 'prompt', 'target')")
         self.columns = tuple(dict.fromkeys([*columns, *_NEEDED]))
-        self.table = read_records(self.out, split=split, tasks=tasks, sources=sources,
-                                  columns=self.columns)
-        self._rows = ColumnRows(self.table)
+        self.records = MixtureColumns(self.out)
+        #: the positions of the dataset's records among the mixture's (memory-mapped for a
+        #: split; None: all of them)
+        self.index = self.records.select(split=split, tasks=tasks, sources=sources) \
+            if (split, tasks, sources) != (None, None, None) else None
         self._keys = (*self.columns, "img", "num_images", "prior_img", "prior_num_images")
-        self._but_paths = tuple(c for c in self.columns if c != "image_paths")
-        self.images = SourceImages(self.manifest, size=size, cache_dir=cache_dir, dtype=dtype)
+        self.images = SourceImages(self.manifest, self.records.sources, size=size,
+                                   cache_dir=cache_dir, dtype=dtype)
         self.dtype = dtype
-        for name in distinct_values(self.table.column("source")):
-            self.images.dataset(name)  # built now, so DataLoader workers inherit them
-        self._index = _ImageIndex(self.table, self._rows, self.images)
+
+    def __getstate__(self) -> dict:
+        """Pickled (a DataLoader worker started by spawn) with a split's memory-mapped rows
+        named, not copied: the worker maps them again."""
+        state = dict(self.__dict__)
+        if isinstance(self.index, np.memmap):
+            state["index"] = _SplitRows(self.split)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        if isinstance(self.index, _SplitRows):
+            self.index = self.records.rows(self.index.split)
 
     @property
     def size(self) -> int:
         return self.images.pipeline.size
 
     def __len__(self) -> int:
-        return self.table.num_rows
+        return self.records.num_rows if self.index is None else len(self.index)
+
+    @property
+    def table(self):
+        """The dataset's records as an Arrow table, read from ``records.parquet`` (for looking
+        at them; reading samples never needs it)."""
+        table = read_records(self.out, split=None, columns=self.columns)
+        return table if self.index is None else table.take(np.asarray(self.index))
 
     def __repr__(self) -> str:
         return (f"MixtureDataset({self.out.name}: {len(self)} records, split={self.split!r}, "
                 f"size={self.size})")
 
-    def groups(self) -> tuple[np.ndarray, np.ndarray]:
-        """Each record's ``(source, task)``, as two arrays (what the sampler weighs)."""
-        return (column_objects(self.table.column("source")),
-                column_objects(self.table.column("task")))
+    def groups(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Each record's source and task codes and the names they stand for (what the sampler
+        weighs: :meth:`~radharmony.mixture.columns.MixtureColumns.groups`)."""
+        return self.records.groups(self.index)
 
     def __getitem__(self, index):
         """Record ``index`` as a sample; a list (or 1-D array) of indices as their collated
@@ -122,8 +141,7 @@ class MixtureDataset(torch.utils.data.Dataset):
     def __getitems__(self, indices) -> list[dict]:
         """The records of ``indices`` with every image of the batch read and converted at
         once (``DataLoader(ds, batch_size=B)`` calls this). The batch's columns come out of
-        Arrow column by column (:class:`~radharmony.mixture.reading.ColumnRows`), the text
-        ones while the pixels are converted."""
+        the memory-mapped columns (:class:`~radharmony.mixture.columns.MixtureColumns`)."""
         return self._read(indices, self._samples)
 
     def batch(self, indices) -> "MixtureBatch":
@@ -137,37 +155,18 @@ class MixtureDataset(torch.utils.data.Dataset):
     def _read(self, indices, finish):
         """``finish(cols, imgs, counts, prior_counts, n)`` of the records ``indices``: their
         columns, their images (the records' ``n``, then their priors'; ``counts`` and
-        ``prior_counts`` per record), called while the pixels are converted."""
+        ``prior_counts`` per record)."""
         idx = self._positions(indices)
-        made: list = []
-        plain = self._index.batch(idx)
-        if plain is not None:  # one source's table rows, no prior images: no text read first
-            name, rows, counts = plain
-
-            def meanwhile(imgs: torch.Tensor) -> None:  # while the pixels are converted
-                if counts.count(1) == len(counts):  # one table row each: its path, no Arrow
-                    cols = self._rows.take(idx, self._but_paths)
-                    cols["image_paths"] = self.images.one_path_each(name, rows)
-                else:
-                    cols = self._rows.take(idx, self.columns)
-                cols["fields"] = [orjson.loads(t) if t else {} for t in cols["fields"]]
-                made.append(finish(cols, imgs, counts, [0] * len(counts), len(rows)))
-            self.images.rows_tensor(name, rows, meanwhile)
-            return made[0]
-        first = self._rows.take(idx, _FIRST)
-        fields = [orjson.loads(t) if t else {} for t in first["fields"]]
-        first["fields"] = fields
-        paths = [p or () for p in first["image_paths"]]
+        cols = self.records.take(idx if self.index is None else self.index[idx],
+                                 self.columns)
+        fields = [orjson.loads(t) if t else {} for t in cols["fields"]]
+        cols["fields"] = fields
+        paths = [p or () for p in cols["image_paths"]]
         priors = [f.get("prior_image_paths") or () for f in fields]
         counts, prior_counts = list(map(len, paths)), list(map(len, priors))
-        items = [(s, p) for s, ps in zip(first["source"], paths) for p in ps]
-        prior_items = [(s, p) for s, ps in zip(first["source"], priors) for p in ps]
-
-        def meanwhile_all(imgs: torch.Tensor) -> None:
-            first.update(self._rows.take(idx, [c for c in self.columns if c not in first]))
-            made.append(finish(first, imgs, counts, prior_counts, len(items)))
-        self.images.tensor(items + prior_items, meanwhile=meanwhile_all)
-        return made[0]
+        items = [(s, p) for s, ps in zip(cols["source"], paths) for p in ps]
+        items += [(s, p) for s, ps in zip(cols["source"], priors) for p in ps]
+        return finish(cols, self.images.tensor(items), counts, prior_counts, sum(counts))
 
     def _collated(self, cols: dict, imgs: torch.Tensor, counts: list, prior_counts: list,
                   n: int) -> "MixtureBatch":
@@ -216,50 +215,11 @@ class MixtureDataset(torch.utils.data.Dataset):
         return idx if lo >= 0 else np.where(idx < 0, idx + n, idx)
 
 
-class _ImageIndex:
-    """Where each record's images lie in its source's table, as NumPy arrays made once for
-    the whole mixture: a batch of records whose images are all table rows of one source
-    (and that have no prior images) goes to the pixels with no text read first."""
+class _SplitRows:
+    """A split's memory-mapped rows, as pickled (:meth:`MixtureDataset.__getstate__`)."""
 
-    def __init__(self, table, columns: ColumnRows, images: SourceImages):
-        import pyarrow.compute as pc
-
-        self.source, self.names = columns.codes["source"]
-        paths = one_chunk(table.column("image_paths"))
-        offsets = paths.offsets.to_numpy().astype(np.int64)  # positions in paths.values
-        valid = paths.is_valid().to_numpy(zero_copy_only=False)
-        self.start, self.count = offsets[:-1], np.where(valid, np.diff(offsets), 0)
-        owner = np.full(len(paths.values), -1, np.int64)  # each path's source
-        owner[offsets[0]:offsets[-1]] = np.repeat(self.source, np.diff(offsets))
-        self.row = images.table_rows(self.names, owner, paths.values)
-        prior = pc.match_substring(table.column("fields"), '"prior_image_paths"')
-        self.prior = pc.fill_null(prior, True).to_numpy(zero_copy_only=False)
-        #: a record of one image, a table row, and no prior image: that row (else -1)
-        self.single = np.full(len(self.start), -1, np.int64)
-        one = np.flatnonzero((self.count == 1) & ~self.prior)
-        self.single[one] = self.row[self.start[one]]
-
-    def batch(self, idx: np.ndarray) -> tuple | None:
-        """``(source name, table rows, counts per record)`` of records ``idx``, when all
-        their images are rows of one source's table and none may have a prior image; else
-        None."""
-        if not len(idx):
-            return None
-        source, single = self.source[idx], self.single[idx]
-        if (single >= 0).all() and (source == source[0]).all():  # one image a record
-            return self.names[source[0]], single, [1] * len(idx)
-        if (source != source[0]).any() or self.prior[idx].any():
-            return None
-        start, count = self.start[idx], self.count[idx]
-        if (count == 1).all():  # one image a record
-            rows = self.row[start]
-        else:
-            ends = np.cumsum(count)
-            rows = self.row[np.repeat(start - ends + count, count) +
-                            np.arange(ends[-1] if len(ends) else 0)]
-        if (rows < 0).any():
-            return None
-        return self.names[source[0]], rows, count.tolist()
+    def __init__(self, split: str):
+        self.split = split
 
 
 class MixtureBatch(dict):

@@ -1,14 +1,13 @@
-"""A mixture's images through each source dataset's own pipeline and cache.
+"""A mixture's images through the pipeline and cache their source datasets use, by path.
 
-A record names its images by ``image_paths`` relative to its source's root. The pixels are
-those of the source's image-level dataset, rebuilt from ``mixture.json`` (``sources[i]``:
-``dataset`` key, ``root``, ``kwargs``) with the mixture's pipeline (one size for every
-source) and the caller's cache folder: an image that is a row of the source's table is read
-the way that dataset reads it (batched, out of the cache's pack when it has one); an image
-the table has no row for (a VQA question's second view) goes through the same pipeline and
-cache by path. Either way the array is the cache's quantized ``(S, S)`` letterboxed image,
-so an export's PNG and a :class:`~radharmony.mixture.dataset.MixtureDataset` tensor are the
-same pixels.
+A record names its images by ``image_paths`` relative to its source's image root. The build
+writes each source's resolved image root and cache key mode into the mixture's columns
+(:mod:`radharmony.mixture.columns`), so reading needs no source dataset and no metadata: each
+image is looked up in the caller's cache folder (its pack first, then its loose entry) under
+the key the source's own dataset gives that file with the mixture's pipeline (one size for
+every source), and decoded and stored on a miss. The array is the cache's quantized
+``(S, S)`` letterboxed image, so an export's PNG, a source dataset's sample and a
+:class:`~radharmony.mixture.dataset.MixtureDataset` tensor are the same pixels.
 
 The key image of a record (LLaVA-1.5's one image, MAIRA-2's frontal) is
 :func:`key_frontal`: the first PA, else the first AP, else the first other frontal view.
@@ -17,20 +16,18 @@ The key image of a record (LLaVA-1.5's one image, MAIRA-2's frontal) is
 from __future__ import annotations
 
 import os
-import warnings
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
 from ..errors import RadHarmonyError
+from ..imaging.cache import ImageCache
 from ..imaging.pipeline import STORAGE, DefaultTransform
 from ..imaging.read import safe_path
 from ..vqa.images import load_one
+from .columns import manifest_reading
 
-#: constructor arguments the mixture sets itself (a source's recorded ones are replaced)
-OWN_KWARGS = frozenset({"base_image_dir", "transform", "cache_dir", "dtype", "level",
-                        "max_images", "view_order", "prior", "packed", "output_cls",
-                        "output_mask", "output_report", "output_bbox"})
 #: the default image size when the manifest's images are ``original``
 DEFAULT_SIZE = 224
 
@@ -86,142 +83,71 @@ def image_size(manifest: dict, images: str | None = None) -> int:
 
 
 class SourceImages:
-    """The images of a mixture's sources as quantized arrays (see the module doc).
+    """The images of a mixture's records as quantized arrays, read by path (see the module
+    doc) with no source dataset opened: each source's image root and cache key mode come
+    from the mixture's columns (:mod:`radharmony.mixture.columns`, written at build time).
 
     Args:
         manifest: the mixture's ``mixture.json``
             (:func:`~radharmony.mixture.records.read_manifest`).
+        reading: source name -> ``{"image_root", "cache_key"}`` (the columns' ``sources``;
+            None: :func:`~radharmony.mixture.columns.manifest_reading`).
         size: the pipeline's output size (default: the manifest's, else 224).
-        cache_dir: the image cache folder each source's dataset uses (None: no cache, every
-            image decoded on each read).
-        dtype: the dtype of the source datasets' tensors.
+        cache_dir: the image cache folder (None: no cache, every image decoded on each read).
+        dtype: the dtype of the tensors.
     """
 
-    def __init__(self, manifest: dict, *, size: int | None = None, cache_dir=None,
-                 dtype=None):
+    def __init__(self, manifest: dict, reading: dict | None = None, *, size: int | None = None,
+                 cache_dir=None, dtype=None):
         import torch
 
-        self.sources = {s["name"]: s for s in manifest.get("sources", [])}
+        self.reading = manifest_reading(manifest) if reading is None else reading
         self.pipeline = DefaultTransform(size=image_size(manifest) if size is None else size)
         self.cache_dir = None if cache_dir is None else os.fspath(cache_dir)
         self.dtype = torch.float32 if dtype is None else dtype
-        self._datasets: dict[str, object] = {}
-        self._rows: dict[str, dict[str, int]] = {}
-        self._paths: dict[str, list[str]] = {}  # each source's table paths, by row
+        self._readers: dict[str, SimpleNamespace] = {}
 
-    def source(self, name: str) -> dict:
-        try:
-            return self.sources[name]
-        except KeyError:
-            raise RadHarmonyError(f"A record names the source {name!r}, which the mixture "
-                                  "manifest does not list", expected=f"one of "
-                                  f"{sorted(self.sources)}", found=repr(name),
-                                  fix="rebuild the mixture: records.parquet and mixture.json "
-                                      "come from one build") from None
-
-    def dataset(self, name: str):
-        """Source ``name``'s image-level dataset (built once, from the manifest's entry)."""
-        ds = self._datasets.get(name)
-        if ds is None:
-            from ..registry import get_dataset_class
-
-            src = self.source(name)
-            kwargs = {k: v for k, v in (src.get("kwargs") or {}).items() if k not in OWN_KWARGS}
-            with warnings.catch_warnings():  # the build warned about the table already
-                warnings.simplefilter("ignore")
-                ds = get_dataset_class(src["dataset"])(
-                    src["root"], **kwargs, transform=self.pipeline, cache_dir=self.cache_dir,
-                    dtype=self.dtype)
-            self._datasets[name] = ds
-            rows: dict[str, int] = {}
-            paths = ds.rows.paths.tolist()
-            for j, p in enumerate(paths):
-                rows.setdefault(p, j)
-            self._rows[name], self._paths[name] = rows, paths
-        return ds
-
-    def one_path_each(self, name: str, rows: np.ndarray) -> list[list[str]]:
-        """``[[path]]`` of source ``name``'s table rows ``rows``: the ``image_paths`` of
-        records of one image each that :meth:`table_rows` found at those rows (the path
-        found is the row's own text)."""
-        paths = self._paths[name]
-        return [[paths[r]] for r in rows.tolist()]
+    def reader(self, name: str) -> SimpleNamespace:
+        """Source ``name``'s ``image_cache`` (None without a cache folder), ``pipeline`` and
+        ``root``: what :func:`~radharmony.vqa.images.load_one` reads an image with, the cache
+        the source's own dataset keys (its pipeline's parameters and key mode)."""
+        found = self._readers.get(name)
+        if found is None:
+            try:
+                src = self.reading[name]
+            except KeyError:
+                raise RadHarmonyError(f"A record names the source {name!r}, which the "
+                                      "mixture's columns do not list", expected=f"one of "
+                                      f"{sorted(self.reading)}", found=repr(name),
+                                      fix="rebuild the mixture: its files come from one build"
+                                      ) from None
+            cache = None if self.cache_dir is None else ImageCache(
+                self.cache_dir, self.pipeline.params(), key=src.get("cache_key", "identity"))
+            found = SimpleNamespace(image_cache=cache, pipeline=self.pipeline,
+                                    root=src["image_root"])
+            self._readers[name] = found
+        return found
 
     def quantized(self, items: list[tuple[str, str]]) -> np.ndarray:
         """The quantized ``(n, S, S)`` images of ``items`` (``(source, image_path)`` pairs),
-        in order."""
+        in order, each through the cache (decoded and stored on a miss)."""
         out = np.empty((len(items), self.pipeline.size, self.pipeline.size),
                        STORAGE[self.pipeline.bits])
-        by_source: dict[str, list[int]] = {}
-        for j, (name, _) in enumerate(items):
-            by_source.setdefault(name, []).append(j)
-        for name, where in by_source.items():
-            ds = self.dataset(name)
-            rows = self._rows[name]
-            listed = [j for j in where if items[j][1] in rows]
-            if listed:
-                idx = np.array([rows[items[j][1]] for j in listed], np.int64)
-                out[listed] = self._table_rows(ds, idx)
-            for j in where:
-                if items[j][1] not in rows:
-                    out[j] = self._by_path(ds, name, items[j][1])
+        for j, (name, rel) in enumerate(items):
+            r = self.reader(name)
+            out[j] = load_one(r, r.root, rel)
         return out
 
-    def tensor(self, items: list[tuple[str, str]], meanwhile=None) -> "torch.Tensor":
+    def tensor(self, items: list[tuple[str, str]]) -> "torch.Tensor":
         """``(n, 1, S, S)`` in [-1, 1] of ``items``, in one of this process's reused batch
-        buffers (a DataLoader worker's: a shared-memory slot, :mod:`radharmony.data.handoff`).
-        A batch whose images are all rows of one source's table, lying in one pack, is
-        converted straight out of the pack's memory map, on a helper thread while
-        ``meanwhile(out)`` (the caller's work that does not read the pixels, given the tensor
-        they are going to) runs, as the image-level batched read does; any other is gathered
-        first. ``meanwhile`` is called once."""
+        buffers (a DataLoader worker's: a shared-memory slot, :mod:`radharmony.data.handoff`)."""
         import torch
 
         s = self.pipeline.size
         shape = (len(items), 1, s, s)
         out = self._batch(shape) if items else torch.empty(shape, dtype=self.dtype)
-        once = _once(meanwhile, out)
-        names = {name for name, _ in items}
-        if len(names) == 1:
-            name = names.pop()
-            ds, rows = self.dataset(name), self._rows[name]
-            if ds.image_cache is not None and all(p in rows for _, p in items):
-                return self._cached(ds, np.array([rows[p] for _, p in items], np.int64), out,
-                                    once)
         if items:
             self.pipeline.to_tensor(self.quantized(items), self.dtype, out=out)
-        once()
-        return out
-
-    def rows_tensor(self, name: str, rows: np.ndarray, meanwhile=None) -> "torch.Tensor":
-        """:meth:`tensor` of source ``name``'s table rows ``rows`` (positions in its
-        dataset, e.g. from :meth:`table_rows`)."""
-        ds = self.dataset(name)
-        if ds.image_cache is None or not len(rows):
-            paths = ds.rows.paths
-            return self.tensor([(name, paths[int(r)]) for r in rows], meanwhile)
-        out = self._batch((len(rows), 1, self.pipeline.size, self.pipeline.size))
-        return self._cached(ds, np.asarray(rows, np.int64), out, _once(meanwhile, out))
-
-    def table_rows(self, names: list, codes: np.ndarray, paths) -> np.ndarray:
-        """Each image's row in its source's table, -1 where the table has none (read by
-        path): ``paths`` an Arrow array of image paths, ``codes`` each one's source as a
-        position in ``names``. Vectorized, for a whole mixture at once."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        out = np.full(len(paths), -1, np.int64)
-        for c, name in enumerate(names):
-            where = np.flatnonzero(codes == c)
-            if name is None or not len(where):
-                continue
-            self.dataset(name)
-            rows = self._rows[name]
-            found = pc.index_in(paths.take(pa.array(where)),
-                                value_set=pa.array(list(rows), pa.string()))
-            found = pc.fill_null(found, -1).to_numpy(zero_copy_only=False).astype(np.int64)
-            table = np.fromiter(rows.values(), np.int64, len(rows))
-            out[where] = np.where(found >= 0, table[np.maximum(found, 0)], -1)
         return out
 
     def _batch(self, shape: tuple) -> "torch.Tensor":
@@ -236,43 +162,9 @@ class SourceImages:
                                                                                  self.dtype)
         return torch.empty(shape, dtype=self.dtype) if out is None else out  # no slot: new
 
-    def _cached(self, ds, idx: np.ndarray, out, once) -> "torch.Tensor":
-        """Table rows ``idx`` of ``ds`` (with a cache) into ``out``, converted straight out
-        of the pack when they lie in one, ``once()`` run meanwhile."""
-        from ..data import batches
-
-        source, records, _, done = batches.cached_rows_ahead(
-            ds, idx, out, stream=None, boxes=False, meanwhile=once)
-        if done is None:
-            self.pipeline.to_tensor(source, self.dtype, rows=records, out=out)
-        once()
-        return out
-
-    @staticmethod
-    def _table_rows(ds, idx: np.ndarray) -> np.ndarray:
-        if ds.image_cache is not None:
-            from ..data import batches
-
-            return batches.read_quantized(ds, idx)[0]
-        return np.stack([ds.load_image(int(i))[0] for i in idx])
-
-    def _by_path(self, ds, name: str, rel: str) -> np.ndarray:
-        """An image the source's table has no row for: the same pipeline and cache, by path."""
-        return load_one(ds, self.source(name)["root"], rel)
-
     def file(self, name: str, rel: str) -> Path:
         """The absolute path of source ``name``'s image ``rel`` (refused outside its root)."""
-        return safe_path(self.source(name)["root"], rel)
-
-
-def _once(meanwhile, out):
-    """``meanwhile(out)`` the first time the result is called, nothing after."""
-    ran = []
-
-    def once() -> None:
-        if meanwhile is not None and not ran:
-            ran.append(meanwhile(out))
-    return once
+        return safe_path(self.reader(name).root, rel)
 
 
 __all__ = ["DEFAULT_SIZE", "SourceImages", "first_lateral", "image_size",

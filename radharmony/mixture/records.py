@@ -259,22 +259,25 @@ _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=
 
 def read_manifest(out: str | os.PathLike) -> dict:
     """The ``mixture.json`` of the mixture folder ``out``."""
-    path = Path(out) / MANIFEST_NAME
+    return read_format(Path(out) / MANIFEST_NAME, MANIFEST_FORMAT,
+                       what="the mixture manifest", expected=f"a folder written by radharmony "
+                       f"mix build, holding {MANIFEST_NAME} and {RECORDS_NAME}",
+                       fix="run `radharmony mix build SPEC OUT` first, or check the path")
+
+
+def read_format(path: Path, fmt: str, *, what: str, expected: str, fix: str) -> dict:
+    """The JSON file ``path`` of ``format`` ``fmt`` (``what`` it is, for the errors: what a
+    readable one is and how to ``fix`` it)."""
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
+        found = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise RadHarmonyError(f"Cannot read the mixture manifest {path}",
-                              expected=f"a folder written by radharmony mix build, holding "
-                                       f"{MANIFEST_NAME} and {RECORDS_NAME}",
-                              found=f"{type(exc).__name__}: {exc}",
-                              fix="run `radharmony mix build SPEC OUT` first, or check the "
-                                  "path") from None
-    if manifest.get("format") != MANIFEST_FORMAT:
-        raise RadHarmonyError(f"{path} is not a radharmony mixture manifest",
-                              expected=f"format {MANIFEST_FORMAT!r}",
-                              found=repr(manifest.get("format")),
-                              fix="point at the folder `radharmony mix build` wrote")
-    return manifest
+        raise RadHarmonyError(f"Cannot read {what} {path}", expected=expected,
+                              found=f"{type(exc).__name__}: {exc}", fix=fix) from None
+    if not isinstance(found, dict) or found.get("format") != fmt:
+        got = found.get("format") if isinstance(found, dict) else type(found).__name__
+        raise RadHarmonyError(f"{path} is not {what}", expected=f"format {fmt!r}",
+                              found=repr(got), fix=fix)
+    return found
 
 
 def source_roots(manifest: dict) -> dict[str, str]:

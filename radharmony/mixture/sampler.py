@@ -14,6 +14,11 @@ one would have read next (on any number of ranks: the rest of the stream is deal
   ``(source, task)`` pairs, values relative shares; a record takes its most specific key,
   and records under no key are not drawn.
 
+The stream is never held whole: the record at any position is computed from the position
+(a seeded Feistel permutation of the records without ``rates``, a hashed uniform draw on
+the rates' cumulative weights with them), so a rank's first batch of a 15 M-record mixture
+costs what a batch does, in time and memory.
+
 With a DataLoader that reads ahead (``num_workers > 0``) the sampler has handed out more
 indices than the training loop consumed: pass ``consumed=`` (samples this rank took from
 the loader this epoch) to :meth:`MixtureSampler.state_dict`.
@@ -31,7 +36,52 @@ import torch
 
 from ..data.samplers import _mix
 from ..errors import RadHarmonyError
-from .reading import column_objects, read_records
+from .columns import MixtureColumns
+
+#: indices handed out per block when the sampler yields one at a time
+_BLOCK = 4096
+#: the stream's algorithm (in the state's digest: a state of another one is refused)
+STREAM = "feistel-v2"
+_GOLDEN = 0x9E3779B97F4A7C15
+
+
+def _splitmix(x) -> np.ndarray:
+    """SplitMix64's finalizer of each uint64 (wrapping arithmetic): a bijection that mixes
+    every bit."""
+    with np.errstate(over="ignore"):
+        x = np.asarray(x, np.uint64) + np.uint64(_GOLDEN)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+def _permuted(x: np.ndarray, n: int, keys) -> np.ndarray:
+    """A seeded permutation of ``range(n)`` at ``x``: a four-round Feistel network over the
+    smallest even number of bits holding ``n``, walked again while a value falls outside
+    ``range(n)`` (so it is a bijection of ``range(n)``); ``keys`` (uint64, one or one per
+    value) choose the permutation. Any positions, in O(len(x)) memory."""
+    half = max(1, ((n - 1).bit_length() + 1) // 2)
+    mask, shift = np.uint64((1 << half) - 1), np.uint64(half)
+    keys = np.broadcast_to(np.asarray(keys, np.uint64), np.shape(x))
+    out = np.asarray(x, np.int64).astype(np.uint64)
+    todo = np.ones(len(out), bool)
+    while todo.any():
+        v, k = out[todo], keys[todo]
+        left, right = v >> shift, v & mask
+        for round_ in range(4):
+            with np.errstate(over="ignore"):
+                mixed = _splitmix(right ^ (k + np.uint64(round_) * np.uint64(_GOLDEN)))
+            left, right = right, left ^ (mixed & mask)
+        out[todo] = (left << shift) | right
+        todo = out >= np.uint64(n)
+    return out.astype(np.int64)
+
+
+def _uniform(pos: np.ndarray, key: int) -> np.ndarray:
+    """A uniform float in [0, 1) for each stream position (53 bits of a hash of it)."""
+    with np.errstate(over="ignore"):
+        bits = _splitmix(pos.astype(np.uint64) * np.uint64(_GOLDEN) ^ np.uint64(key))
+    return (bits >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
 
 STATE_FORMAT = "radharmony-mixture-sampler"
 
@@ -45,7 +95,18 @@ def _check_int(name: str, value, *, low: int) -> int:
 
 
 def record_weights(sources, tasks, rates: dict) -> np.ndarray:
-    """Per-record draw weights giving each key of ``rates`` its share (see the module doc)."""
+    """Per-record draw weights giving each key of ``rates`` its share (see the module doc);
+    ``sources`` and ``tasks``: each record's names."""
+    s_codes, s_names = pd.factorize(np.asarray(sources, object), use_na_sentinel=False)
+    t_codes, t_names = pd.factorize(np.asarray(tasks, object), use_na_sentinel=False)
+    return coded_weights(s_codes, np.asarray(s_names, object), t_codes,
+                         np.asarray(t_names, object), rates)
+
+
+def coded_weights(s_codes, s_names, t_codes, t_names, rates: dict) -> np.ndarray:
+    """:func:`record_weights` of records given as codes into ``s_names`` / ``t_names`` (a
+    code of -1: the last name, None): each (source, task) group weighed once, counted with
+    ``bincount``, no object per record."""
     keys = {}
     for key, rate in rates.items():
         if isinstance(key, tuple) and len(key) == 2:
@@ -62,14 +123,12 @@ def record_weights(sources, tasks, rates: dict) -> np.ndarray:
                                   fix="pass e.g. rates={'mimic_cxr_jpg': 2, "
                                       "'rexgradient_train/report_findings': 1}")
         keys[norm] = float(rate)
-    # each (source, task) group once: a record weighs what its group does
-    s_codes, s_names = pd.factorize(np.asarray(sources, object), use_na_sentinel=False)
-    t_codes, t_names = pd.factorize(np.asarray(tasks, object), use_na_sentinel=False)
-    pairs, inverse = np.unique(s_codes.astype(np.int64) * len(t_names) + t_codes,
-                               return_inverse=True)
-    inverse = inverse.reshape(-1)
-    groups = list(zip(s_names[pairs // len(t_names)].tolist(),
-                      t_names[pairs % len(t_names)].tolist()))
+    width = len(t_names)
+    combined = (np.asarray(s_codes).astype(np.int64) % len(s_names)) * width + \
+        np.asarray(t_codes).astype(np.int64) % width
+    sizes = np.bincount(combined, minlength=len(s_names) * width)
+    present = np.flatnonzero(sizes)
+    groups = [(s_names[g // width], t_names[g % width]) for g in present.tolist()]
     which = [(s, t) if (s, t) in keys else s if s in keys else None for s, t in groups]
     held = set(which)
     unknown = [k for k in keys if k not in held]
@@ -79,14 +138,15 @@ def record_weights(sources, tasks, rates: dict) -> np.ndarray:
                               "the dataset has", expected=f"sources or source/task of {names}",
                               found=repr(unknown), fix="rate groups the mixture holds")
     count: dict = {}
-    for k, n in zip(which, np.bincount(inverse, minlength=len(groups)).tolist()):
+    for k, n in zip(which, sizes[present].tolist()):
         count[k] = count.get(k, 0) + n
     total = sum(keys.values())
     if not total > 0:
         raise RadHarmonyError("MixtureSampler: every rate is 0", expected="a positive share",
                               found=repr(rates), fix="give at least one group a share > 0")
-    weight = np.array([0.0 if k is None else keys[k] / total / count[k] for k in which])
-    return weight[inverse]
+    table = np.zeros(len(sizes))
+    table[present] = [0.0 if k is None else keys[k] / total / count[k] for k in which]
+    return table[combined]
 
 
 class MixtureSampler(torch.utils.data.Sampler[int]):
@@ -116,18 +176,21 @@ class MixtureSampler(torch.utils.data.Sampler[int]):
                  drop_last: bool = False, batch_size: int | None = None,
                  split: str | None = "train", tasks=None, sources=None):
         if hasattr(dataset_or_out, "groups"):
-            sources_col, tasks_col = dataset_or_out.groups()
+            n, groups = len(dataset_or_out), dataset_or_out.groups
         else:
-            table = read_records(dataset_or_out, split=split, tasks=tasks, sources=sources,
-                                 columns=("source", "task"))
-            sources_col = column_objects(table.column("source"))
-            tasks_col = column_objects(table.column("task"))
-        n = len(sources_col)
+            columns = MixtureColumns(dataset_or_out)
+            rows = None if (split, tasks, sources) == (None, None, None) else \
+                columns.select(split=split, tasks=tasks, sources=sources)
+            n = columns.num_rows if rows is None else len(rows)
+
+            def groups():
+                return columns.groups(rows)
         if not n:
             raise RadHarmonyError("MixtureSampler has no records to draw",
                                   expected="a mixture split with records", found="0 records",
                                   fix="check split=, tasks= and sources=")
-        self.weights = None if rates is None else record_weights(sources_col, tasks_col, rates)
+        # the records' groups are read only to weigh them: without rates, only their number
+        self.weights = None if rates is None else coded_weights(*groups(), rates)
         if rates is not None and not isinstance(rates, dict):
             raise RadHarmonyError("MixtureSampler: rates must be a dict or None",
                                   expected="{group: share}", found=type(rates).__name__,
@@ -153,53 +216,57 @@ class MixtureSampler(torch.utils.data.Sampler[int]):
         self.position = 0   # the global stream position the next iteration starts at
         self._start = 0     # ... and the one the running (or last) iteration started at
         self._yielded = 0   # this rank's samples handed out by that iteration
-        h = hashlib.sha256(f"{n}:{self.num_samples}".encode())
+        h = hashlib.sha256(f"{STREAM}:{n}:{self.num_samples}".encode())
         h.update(b"" if self.weights is None else self.weights.tobytes())
         self.digest = h.hexdigest()[:16]
+        self._cdf = None if self.weights is None else np.cumsum(self.weights)
 
     # -- the stream ----------------------------------------------------------------------------
-    def stream(self, epoch: int | None = None) -> torch.Tensor:
-        """The whole epoch's global stream of record indices (int64), before it is dealt."""
-        g = torch.Generator().manual_seed(_mix(self.seed, self.epoch if epoch is None
-                                               else int(epoch)))
-        if self.weights is None:
-            reps = -(-self.num_samples // self.num_records)
-            return torch.cat([torch.randperm(self.num_records, generator=g)
-                              for _ in range(reps)])[:self.num_samples]
-        cdf = torch.cumsum(torch.from_numpy(self.weights), 0)
-        u = torch.rand(self.num_samples, generator=g, dtype=torch.float64) * cdf[-1]
-        return torch.searchsorted(cdf, u, right=True).clamp_(max=self.num_records - 1)
+    def at(self, positions, epoch: int | None = None) -> np.ndarray:
+        """The record indices at global stream ``positions`` (int64) of ``epoch`` (default:
+        this one), computed for those positions alone (:func:`_permuted`,
+        :func:`_uniform`): no rank holds the whole stream."""
+        pos = np.asarray(positions, np.int64)
+        key = _mix(self.seed, self.epoch if epoch is None else int(epoch))
+        if self._cdf is None:
+            rep, offset = np.divmod(pos, self.num_records)
+            return _permuted(offset, self.num_records, _splitmix(
+                np.uint64(key) ^ (rep.astype(np.uint64) * np.uint64(_GOLDEN))))
+        u = _uniform(pos, key) * self._cdf[-1]
+        return np.minimum(np.searchsorted(self._cdf, u, side="right"), self.num_records - 1)
 
-    def _rest(self) -> torch.Tensor:
-        """The stream from :attr:`position`, cut or wrapped to a multiple of the ranks."""
-        full = self.stream()
-        rest = full[self.position:]
-        r = self.num_replicas
-        if self.drop_last:
-            return rest[:len(rest) // r * r]
-        pad = -len(rest) % r
-        if pad:
-            rest = torch.cat([rest, full.repeat(-(-pad // len(full)))[:pad]])
-        return rest
+    def stream(self, epoch: int | None = None) -> torch.Tensor:
+        """The whole epoch's global stream of record indices (int64), before it is dealt
+        (every record once per ``num_records`` positions, in a seeded order, without
+        ``rates``; drawn by rate with them)."""
+        return torch.from_numpy(self.at(np.arange(self.num_samples), epoch))
+
+    def _mine(self) -> int:
+        """This rank's samples from :attr:`position` on: the rest of the stream cut
+        (``drop_last``) or padded from its start to a multiple of the ranks, dealt."""
+        rest, r = self.num_samples - self.position, self.num_replicas
+        return rest // r if self.drop_last else -(-rest // r)
 
     def __iter__(self) -> Iterator[int] | Iterator[list[int]]:
         self._start, self._yielded = self.position, 0
-        mine = self._rest()[self.rank::self.num_replicas].tolist()
-        if self.batch_size is None:
-            for index in mine:
-                self._yielded += 1
-                yield index
-        else:
-            b = self.batch_size
-            for start in range(0, len(mine), b):
-                batch = mine[start:start + b]
-                self._yielded += len(batch)
-                yield batch
+        mine, r, block = self._mine(), self.num_replicas, self.batch_size or _BLOCK
+        first = self.position + self.rank
+        for start in range(0, mine, block):
+            j = np.arange(start, min(start + block, mine), dtype=np.int64)
+            values = self.at((first + j * r) % self.num_samples).tolist()
+            if self.batch_size is None:
+                for index in values:
+                    self._yielded += 1
+                    yield index
+            else:
+                self._yielded += len(values)
+                yield values
         self.position = 0  # a whole pass: iterating again starts the epoch over
 
     def __len__(self) -> int:
-        """This rank's indices this epoch (with ``batch_size``: its batches)."""
-        n = len(self._rest()) // self.num_replicas
+        """This rank's indices this epoch (with ``batch_size``: its batches), counted without
+        drawing the stream."""
+        n = self._mine()
         return n if self.batch_size is None else -(-n // self.batch_size)
 
     def set_epoch(self, epoch: int) -> None:
@@ -247,4 +314,4 @@ class MixtureSampler(torch.utils.data.Sampler[int]):
                 f"{'' if self.batch_size is None else f', batches of {self.batch_size}'})")
 
 
-__all__ = ["MixtureSampler", "record_weights"]
+__all__ = ["MixtureSampler", "STREAM", "coded_weights", "record_weights"]

@@ -6,7 +6,9 @@ item always gets the same paraphrase), the record id (:func:`~radharmony.mixture
 record_id`), the prompt filled from the task's slots, and the unit's patient, study, images
 and mixture split. :class:`RecordWriter` writes row groups of exactly ``row_group`` rows
 (zstd, dictionary pages: both deterministic), so the file's bytes depend only on the records,
-never on how they were chunked, and memory holds at most one row group.
+never on how they were chunked, and memory holds at most one row group; with ``columns=``
+it also writes the mixture's memory-mapped columns (:mod:`radharmony.mixture.columns`) as the
+records pass.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import pyarrow.parquet as pq
 import xxhash
 
 from ..files import TMP_PREFIX
+from .column_writer import ColumnWriter
 from .lengths import LengthTally, token_counts
 from .records import RECORD_SCHEMA
 
@@ -116,10 +119,15 @@ class RecordWriter:
 
     Each full row group is encoded and compressed on one background thread (Arrow releases
     the GIL) while the next records are assembled; the groups go in order, one at a time, so
-    the bytes are those of writing them inline and memory holds at most two row groups."""
+    the bytes are those of writing them inline and memory holds at most two row groups.
 
-    def __init__(self, path: Path, *, row_group: int = ROW_GROUP):
+    ``columns``: the mixture folder whose ``columns/`` is written too
+    (:class:`~radharmony.mixture.columns.ColumnWriter`; :meth:`close` takes what it records
+    of the sources), or None."""
+
+    def __init__(self, path: Path, *, row_group: int = ROW_GROUP, columns=None):
         self.path, self.row_group = Path(path), row_group
+        self.columns = None if columns is None else ColumnWriter(columns)
         self.tmp = self.path.with_name(f"{TMP_PREFIX}{os.getpid()}-{self.path.name}")
         self._writer = pq.ParquetWriter(self.tmp, RECORD_SCHEMA, compression="zstd",
                                         use_dictionary=DICTIONARY, write_statistics=True)
@@ -134,6 +142,8 @@ class RecordWriter:
         if len(table):
             self.lengths.add(table.column("task"),
                              token_counts(table.column("target").combine_chunks()))
+        if self.columns is not None:
+            self.columns.write(table)
         self._buffer.append(table)
         self._buffered += len(table)
         while self._buffered >= self.row_group:
@@ -156,13 +166,17 @@ class RecordWriter:
         if pending is not None:
             pending.result()  # a failed write raises here
 
-    def close(self) -> None:
+    def close(self, sources: list | None = None) -> None:
+        """Write the last row group and move the file into place (and the columns, with
+        ``sources``: each ``{"name", "image_root", "cache_key"}``)."""
         if self._buffered:
             self._submit(pa.concat_tables(self._buffer))
         self._buffer, self._buffered = [], 0
         self._wait()
         self._pool.shutdown()
         self._writer.close()
+        if self.columns is not None:
+            self.columns.close(sources or [])
         os.replace(self.tmp, self.path)
 
     def abort(self) -> None:
@@ -175,6 +189,8 @@ class RecordWriter:
             self._writer.close()
         finally:
             self.tmp.unlink(missing_ok=True)
+            if self.columns is not None:
+                self.columns.abort()
 
 
 __all__ = ["ROW_GROUP", "RecordWriter", "assemble", "positional", "prompt_variants",

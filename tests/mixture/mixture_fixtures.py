@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from radharmony.fake import make_fake
+from radharmony.mixture.column_writer import write_columns
 from radharmony.mixture.records import (MANIFEST_FORMAT, MANIFEST_NAME, RECORD_SCHEMA,
                                         RECORDS_NAME, fields_json, record_id)
 from radharmony.registry import get_dataset_class
@@ -191,4 +192,5 @@ def write_mixture(folder: str | Path, *, images: str = "original", size: int = 6
                                            for (s, t, sp), n in sorted(counts.items())],
                 "excluded": [], "records": len(records)}
     (out / MANIFEST_NAME).write_text(json.dumps(manifest, indent=1))
+    write_columns(out)  # what a build writes beside them
     return Mixture(out=out, records=records, roots=roots, manifest=manifest)

@@ -95,6 +95,34 @@ def test_the_rebuild_is_byte_identical_whatever_the_workers(built, replicas):
     assert (base / "again" / RECORDS_NAME).read_bytes() == \
         (base / "out" / RECORDS_NAME).read_bytes()
     assert again["counts"] == manifest["counts"] and again["excluded"] == manifest["excluded"]
+    # the memory-mapped columns too, file by file
+    files = sorted(p.name for p in (base / "out" / "columns").iterdir())
+    assert files == sorted(p.name for p in (base / "again" / "columns").iterdir())
+    assert "split.codes.npy" in files and "rows.train.npy" in files
+    for name in files:
+        assert (base / "again" / "columns" / name).read_bytes() == \
+            (base / "out" / "columns" / name).read_bytes(), name
+
+
+def test_the_columns_hold_the_records_and_what_reading_their_images_needs(built, replicas):
+    from radharmony.mixture.columns import MixtureColumns
+    from radharmony.mixture.reading import table_records
+
+    base, manifest, _ = built
+    want = table_records(pq.read_table(base / "out" / RECORDS_NAME))
+    cols = MixtureColumns(base / "out")
+    assert cols.num_rows == len(want) == manifest["records"]
+    every = np.arange(len(want))
+    got = cols.take(every, RECORD_COLUMNS)
+    assert [dict(zip(got, v)) for v in zip(*got.values())] == want
+    for split in ("train", "valid"):
+        assert np.array_equal(cols.rows(split), [i for i, r in enumerate(want)
+                                                 if r["split"] == split])
+    # each source's image root (the root its dataset was opened on) and cache key mode
+    assert cols.sources == {s["name"]: {"name": s["name"], "image_root": s["root"],
+                                        "cache_key": "identity"}
+                            for s in manifest["sources"]}
+    assert not np.load(base / "out" / "columns" / "task.codes.npy", mmap_mode="r").flags.owndata
 
 
 def test_changing_one_rate_changes_only_that_draw(built, replicas):
@@ -310,7 +338,7 @@ def test_a_source_failing_in_its_process_raises_its_error_and_leaves_nothing(rep
         build(spec, tmp_path / "out", workers=2, progress=False)
     assert "In the source process:" in str(err.value.__cause__)  # where it was raised there
     assert "_build_source" in str(err.value.__cause__)
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == []
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == []  # no columns either
 
 
 def test_sources_are_built_in_this_process_where_fork_is_not_the_way(monkeypatch):

@@ -108,30 +108,24 @@ def _same(a, b) -> bool:
     return True
 
 
-@pytest.mark.parametrize("order", ["all", "reversed", "fast", "mixed", "negative"])
-def test_a_batch_read_equals_its_records_read_apart_and_the_general_path(ds, order,
-                                                                          monkeypatch):
+@pytest.mark.parametrize("order", ["all", "reversed", "one_source", "mixed", "negative"])
+def test_a_batch_read_equals_its_records_read_apart(ds, order):
     n = len(ds)
     indices = {"all": list(range(n)), "reversed": list(range(n))[::-1],
-               "fast": [12, 11, 14],  # one source's table rows: read with no text first
-               "mixed": [0, 1, 15, 9, 11, 3], "negative": [-1, 2, -18]}[order]
-    fast = ds.__getitems__(indices)
-    with monkeypatch.context() as m:  # every batch through the path that reads text first
-        m.setattr(ds._index, "batch", lambda idx: None)
-        general = ds.__getitems__(indices)
+               "one_source": [12, 11, 14], "mixed": [0, 1, 15, 9, 11, 3],
+               "negative": [-1, 2, -18]}[order]
+    together = ds.__getitems__(indices)
     apart = [ds[i] for i in indices]
-    assert len(fast) == len(general) == len(apart) == len(indices)
-    assert all(_same(a, b) and _same(a, c) for a, b, c in zip(fast, general, apart))
-    batch = mixture_collate(fast)
-    assert _same(batch, collate(list(fast)))  # the columns handed over = the generic collate
-    assert _same(batch, mixture_collate(general)) and _same(batch, collate(apart))
+    assert len(together) == len(apart) == len(indices)
+    assert all(_same(a, b) for a, b in zip(together, apart))
+    batch = mixture_collate(together)
+    assert _same(batch, collate(list(together)))  # the columns handed over = the generic one
+    assert _same(batch, collate(apart))
     # the batch read straight from the columns (no sample dicts) is that batch too
     read = ds[indices]
     assert isinstance(read, MixtureBatch) and _same(read, batch)
     assert mixture_collate(read) is read  # DataLoader(batch_size=None) hands it on
-    with monkeypatch.context() as m:
-        m.setattr(ds._index, "batch", lambda idx: None)
-        assert _same(ds.batch(np.array(indices)), batch)
+    assert _same(ds.batch(np.array(indices)), batch)
 
 
 def test_a_batch_of_no_records_and_indices_that_are_not_a_list(ds):
@@ -160,6 +154,28 @@ def test_a_changed_sample_is_collated_as_it_now_is(ds):
     fewer = ds.__getitems__([11, 12, 13])
     del fewer[2]  # the list itself changed
     assert _same(mixture_collate(fewer), collate(list(fewer)))
+
+
+def test_samples_carry_the_records_of_the_parquet_file(mix, ds):
+    """Every column of every record, read from the memory-mapped columns, is the Parquet
+    file's value (text, codes, lists of paths and of views with their nulls)."""
+    import pyarrow.parquet as pq
+
+    from radharmony.mixture.columns import MixtureColumns
+    from radharmony.mixture.reading import table_records
+    from radharmony.mixture.records import RECORD_COLUMNS, fields_of
+
+    want = table_records(pq.read_table(mix.out / "records.parquet"))
+    cols = MixtureColumns(mix.out)
+    rows = np.array([17, 0, 5, 4, 12, 11, 3, 3])
+    got = cols.take(rows, RECORD_COLUMNS)
+    assert [dict(zip(got, v)) for v in zip(*got.values())] == [want[r] for r in rows]
+    assert ["PA", "LATERAL", None] in [r["views"] for r in want]  # a null view among them
+    every = list(range(len(ds)))
+    for sample, record in zip(ds.__getitems__(every), want):
+        assert {k: sample[k] for k in ds.columns} == \
+            {**{k: record[k] for k in ds.columns}, "fields": fields_of(record["fields"])}
+    assert cols.rows("train").tolist() == [r for r in every if want[r]["split"] == "train"]
 
 
 def test_record_columns_equal_the_arrow_rows(ds):
@@ -356,27 +372,75 @@ def test_batches_from_workers_equal_the_batches_read_here(ds):
     assert all(_same(g, w) for g, w in zip(got, want))
 
 
-def test_records_too_large_for_32_bit_offsets_read_as_large_strings(mix, ds, monkeypatch):
-    """Past 2 GB of strings in a column (~10 M records' image paths) the records are read as
-    ``large_string``; samples and batches are the same (the limit lowered to show it)."""
-    import pyarrow as pa
+@pytest.mark.parametrize("ranks,drop_last,batch_size,taken",
+                         [(1, False, None, 0), (4, False, None, 3), (4, True, 5, 2),
+                          (5, False, 4, 7), (4, True, None, 3), (3, True, None, 18)])
+def test_the_length_is_what_an_iteration_hands_out_without_drawing(ds, ranks, drop_last,
+                                                                   batch_size, taken):
+    s = MixtureSampler(ds, seed=2, num_replicas=ranks, rank=ranks - 1, drop_last=drop_last,
+                       batch_size=batch_size)
+    s.load_state_dict({**s.state_dict(), "position": taken})
+    assert len(s) == len(list(s.__iter__()))
+    s.load_state_dict({**s.state_dict(), "position": taken})
+    assert len(s) == len(list(s))
 
-    from radharmony.mixture import reading
 
-    monkeypatch.setattr(reading, "OFFSET_LIMIT", 0)
-    table = ds.table
-    chunked = pa.concat_tables([table.slice(0, 7), table.slice(7)])
-    wide = reading._compact(chunked)
-    assert wide.schema.field("image_paths").type == pa.list_(pa.large_string())
-    assert wide.schema.field("record_id").type == pa.large_string()
-    monkeypatch.setattr("radharmony.mixture.dataset.read_records",
-                        lambda *a, **k: reading._compact(pa.concat_tables(
-                            [reading.read_records(*a, **k).slice(0, 7),
-                             reading.read_records(*a, **k).slice(7)])))
-    large = MixtureDataset(mix.out, split=None, cache_dir=ds.images.cache_dir)
-    assert large.table.schema.field("fields").type == pa.large_string()
-    assert np.array_equal(large._index.row, ds._index.row)  # each image found in its table
-    everything = list(range(len(ds)))
-    assert _same(large[everything], ds[everything])
-    assert all(_same(a, b) for a, b in zip(large.__getitems__(everything),
-                                            ds.__getitems__(everything)))
+def test_the_sampler_weighs_codes_as_it_weighs_names(mix):
+    """Per-record weights from the memory-mapped codes equal those from the names (a null
+    code: the last name), so a state taken with either resumes with the other."""
+    from radharmony.mixture.columns import MixtureColumns
+    from radharmony.mixture.sampler import coded_weights, record_weights
+
+    cols = MixtureColumns(mix.out)
+    s_codes, s_names, t_codes, t_names = cols.groups()
+    rates = {"mimic_cxr_jpg": 3, "rexvqa_train/vqa_mcq": 1, "rexgradient_train": 2}
+    names = record_weights(s_names[s_codes.astype(np.int64)], t_names[t_codes.astype(np.int64)],
+                           rates)
+    assert np.array_equal(coded_weights(s_codes, s_names, t_codes, t_names, rates), names)
+    assert names.sum() == pytest.approx(1.0)
+    assert names[0] == pytest.approx(2 / 6 / sum(r["source"] == "rexgradient_train"
+                                                 for r in mix.records))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 17, 1000, 4097])
+def test_the_seeded_order_is_a_permutation_at_any_positions(n):
+    """Every record once per ``n`` positions (each repeat its own order), whatever positions
+    are asked, and the same values asked in any order or alone."""
+    from radharmony.mixture.sampler import _permuted, _splitmix
+
+    keys = _splitmix(np.arange(3, dtype=np.uint64))
+    for key in keys:
+        assert sorted(_permuted(np.arange(n), n, key).tolist()) == list(range(n))
+    whole = _permuted(np.arange(n), n, keys[0])
+    pick = np.array([n - 1, 0, n // 2, n - 1])
+    assert _permuted(pick, n, keys[0]).tolist() == whole[pick].tolist()
+    if n > 3:
+        assert whole.tolist() != list(range(n))
+        assert whole.tolist() != _permuted(np.arange(n), n, keys[1]).tolist()
+
+
+def test_the_first_batch_of_a_large_mixture_draws_no_whole_stream():
+    class Groups:  # 20 M records of one group, as codes (read only when rates weigh them)
+        def __len__(self):
+            return 20_000_000
+
+        def groups(self):
+            raise AssertionError("read without rates")
+
+    s = MixtureSampler(Groups(), batch_size=64, num_replicas=8, rank=5, seed=1)
+    first = next(iter(s))
+    assert len(first) == 64 and len(set(first)) == 64
+    assert first == s.at(5 + 8 * np.arange(64)).tolist()
+
+
+def test_pickled_for_a_spawned_worker_the_columns_are_mapped_again_not_copied(mix):
+    import pickle
+
+    train = MixtureDataset(mix.out, split="train")
+    train.batch([0, 1])  # the columns it read are mapped now
+    assert isinstance(train.index, np.memmap) and train.records._maps
+    data = pickle.dumps(train)
+    assert len(data) < 20_000  # names and the index of files, no column
+    again = pickle.loads(data)
+    assert isinstance(again.index, np.memmap) and list(again.records._maps) == ["rows.train.npy"]
+    assert _same(again.batch([3, 0]), train.batch([3, 0]))
