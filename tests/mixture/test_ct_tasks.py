@@ -157,10 +157,13 @@ def test_trauma_grades_and_spine_levels_from_declared_columns():
 
 def test_the_volume_datasets_feed_the_ct_tasks_only():
     assert feeders(TASKS["ct_report_findings_indication"]) == ["ct_rate_train", "ct_rate_valid"]
-    assert feeders(TASKS["ct_classify_findings"]) == ["ct_rate_train", "ct_rate_valid",
-                                                      "rad_chestct", "rsna_pe"]
+    assert feeders(TASKS["ct_classify_findings"]) == [
+        "ct_rate_train", "ct_rate_valid", "lidc_idri", "rad_chestct", "rsna_abdominal_trauma",
+        "rsna_cspine", "rsna_lumbar_spine", "rsna_pe"]
     assert feeders(TASKS["ct_locate_abnormality"]) == ["rad_chestct"]
-    assert feeders(TASKS["ct_exam_question"]) == ["rsna_pe"]
+    assert feeders(TASKS["ct_exam_question"]) == ["rsna_abdominal_trauma", "rsna_pe"]
+    assert feeders(TASKS["ct_level_findings"]) == ["rsna_cspine", "rsna_lumbar_spine"]
+    assert feeders(TASKS["ct_detect_findings"]) == ["lidc_idri", "rsna_cspine"]  # bbox3d
     assert "ct_rate_train" not in feeders(TASKS["report_findings"])
     assert "rsna_pe" not in feeders(TASKS["classify_findings"])
 
