@@ -16,6 +16,7 @@ The key image of a record (LLaVA-1.5's one image, MAIRA-2's frontal) is
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -130,12 +131,19 @@ class SourceImages:
 
     def quantized(self, items: list[tuple[str, str]]) -> np.ndarray:
         """The quantized ``(n, S, S)`` images of ``items`` (``(source, image_path)`` pairs),
-        in order, each through the cache (decoded and stored on a miss)."""
+        in order, each through the cache (decoded and stored on a miss): the images lying in
+        the cache's packs are found with one lookup per batch and copied out of the packs."""
         out = np.empty((len(items), self.pipeline.size, self.pipeline.size),
                        STORAGE[self.pipeline.bits])
-        for j, (name, rel) in enumerate(items):
+        by_source: dict[str, list[int]] = {}
+        for j, (name, _) in enumerate(items):
+            by_source.setdefault(name, []).append(j)
+        for name, where in by_source.items():
             r = self.reader(name)
-            out[j] = load_one(r, r.root, rel)
+            missed = where if r.image_cache is None else \
+                _from_packs(r, [items[j][1] for j in where], where, out)
+            for j in missed:  # a loose entry, or decoded and stored
+                out[j] = load_one(r, r.root, items[j][1])
         return out
 
     def tensor(self, items: list[tuple[str, str]]) -> "torch.Tensor":
@@ -146,9 +154,27 @@ class SourceImages:
         s = self.pipeline.size
         shape = (len(items), 1, s, s)
         out = self._batch(shape) if items else torch.empty(shape, dtype=self.dtype)
-        if items:
+        whole = self._one_pack(items)
+        if whole is not None:  # converted straight out of the pack's memory map, no copy
+            self.pipeline.to_tensor(whole[0], self.dtype, rows=whole[1], out=out)
+        elif items:
             self.pipeline.to_tensor(self.quantized(items), self.dtype, out=out)
         return out
+
+    def _one_pack(self, items: list[tuple[str, str]]):
+        """``(pack records, rows)`` when every image of ``items`` is a sound record of one
+        pack of one source's cache (the usual batch of a packed cache), else None."""
+        names = {name for name, _ in items}
+        if len(names) != 1:
+            return None
+        r = self.reader(names.pop())
+        if r.image_cache is None:
+            return None
+        packs, pack_of, row_of = r.image_cache.locate(_keys(r, [rel for _, rel in items]))
+        if not len(packs) or (pack_of != pack_of[0]).any() or pack_of[0] < 0:
+            return None
+        pack = packs[int(pack_of[0])]
+        return (pack.data, row_of) if pack.check(row_of).all() else None
 
     def _batch(self, shape: tuple) -> "torch.Tensor":
         """This process's next reused batch buffer (a DataLoader worker's: a shared-memory
@@ -165,6 +191,68 @@ class SourceImages:
     def file(self, name: str, rel: str) -> Path:
         """The absolute path of source ``name``'s image ``rel`` (refused outside its root)."""
         return safe_path(self.reader(name).root, rel)
+
+
+
+
+#: resolved directories remembered per source and process (cleared past this many)
+MAX_DIRS = 500_000
+
+
+def _resolved(reader, rel: str) -> tuple[str, os.stat_result | None]:
+    """``(real path, lstat)`` of ``rel`` under the source's root, each directory resolved and
+    checked to lie inside the root once per process (as a dataset's file table does); the file
+    itself is ``lstat``-ed on every read, and a symlinked file, or a path with ``.`` / ``..``
+    parts, takes :func:`~radharmony.imaging.read.safe_path`'s exact route every time."""
+    head, name = os.path.split(rel) if isinstance(rel, str) else ("", "")
+    dirs = reader.__dict__.setdefault("dirs", {})
+    real_dir = dirs.get(head)
+    parts = rel.split("/") if isinstance(rel, str) else []
+    if real_dir is None and name and not {".", ".."} & set(parts):
+        if len(dirs) > MAX_DIRS:
+            dirs.clear()
+        real_dir = dirs[head] = os.path.dirname(os.fspath(safe_path(reader.root,
+                                                                    os.path.join(head, "_"))))
+    if real_dir is not None:
+        full = os.path.join(real_dir, name)
+        try:
+            st = os.lstat(full)
+        except OSError:
+            st = None
+        if st is not None and not stat.S_ISLNK(st.st_mode):
+            return full, st
+    full = os.fspath(safe_path(reader.root, rel))
+    return full, None
+
+
+def _keys(reader, rels: list[str]) -> list[str]:
+    """The cache keys of the images ``rels`` of one source (see :func:`_resolved`)."""
+    keys = []
+    for rel in rels:
+        full, st = _resolved(reader, rel)
+        keys.append(reader.image_cache.key(full, resolved=True, st=st))
+    return keys
+
+
+def _from_packs(reader, rels: list[str], where: list[int], out: np.ndarray) -> list[int]:
+    """Copy the images ``rels`` of one source that lie in its cache's packs into
+    ``out[where]``, one lookup and one read per pack for the whole batch (a record whose
+    checksum fails is left to the per-image path, which warns); the positions of the rest."""
+    packs, pack_of, row_of = reader.image_cache.locate(_keys(reader, rels))
+    where = np.asarray(where, np.int64)
+    missed = [int(j) for j in where[pack_of < 0]]
+    for p, pack in enumerate(packs):
+        hit = np.flatnonzero(pack_of == p)
+        if not len(hit):
+            continue
+        dest = where[hit]
+        if len(dest) == len(out) and (np.diff(dest) == 1).all() and dest[0] == 0:
+            _, ok = pack.read(row_of[hit], out=out)  # the whole batch: straight into out
+        else:
+            arr, ok = pack.read(row_of[hit])
+            out[dest] = arr  # a record failing its checksum is read again below
+        missed.extend(int(j) for j in dest[~ok])
+    return missed
 
 
 __all__ = ["DEFAULT_SIZE", "SourceImages", "first_lateral", "image_size",

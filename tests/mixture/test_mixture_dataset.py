@@ -444,3 +444,57 @@ def test_pickled_for_a_spawned_worker_the_columns_are_mapped_again_not_copied(mi
     again = pickle.loads(data)
     assert isinstance(again.index, np.memmap) and list(again.records._maps) == ["rows.train.npy"]
     assert _same(again.batch([3, 0]), train.batch([3, 0]))
+
+
+def test_a_packed_batch_is_read_out_of_its_pack_and_never_stale(mix, tmp_path):
+    """The images of a batch lying in one pack are converted straight out of it (one
+    lookup per batch), equal to the source dataset's own samples; an image rewritten after
+    packing is read anew (its key changed), and a symlinked file reaching outside the root
+    is refused."""
+    import os
+    import shutil
+
+    from radharmony.errors import PathSafetyError
+
+    cache = tmp_path / "cache"
+    src = mix.manifest["sources"][1]
+    root = tmp_path / "root"
+    shutil.copytree(src["root"], root)
+    own = get_dataset_class(src["dataset"])(root, **src["kwargs"], cache_dir=cache,
+                                            transform=DefaultTransform(size=32),
+                                            dtype=torch.float32)
+    own.pre_cache(progress=False)  # every image, then one pack
+    ds = MixtureDataset(mix.out, split=None, cache_dir=cache)
+    ds.images.reading[src["name"]]["image_root"] = str(root)
+    picks = [i for i in range(len(ds)) if ds[i]["source"] == src["name"]
+             and ds[i]["num_images"] == 1]
+    calls = []
+    original = own.image_cache.locate
+    ds.images.reader(src["name"]).image_cache.locate = \
+        lambda keys: calls.append(len(keys)) or original(keys)
+    def gathered(items):
+        raise AssertionError("the batch was gathered, not read out of the pack")
+
+    ds.images.quantized = gathered
+    batch = ds.batch(picks)
+    assert calls == [len(picks)]  # one lookup for the batch, found whole in the pack
+    del ds.images.quantized
+    paths = own.harmonized_df["image_path"].tolist()
+    for k, i in enumerate(picks):
+        rel = ds[i]["image_paths"][0]
+        assert torch.equal(batch["img"][k], own[paths.index(rel)]["img"])
+    rel = ds[picks[0]]["image_paths"][0]
+    before = ds.batch(picks[:1])["img"][0].clone()
+    import cv2
+
+    path = root / rel
+    cv2.imwrite(str(path), 255 - cv2.imread(str(path), cv2.IMREAD_UNCHANGED))
+    os.utime(path, ns=(10**18, 10**18))
+    after = ds.batch(picks[:1])["img"][0]
+    assert not torch.equal(after, before)  # the new pixels, not the packed ones
+    outside = tmp_path / "outside.png"
+    shutil.copy(path, outside)
+    path.unlink()
+    path.symlink_to(outside)
+    with pytest.raises(PathSafetyError, match="outside"):
+        ds.batch(picks[:1])
