@@ -320,3 +320,20 @@ def unit_limits(p: dict, index, dialect: str) -> np.ndarray:
     if dialect == "radfact":
         return np.ones((n, 4))
     return _pixel_limits(p, index, dialect)
+
+
+@dataclass
+class ParseResult:
+    """What one output holds: ``items`` = ``[(phrase, boxes (k, 4) float64 in source pixels, or
+    None for a sentence without a box), ...]`` in text order; ``malformed`` boxes counted and
+    left out; ``ok`` False when the output could not be read at all."""
+
+    items: list
+    malformed: int = 0
+    ok: bool = True
+
+    @property
+    def boxes(self) -> np.ndarray:
+        """Every box of every item, ``(N, 4)``."""
+        arrs = [b for _, b in self.items if b is not None]
+        return np.concatenate(arrs) if arrs else np.zeros((0, 4))

@@ -37,8 +37,8 @@ import orjson
 
 from ..errors import RadHarmonyError
 from .box_fast import read_strict, strict_mask
-from .box_frame import (ImageFrame, RADFACT_KEYS, _params, check_dialect, from_units,
-                        unit_limits)
+from .box_frame import (ImageFrame, ParseResult, RADFACT_KEYS, _params, check_dialect,
+                        from_units, unit_limits)
 
 _NUM = r"(-?\d+(?:\.\d+)?)"
 _OBJ_OPEN = re.compile(r"<\s*obj\s*>")
@@ -50,23 +50,6 @@ _MAIRA_REST = re.compile(r"<\s*[xy]\s*-?\d+\s*>|\s+")
 _CHEX = re.compile(r"<\|ref\|>(.*?)<\|/ref\|>|<\|box\|>(.*?)<\|/box\|>", re.S)
 _CHEX_POINT = re.compile(r"\(\s*" + _NUM + r"\s*,\s*" + _NUM + r"\s*\)")
 _CHEX_REST = re.compile(r"\(\s*-?\d+(?:\.\d+)?\s*,\s*-?\d+(?:\.\d+)?\s*\)|[\s,]+")
-
-
-@dataclass
-class ParseResult:
-    """What one output holds: ``items`` = ``[(phrase, boxes (k, 4) float64 in source pixels, or
-    None for a sentence without a box), ...]`` in text order; ``malformed`` boxes counted and
-    left out; ``ok`` False when the output could not be read at all."""
-
-    items: list
-    malformed: int = 0
-    ok: bool = True
-
-    @property
-    def boxes(self) -> np.ndarray:
-        """Every box of every item, ``(N, 4)``."""
-        arrs = [b for _, b in self.items if b is not None]
-        return np.concatenate(arrs) if arrs else np.zeros((0, 4))
 
 
 # -- one output -> raw items: [(phrase, [[4 numbers], ...] or None)], malformed, ok -------------------

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import RadHarmonyError
+from .box_frame import ParseResult
 
 DIALECTS_3D = ("box3d", "box3d_mm")
 #: bins per axis of the ``box3d`` dialect
@@ -172,11 +173,9 @@ def box3d_text(phrase: str, boxes, frame, dialect: str) -> tuple[str, dict]:
 
 def parse_boxes3d(text: str, frame, dialect: str):
     """The phrases and boxes (source voxels, ``(k, 6)``) of one output in ``dialect``: a
-    :class:`~radharmony.mixture.box_parse.ParseResult`. A token that is not two points of
+    :class:`~radharmony.mixture.box_frame.ParseResult`. A token that is not two points of
     three whole numbers, a value past :func:`unit_limit`, negative, or reversed corners is
     counted in ``malformed`` and left out."""
-    from .box_parse import ParseResult
-
     tok = re.escape(_TOKEN[_check(dialect)])
     pattern = re.compile(r"<ref>(.*?)</ref>|<" + tok + r">(.*?)</" + tok + ">", re.S)
     point = re.compile(_POINT)

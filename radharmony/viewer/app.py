@@ -18,6 +18,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import RadHarmonyError
+from .answers import NotFound, ViewerError, png8  # noqa: F401 (also imported from here)
 
 try:
     from pandas import NA as _NA
@@ -28,29 +29,6 @@ MISSING_VIEW = "(missing)"
 MAX_PAGE = 500
 #: a report section header at the start of a line: ``FINDINGS:``, ``IMPRESSION:`` ...
 _HEADER = re.compile(r"^[ \t]*([A-Z][A-Z0-9 /&()'-]{1,60}):", re.M)
-
-
-class ViewerError(RadHarmonyError):
-    """A request the viewer cannot answer (unknown split, index or sample id)."""
-
-    status = 400
-
-
-def png8(arr: np.ndarray) -> bytes:
-    """A 2-D image as 8-bit grayscale PNG bytes for a page (a quantized cache array of more
-    than 8 bits scaled to its maximum)."""
-    import cv2
-
-    if arr.dtype != np.uint8:
-        arr = (arr.astype(np.float32) * (255.0 / max(float(arr.max()), 1.0))).astype(np.uint8)
-    ok, buf = cv2.imencode(".png", arr)
-    if not ok:  # pragma: no cover
-        raise ViewerError("Could not encode the image as PNG")
-    return buf.tobytes()
-
-
-class NotFound(ViewerError):
-    status = 404
 
 
 def report_sections(report: str | None) -> list[dict]:

@@ -27,7 +27,7 @@ from urllib.parse import quote
 
 from ..errors import RadHarmonyError
 from ..mixture.records import fields_of, source_roots
-from .app import NotFound, png8
+from .answers import NotFound, png8
 from .mixture_index import RecordIndex
 from .mixture_render import FORMATS, boxes_of, image_path, load_image, render
 from .server import LOOPBACK, STATIC, ViewerHandler, ViewerServer, _json_body, _static

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import RadHarmonyError
 from ..mixture.records import RECORD_COLUMNS, RECORDS_NAME, read_manifest
-from .app import NotFound, ViewerError
+from .answers import NotFound, ViewerError
 
 FILTERS = ("source", "task", "split")
 #: what a line of the record list shows

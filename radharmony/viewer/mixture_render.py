@@ -13,7 +13,7 @@ import os
 import numpy as np
 
 from ..errors import PathSafetyError, RadHarmonyError
-from .app import NotFound, ViewerError
+from .answers import NotFound, ViewerError
 
 #: the export formats the page offers: name -> title
 FORMATS = {"llava": "LLaVA-1.5 entry", "hf_chat": "HF chat messages",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .app import NotFound, png8
+from .answers import NotFound, png8
 from .studies import _number
 
 #: the question fields the page shows, where the table has them

@@ -19,7 +19,7 @@ import numpy as np
 from ..errors import StudyWarning
 from ..studies.priors import date_column
 from ..studies.sections import SECTION_KEYS
-from .app import NotFound, ViewerError, png8
+from .answers import NotFound, ViewerError, png8
 
 _lock = threading.Lock()
 

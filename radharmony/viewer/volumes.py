@@ -28,7 +28,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .app import NotFound, ViewerError
+from .answers import NotFound, ViewerError
 
 PLANES = ("axial", "coronal", "sagittal")
 #: window presets: name -> (level, width), in Hounsfield units
@@ -161,7 +161,7 @@ class VolumeSource:
 
     def slice_png(self, plane: str, index, level: float, width: float) -> bytes:
         """Slice ``index`` of ``plane`` through the window, as 8-bit grayscale PNG bytes."""
-        from .app import png8
+        from .answers import png8
 
         k = self.check(plane, index)
         return png8(windowed(plane_slice(self.array, plane, k), level, width))
