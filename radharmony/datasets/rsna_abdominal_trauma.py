@@ -34,7 +34,7 @@ scans are often two phases, portal venous and arterial or delayed); the patient'
 - **Stored values.** ``PixelRepresentation`` 1 with ``BitsStored`` 12 of 16 is sign-extended
   from bit 11 by the reader (:mod:`radharmony.volumes.dicom_pixels`); never read as unsigned.
 - **Segmentations** are matched to the series through geometry, refused off its grid (as
-  :mod:`radharmony.datasets.rsna_cspine`); ``has_mask`` says which series have one.
+  :mod:`radharmony.data.series_masks`); ``has_mask`` says which series have one.
 - Patients are their own: no identity family is shared with RSNA PE or the cervical spine
   release (different institutions' de-identified ids).
 """
@@ -50,7 +50,7 @@ import pandas as pd
 from ..spec import DatasetSpec, grade_column
 from ..table.harmonizer import BaseHarmonizer, Inputs
 from ..table.read_csv import check_cells, read_table
-from .rsna_cspine import SeriesLabelMaps, file_ranks
+from ..volumes.series_files import file_ranks
 from .rsna_pe import label_cells, slice_order
 from .torch_side import torch_side
 
@@ -254,6 +254,7 @@ def slice_injuries(ordered_ranks, injuries, depth: int, *, injured) -> np.ndarra
 def _dataset_classes():
     """This module's dataset class (the torch side), made on first use: see
     :mod:`radharmony.datasets.torch_side`."""
+    from ..data.series_masks import SeriesLabelMaps
     from ..data.volumes import VolumeDataset
 
     class RSNAAbdominalTraumaDataset(SeriesLabelMaps, VolumeDataset):

@@ -42,6 +42,7 @@ import pandas as pd
 from ..spec import DatasetSpec
 from ..table.harmonizer import BaseHarmonizer, Inputs
 from ..table.read_csv import check_cells, read_table
+from ..volumes.series_files import box_voxels, file_ranks, series_geometry
 from .rsna_pe import label_cells
 from .torch_side import torch_side
 
@@ -103,47 +104,6 @@ def study_boxes(boxes: pd.DataFrame | None, studies: pd.Series, *, source: str) 
     return [out[s] for s in studies]
 
 
-def box_voxels(boxes, ranks, raw_affine, canonical_affine) -> np.ndarray:
-    """Slice boxes ``[x, y, width, height]`` (pixel-edge coordinates of the slice's rows and
-    columns) on the slices of rank ``ranks`` in the series' geometric sort -> float64 ``(N, 6)``
-    ``(x0, y0, z0, x1, y1, z1)`` in the canonical volume's voxels (x along W, y along H, z
-    along D; voxel k's centre at k, a box one slice deep). ``raw_affine``: the LPS affine of
-    the sorted ``(slice, row, column)`` array; ``canonical_affine``: the canonical volume's."""
-    boxes = np.asarray(boxes, np.float64).reshape(-1, 4)
-    ranks = np.asarray(ranks, np.float64)
-    to_canonical = np.linalg.inv(np.asarray(canonical_affine, np.float64)) @ \
-        np.asarray(raw_affine, np.float64)
-    x, y, w, h = boxes.T
-    corners = []
-    for k, r, c in ((ranks - 0.5, y - 0.5, x - 0.5), (ranks + 0.5, y + h - 0.5, x + w - 0.5)):
-        raw = np.stack([k, r, c, np.ones_like(k)])
-        corners.append((to_canonical @ raw)[:3].T)
-    low, high = np.minimum(*corners), np.maximum(*corners)
-    out = np.concatenate([low[:, ::-1], high[:, ::-1]], axis=1)  # (d, h, w) -> (x, y, z)
-    return np.round(out, 9) + 0.0
-
-
-def file_ranks(names, numbers, rows, *, where: str, folder, what: str = "boxes"
-               ) -> tuple[list[int], list[int]]:
-    """The rank of each file ``<number>.dcm`` among ``names`` (the series' file stems in its
-    geometric sort) and the positions of the entries kept; a number with no file is counted
-    and named in one warning (its file and the table's ``rows``), its entry dropped."""
-    rank = {name: k for k, name in enumerate(names)}
-    kept, ranks, missing = [], [], []
-    for i, (number, row) in enumerate(zip(numbers, rows)):
-        k = rank.get(str(int(number)))
-        if k is None:
-            missing.append(f"row {int(row)}: {Path(folder) / f'{int(number)}.dcm'}")
-        else:
-            kept.append(i)
-            ranks.append(k)
-    if missing:
-        warnings.warn(f"{where}: {len(missing)} {what} on a slice with no file, dropped "
-                      f"({'; '.join(missing[:5])}{' ...' if len(missing) > 5 else ''})",
-                      UserWarning, stacklevel=3)
-    return kept, ranks
-
-
 # -- harmonizer -----------------------------------------------------------------------------------
 class RSNACSpineHarmonizer(BaseHarmonizer):
     """RSNA 2022 cervical spine train: one row per study of ``train.csv``."""
@@ -196,85 +156,10 @@ class RSNACSpineHarmonizer(BaseHarmonizer):
         return df.reset_index(drop=True)
 
 
-def series_geometry(folder) -> tuple[list[str], np.ndarray, np.ndarray, tuple[int, int, int]]:
-    """A DICOM series' geometry from its headers alone: the file stems in the reader's
-    geometric sort, the LPS affine of the sorted ``(slice, row, column)`` array, the canonical
-    volume's LPS affine and shape (what :func:`radharmony.volumes.read_volume` returns; its
-    series choice and checks, so a folder it refuses is refused here too)."""
-    from ..volumes.dicom import choose, geometry
-    from ..volumes.dicom_headers import find_files, scan
-    from ..volumes.geometry import to_canonical
-
-    headers, _ = scan(find_files(Path(folder)))
-    _, headers = choose(headers, str(folder), None)
-    slices, raw, _ = geometry(headers, str(folder))
-    shape = (len(slices), int(slices[0].get("Rows")), int(slices[0].get("Columns")))
-    array, canonical = to_canonical(np.broadcast_to(np.zeros((), np.uint8), shape), raw)
-    return [h.path.name.removesuffix(".dcm") for h in slices], raw, canonical, array.shape
-
-
-class SeriesLabelMaps:
-    """A DICOM-series volume dataset mixin (before the dataset base): each row's series
-    geometry scanned from its headers once (:meth:`geometry`), and a NIfTI label map read
-    onto the series' canonical grid, matched to it through geometry (:meth:`label_map`); the
-    sample's ``mask`` carries it onto the returned grid
-    (:class:`~radharmony.volumes.placement.VolumeGrid`)."""
-
-    def geometry(self, index: int):
-        """Row ``index``'s :func:`series_geometry`, scanned once."""
-        cache = self.__dict__.setdefault("_geometries", {})
-        if index not in cache:
-            cache[index] = series_geometry(self.image_file(index))
-        return cache[index]
-
-    def mask_path(self, index: int) -> Path:
-        """Row ``index``'s segmentation file (whether or not it exists)."""
-        return self.base_image_dir / SEGMENTATIONS / \
-            f"{self.harmonized_df[self.spec.id_col].iat[index]}.nii"
-
-    def check_masks(self) -> list[int]:
-        """The rows with ``has_mask`` whose segmentation is off its series' grid (shape, or
-        affine beyond 1e-3 mm), from the headers alone; counted and named (file, row) in one
-        warning, so they can be filtered out before training (reading one is refused)."""
-        from ..volumes.masks import MaskGeometryError, check_grid, header_affine
-        from ..volumes.geometry import to_canonical
-
-        bad = []
-        for index in np.flatnonzero(self.harmonized_df["has_mask"].to_numpy(bool)).tolist():
-            path = self.mask_path(index)
-            affine, shape = header_affine(path)
-            array, canonical = to_canonical(np.broadcast_to(np.zeros((), np.uint8), shape),
-                                            affine)
-            _, _, image_affine, image_shape = self.geometry(index)
-            try:
-                check_grid(path, array.shape, canonical, self.image_file(index), image_shape,
-                           image_affine)
-            except MaskGeometryError as exc:
-                bad.append((index, f"row {index}: {path} ({exc.found})"))
-        if bad:
-            warnings.warn(f"{self.spec.key}: {len(bad)} segmentations off their series' grid "
-                          f"({'; '.join(b for _, b in bad[:5])}{' ...' if len(bad) > 5 else ''}"
-                          ")", UserWarning, stacklevel=2)
-        return [i for i, _ in bad]
-
-    def label_map(self, index: int, path: Path) -> np.ndarray:
-        """The label map ``path`` of row ``index`` on its series' canonical grid; refused
-        when the row has none (``has_mask``) or it lies off the series' grid."""
-        from ..errors import ImageReadError
-        from ..volumes.masks import read_label_map
-
-        if not self.harmonized_df["has_mask"].iat[index] or not path.is_file():
-            raise ImageReadError(f"{self.rows.ids[index]} has no segmentation {path}",
-                                 expected=f"{SEGMENTATIONS}/<id>.nii for the rows with "
-                                 "has_mask", found="no such file",
-                                 fix="filter to the rows with has_mask")
-        _, _, affine, shape = self.geometry(index)
-        return read_label_map(path, self.image_file(index), shape, affine)
-
-
 def _dataset_classes():
     """This module's dataset class (the torch side), made on first use: see
     :mod:`radharmony.datasets.torch_side`."""
+    from ..data.series_masks import SeriesLabelMaps
     from ..data.volumes import VolumeDataset
 
     class RSNACSpineDataset(SeriesLabelMaps, VolumeDataset):
