@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from ..table.harmonizer import BaseHarmonizer, Inputs
-from ..table.locate import find_optional
+from ..table.locate import find_side
 from ..table.read_csv import check_cells, read_csv_table
 from ..annotations.labels import decode_cells, multi_hot
 from ..spec import DatasetSpec, Identity
@@ -192,10 +192,12 @@ class NIHChestXray14Harmonizer(BaseHarmonizer):
     def inputs(self, path: Path) -> Inputs:
         """The entry table, the box list (beside it or near the images) and the official split
         lists beside it."""
-        files = {"boxes": find_optional(BOX_FILES, path.parent, self.base_image_dir)}
+        box, looked = find_side(BOX_FILES, path.parent, self.base_image_dir)
+        files = {"boxes": box}
         for split, name in SPLIT_FILES.items():
             files[split] = path.parent / name if (path.parent / name).is_file() else None
-        return Inputs(path, files, image_folders(self.base_image_dir))
+        return Inputs(path, files, image_folders(self.base_image_dir),
+                      looked={"boxes": looked})
 
     def read(self, inputs: Inputs) -> dict:
         path = inputs.metadata

@@ -33,7 +33,7 @@ from ..table.harmonizer import BaseHarmonizer, Inputs
 from ..annotations.boxes import BOX_KEYS
 from ..annotations.labels import decode_cells
 from ..spec import DatasetSpec, Identity
-from ..table.locate import find_optional
+from ..table.locate import find_side
 from ..table.read_csv import lists_by, numeric_columns, read_table, records, \
     require_columns
 from .torch_side import torch_side
@@ -176,8 +176,8 @@ class VinDrPhysioNetHarmonizer(BaseHarmonizer):
 
     def inputs(self, path: Path) -> Inputs:
         """The label table and the box table ``annotations_<split>.csv`` beside it."""
-        return Inputs(path, {"boxes": find_optional((f"annotations_{self.split}.csv",),
-                                                    path.parent)})
+        box, looked = find_side((f"annotations_{self.split}.csv",), path.parent)
+        return Inputs(path, {"boxes": box}, looked={"boxes": looked})
 
     def read(self, inputs: Inputs) -> dict:
         path = inputs.metadata

@@ -208,20 +208,35 @@ def _build_source(spec, s, hold, sink, tallies, workers, progress, opened) -> di
 
 
 def _check_boxes(s, table, missing: dict) -> None:
-    """Raise when a task of source ``s`` needs boxes and its table has none because the
-    dataset's optional box file was looked for and is absent (naming it and where)."""
+    """Raise when a task of source ``s`` needs boxes and its table has none (no boxes column,
+    or one of nulls or empty lists only) because the dataset's optional box file was looked
+    for and is absent (naming it and where)."""
     tasks = [t for t in s.rules if "boxes" in TASKS[t].needs]
-    if not tasks or "boxes" in table.columns or "boxes" not in missing:
-        return
+    if not tasks or "boxes" not in missing or ("boxes" in table.columns and any(
+            b is not None and len(b) for b in table["boxes"])):
+        return  # a boxes column of nulls or empty lists only: the file absent all the same
     where = missing["boxes"]
     name = where[0].name if where else "its box file"
     raise RadHarmonyError(
         f"Mixture source {s.name!r}: {', '.join(tasks)} needs boxes, and {s.dataset}'s "
         f"optional box file {name} is absent", expected=f"{name} (it carries the dataset's "
-        "boxes; without it the table has no boxes column)",
-        found="no file at " + (", ".join(str(p) for p in where) or "the places searched"),
+        "boxes; without it the table has none)",
+        found=_where_looked(where),
         fix=f"put {name} there (it comes with the release), or remove {', '.join(tasks)} "
             f"from the tasks of {s.name!r}")
+
+
+def _where_looked(where: list) -> str:
+    """The paths a side file was looked for at, short: each one up to three, else the names
+    and the first folders of the many searched."""
+    if not where:
+        return "no file at the places searched"
+    if len(where) <= 3:
+        return "no file at " + ", ".join(str(p) for p in where)
+    names = ", ".join(dict.fromkeys(p.name for p in where))
+    dirs = list(dict.fromkeys(str(p.parent) for p in where))
+    more = f" and {len(dirs) - 3} more" if len(dirs) > 3 else ""
+    return f"no {names} in {', '.join(dirs[:3])}{more}"
 
 
 def _start(spec, hold: HoldOut, pool: dict, out: Path, workers, jobs) -> dict:

@@ -75,9 +75,24 @@ def listed_paths(ids, files: dict | None, fallback, *, source: str, fallback_tex
 def find_optional(names: Iterable[str], *near: str | Path | None) -> Path | None:
     """The first existing file called one of ``names`` in or near the folders ``near`` (the
     folder itself, its ``metadata/`` sub-folders and up to three ancestors), else None."""
+    return _look(tuple(names), near)[0]
+
+
+def find_side(names: Iterable[str], *near: str | Path | None) -> tuple[Path | None, list[Path]]:
+    """:func:`find_optional`, and the paths it looked at in order (all of them when the file
+    is absent): what :class:`~radharmony.table.inputs.Inputs`'s ``looked`` holds, so that a
+    task needing the file can name it and where it was looked for."""
+    return _look(tuple(names), near)
+
+
+def _look(names: tuple, near) -> tuple[Path | None, list[Path]]:
+    tried: list[Path] = []
     for base in near:
         for d in search_dirs(base):
             for name in names:
-                if (d / name).is_file():
-                    return d / name
-    return None
+                if d / name in tried:
+                    continue
+                tried.append(d / name)
+                if tried[-1].is_file():
+                    return tried[-1], tried
+    return None, tried

@@ -399,3 +399,30 @@ def test_a_box_task_on_a_source_without_its_box_file_names_the_file_and_where(tm
                           "and rexgradient_train's optional box file "
                           "interstitial_pattern_bbox.json is absent")
     assert f"no file at {box}" in msg and "remove detect_findings" in msg
+
+
+@pytest.mark.parametrize("key, box_name", [("nih_cxr14", "BBox_List_2017.csv"),
+                                           ("vindr_cxr_physionet", "annotations_train.csv")])
+def test_other_optional_box_files_are_named_with_where_they_were_looked_for(tmp_path, key,
+                                                                           box_name):
+    """NIH's box list and VinDr-CXR (PhysioNet)'s box table are optional files too: without
+    them ``detect_findings`` names the file and the folders searched, not "no boxes column"."""
+    from radharmony.errors import RadHarmonyError
+    from radharmony.fake.nih import write_nih
+    from radharmony.fake.vindr_physionet import write_vindr_physionet
+
+    if key == "nih_cxr14":
+        root = write_nih(tmp_path / "src", n_patients=4, size=64)
+    else:
+        root = write_vindr_physionet(tmp_path / "src", n_train=3, n_test=2)
+    for box in list((tmp_path / "src").rglob(box_name)):
+        box.unlink()
+    spec = {"name": "nobox", "seed": 1, "sources": [
+        {"dataset": key, "root": str(root),
+         "tasks": {"classify_findings": "all", "detect_findings": "all"}}]}
+    with pytest.raises(RadHarmonyError) as err:
+        build(spec, tmp_path / "out", workers=1, progress=False)
+    msg = str(err.value)
+    assert f"detect_findings needs boxes, and {key}'s optional box file {box_name} is absent" \
+        in msg, msg
+    assert f"no {box_name}" in msg and str(tmp_path / "src") in msg, msg
