@@ -106,6 +106,30 @@ class ImageFrame:
         """Pixels of the pointed-at image ``(N, 4)`` -> source pixels (clipped to the image)."""
         return from_target(np.asarray(xyxy, np.float64).reshape(-1, 4), _params([self]), 0)
 
+    def in_frame(self, xyxy, dialect: str) -> tuple[np.ndarray, np.ndarray]:
+        """Source-pixel boxes ``(N, 4)`` as ``dialect`` can place them on this image, and
+        which of them it can place at all: MAIRA-2's boxes clipped to its centred crop (in
+        source pixels) and False for a box wholly outside it; the other dialects' boxes
+        unchanged, all True.
+
+        >>> boxes, kept = ImageFrame(400, 300).in_frame([[0, 0, 40, 300], [10, 10, 100, 100],
+        ...                                              [100, 0, 300, 300]], "maira2")
+        >>> boxes.tolist(), kept.tolist()
+        ([[0.0, 0.0, 40.0, 300.0], [50.0, 10.0, 100.0, 100.0], [100.0, 0.0, 300.0, 300.0]], \
+[False, True, True])
+        """
+        xyxy = np.asarray(xyxy, np.float64).reshape(-1, 4)
+        status = crop_status(xyxy, _params([self] * len(xyxy)), slice(None),
+                             check_dialect(dialect))
+        if not (status == 1).any():
+            return xyxy, status != 2
+        p = _params([self] * len(xyxy))
+        ux, uy = _unit(dialect, p)
+        q = np.clip(_scaled(xyxy, p, slice(None), dialect), 0, BINS)
+        clipped = from_target(q * np.stack([ux, uy, ux, uy], axis=1) + _origin(dialect, p),
+                              p, slice(None))
+        return np.where((status == 1)[:, None], clipped, xyxy), status != 2
+
     def bin_size(self, dialect: str) -> tuple[float, float]:
         """One bin of ``dialect`` along x and y, in *source* pixels (the round-trip bound)."""
         p = _params([self])

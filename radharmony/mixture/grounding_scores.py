@@ -28,6 +28,10 @@ findings and no prediction); **mAP@0.5** is its mean over the classes with findi
 every predicted box and the union of the phrase's boxes (exact areas); 0 when the output has no
 box or could not be parsed; **mIoU** is the mean over records.
 
+**MAIRA-2's crop**: a ``maira2`` record's model sees only the centred shortest-side square
+its processor crops, so its boxes are scored as the dialect writes them: clipped to the crop,
+and a box wholly outside it left out (``per_record.outside_frame`` counts them).
+
 **Unparsed**: the share of outputs that could not be read at all (:mod:`.box_parse`);
 ``malformed_boxes`` counts boxes left out of outputs that were read.
 """
@@ -41,6 +45,7 @@ import pandas as pd
 
 from ..annotations.boxes import annotator_groups, iou_matrix, match_pairs
 from ..errors import RadHarmonyError, shorten
+from .box_frame import ImageFrame
 from .box_parse import parse_many
 from .boxes import check_dialect
 from .records import fields_of
@@ -116,6 +121,18 @@ def _fields(text, rid) -> dict:
     return f
 
 
+def _in_frame(f: dict) -> tuple[dict, int]:
+    """The record's fields with its boxes as its dialect can place them (MAIRA-2: clipped to
+    the centred crop, those wholly outside left out: a model shown the crop cannot find them)
+    and how many were left out."""
+    if f["dialect"] != "maira2" or not f["boxes"]:
+        return f, 0
+    xyxy, kept = ImageFrame.coerce(f["frame"]).in_frame([b["box"] for b in f["boxes"]],
+                                                         "maira2")
+    boxes = [{**b, "box": xy.tolist()} for b, xy, k in zip(f["boxes"], xyxy, kept) if k]
+    return {**f, "boxes": boxes}, int((~kept).sum())
+
+
 def union_iou(a: np.ndarray, b: np.ndarray) -> float:
     """IoU of the union of boxes ``a`` (N, 4) with the union of boxes ``b`` (exact areas)."""
     a, b = np.asarray(a, np.float64).reshape(-1, 4), np.asarray(b, np.float64).reshape(-1, 4)
@@ -178,7 +195,9 @@ def grounding_metrics(predictions, records, *, iou: float = 0.5, n_bootstrap: in
     df = _records(records)
     ids = df["record_id"].tolist()
     texts = _predictions(predictions, ids)
-    fields = [_fields(f, r) for f, r in zip(df["fields"].tolist(), ids)]
+    framed = [_in_frame(_fields(f, r)) for f, r in zip(df["fields"].tolist(), ids)]
+    fields = [f for f, _ in framed]
+    outside = np.array([k for _, k in framed], np.int64)
     n = len(fields)
     ok, malformed = np.ones(n, bool), np.zeros(n, np.int64)
     parsed = [None] * n
@@ -237,7 +256,8 @@ def grounding_metrics(predictions, records, *, iou: float = 0.5, n_bootstrap: in
     per_record = pd.DataFrame({"record_id": ids, "patient_id": df["patient_id"].tolist(),
                                "task_kind": kinds, "ok": ok, "malformed": malformed,
                                "predicted": counts[1].sum(1), "matched": counts[0].sum(1),
-                               "findings": counts[2].sum(1), "iou": ious})
+                               "findings": counts[2].sum(1), "iou": ious,
+                               "outside_frame": outside})
     return GroundingScores(pd.DataFrame(summary, columns=["metric", "value", "ci_low",
                                                           "ci_high", "n_records"]),
                            per_class, per_record)

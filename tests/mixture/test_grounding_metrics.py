@@ -99,3 +99,27 @@ def test_errors_name_the_fix():
         grounding_metrics(OUTPUTS, bad)
     with pytest.raises(RadHarmonyError, match="patient_id"):
         grounding_metrics(OUTPUTS, RECORDS.drop(columns="patient_id"))
+
+
+def test_maira2_records_are_scored_on_the_crop_the_model_sees():
+    """MAIRA-2's processor centre-crops a 400 x 300 image to x 50..350: a reader's box wholly
+    left of it cannot be found, and one reaching past it counts as its clipped part (the
+    target's own box), so a model that outputs exactly the targets scores recall 1."""
+    frame = {"width": 400, "height": 300, "mode": "original", "size": None}
+    fields = fields_json({"task_kind": "detection", "dialect": "maira2", "frame": frame,
+                          "boxes": [{"finding": "Nodule", "box": [0, 0, 40, 300], "reader": "R1"},
+                                    {"finding": "Nodule", "box": [0, 10, 100, 100],
+                                     "reader": "R1"},
+                                    {"finding": "Effusion", "box": [200, 100, 300, 200],
+                                     "reader": "R1"}]})
+    records = pd.DataFrame({"record_id": ["m"], "patient_id": ["p"], "fields": [fields]})
+    # 3 source pixels per bin from x = 50: [50, 10, 100, 100] -> bins 0, 3, 16, 33 (IoU 0.95
+    # with the clipped box, 0.48 with the whole one); the effusion -> 50, 33, 83, 66
+    out = ["<obj>Nodule<box><x0><y3><x16><y33></box></obj>"
+           "<obj>Effusion<box><x50><y33><x83><y66></box></obj>"]
+    s = grounding_metrics(out, records, n_bootstrap=0)
+    per = s.per_class.set_index("class")
+    assert per.loc["Nodule", ["findings", "predicted", "matched"]].tolist() == [1, 1, 1]
+    assert per.loc["Effusion", ["findings", "predicted", "matched"]].tolist() == [1, 1, 1]
+    assert s.per_record["outside_frame"].tolist() == [1]
+    assert s["recall"] == 1.0
