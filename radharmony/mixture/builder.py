@@ -164,7 +164,8 @@ def _build_source(spec, s, hold, sink, tallies, workers, progress, opened) -> di
                         kwargs=s.kwargs, seed=spec.seed, valid_share=spec.valid,
                         held_patients=hold.patients, bad_paths=bad)
     ctx.mixture = {"boxes": spec.boxes, "images": spec.images, "readers": spec.readers,
-                   "root": ds.base_image_dir}  # what grounded tasks read (grounded_source)
+                   "root": ds.base_image_dir,  # what grounded tasks read (grounded_source)
+                   "without_prior": spec.without_prior}
     info = {"name": s.name, "dataset": s.dataset, "root": s.root, "split": s.split,
             "kwargs": s.kwargs, "rows": int(len(table)), "inputs": identity,
             "silver_labels": ctx.silver, "hold_out_images": images}

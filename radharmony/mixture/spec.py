@@ -9,6 +9,7 @@ line.
     images: original           # or: cache (with size: 224)
     boxes: pixels              # maira2, chexagent, radfact or pixels
     readers: all               # multi-reader boxes: all, first, fused or reader:<id>
+    without_prior: plain       # a findings-with-prior study with no prior: plain or skip
     cache_dir: /scratch/cache  # optional: every source's table cache
     prompts:                   # optional: replace a task's paraphrases
       report_findings: ["Describe the findings."]
@@ -45,8 +46,11 @@ from .tasks import TASKS, capabilities, prompt_slots
 BOX_DIALECTS = ("pixels", "maira2", "chexagent", "radfact", "internvl", "qwen2.5")
 IMAGE_MODES = ("original", "cache")
 READER_HELP = "all, first, fused or reader:<id> (e.g. reader:R8)"
-TOP_KEYS = ("name", "seed", "valid", "images", "size", "boxes", "readers", "cache_dir",
-            "prompts", "sources", "hold_out")
+TOP_KEYS = ("name", "seed", "valid", "images", "size", "boxes", "readers", "without_prior",
+            "cache_dir", "prompts", "sources", "hold_out")
+#: what report_findings_with_prior does with a study that has no prior: the plain findings
+#: prompt (the default), or no record (skipped and counted)
+WITHOUT_PRIOR = ("plain", "skip")
 SOURCE_KEYS = ("dataset", "root", "split", "tasks", "max_records", "name")
 HOLD_KEYS = ("dataset", "root", "split", "name")
 #: constructor arguments the mixture decides itself
@@ -98,6 +102,7 @@ class MixtureSpec:
     cache_dir: str | None = None
     origin: str = "spec"
     readers: str = "all"
+    without_prior: str = "plain"
 
     def to_dict(self) -> dict:
         out = {k: getattr(self, k) for k in ("name", "seed", "valid", "images", "boxes",
@@ -110,6 +115,8 @@ class MixtureSpec:
             out["sources"].append(d)
         out["hold_out"] = [asdict(h) for h in self.hold_out]
         out.update(prompts=dict(self.prompts), cache_dir=self.cache_dir)
+        if self.without_prior != "plain":  # a spec without the key keeps its manifest's bytes
+            out["without_prior"] = self.without_prior
         return json.loads(json.dumps(out, default=str))
 
 
@@ -176,6 +183,12 @@ def _check(data, w: Where, base: Path) -> MixtureSpec:
     except RadHarmonyError as exc:
         raise w.error(("readers",), "unknown readers choice", expected=READER_HELP,
                       found=repr(readers), fix="write readers: all") from exc
+    without_prior = data.get("without_prior", "plain")
+    if without_prior not in WITHOUT_PRIOR:
+        raise w.error(("without_prior",), "unknown without_prior choice",
+                      expected=f"one of {WITHOUT_PRIOR} (a findings-with-prior study that has "
+                      "no prior: the plain findings prompt, or skipped and counted)",
+                      found=repr(without_prior), fix="write without_prior: plain")
     cache_dir = data.get("cache_dir")
     if cache_dir is not None:
         cache_dir = str((base / str(cache_dir)).resolve())
@@ -200,7 +213,8 @@ def _check(data, w: Where, base: Path) -> MixtureSpec:
     out_hold = [_hold(w, i, h, base, cache_dir) for i, h in enumerate(hold)]
     return MixtureSpec(name=name, seed=seed, valid=float(valid), images=images, boxes=boxes,
                        sources=out_sources, hold_out=out_hold, prompts=prompts,
-                       cache_dir=cache_dir, origin=w.origin, readers=readers)
+                       cache_dir=cache_dir, origin=w.origin, readers=readers,
+                       without_prior=without_prior)
 
 
 def _images(w: Where, data: dict) -> dict:

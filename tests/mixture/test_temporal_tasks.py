@@ -94,6 +94,35 @@ def test_findings_with_prior_through_the_build_counts_studies_without_one(tmp_pa
                and "findings" not in f and f["sections"] == ["findings"] for f in fields)
 
 
+def test_without_prior_skip_leaves_out_studies_without_one_and_counts_them(tmp_path, roots):
+    """``without_prior: skip``: only studies with a prior become records; the others are
+    skipped and counted (the default build above makes them plain findings records)."""
+    spec = {"name": "t", "valid": 0.0, "without_prior": "skip", "sources": [
+        {"dataset": "mimic_cxr_jpg", "root": roots["mimic_cxr_jpg"], "split": "all",
+         "tasks": {"report_findings_with_prior": "all"}}]}
+    m = build(spec, tmp_path / "mix", progress=False)
+    plain = build({**spec, "without_prior": "plain"}, tmp_path / "plain", progress=False)
+    recs = pd.read_parquet(tmp_path / "mix" / "records.parquet")
+    fields = [json.loads(f) for f in recs["fields"]]
+    assert len(recs) > 0 and all(f["prior_study_id"] is not None for f in fields)
+    assert all("prior" in p.lower() for p in recs["prompt"])
+    n_plain = sum(c["records"] for c in plain["counts"])
+    without = {c["what"]: c["records"] for c in plain["counted"]}["without_prior"]
+    assert sum(c["records"] for c in m["counts"]) == n_plain - without
+    skipped = {e["reason"]: e["records"] for e in m["excluded"]
+               if e["task"] == "report_findings_with_prior"}
+    assert skipped.get("without_prior") == without > 0, m["excluded"]
+    assert m["spec"]["without_prior"] == "skip" and "without_prior" not in plain["spec"]
+
+
+def test_without_prior_takes_plain_or_skip_only():
+    from radharmony.mixture.spec import MixtureSpecError, load_spec
+
+    with pytest.raises(MixtureSpecError, match="without_prior"):
+        load_spec({"name": "t", "without_prior": "drop", "sources": [
+            {"dataset": "mimic_cxr_jpg", "root": "/x", "tasks": {"report_findings": "all"}}]})
+
+
 def _raw(root: str, name: str) -> list[dict]:
     path = next(Path(root).rglob(name))
     with open(path, newline="") as fh:

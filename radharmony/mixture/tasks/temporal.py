@@ -6,7 +6,8 @@
   patient strictly earlier, never another patient's or a later one. A study without one (or
   whose prior has no frontal image) is a record without prior inputs, counted in
   ``mixture.json``'s ``counted`` (``without_prior``), whose prompt is the plain findings
-  prompt: only a record with a prior is asked to compare.
+  prompt: only a record with a prior is asked to compare. With the spec's
+  ``without_prior: skip`` such a study gives no record (skipped and counted, ``without_prior``).
 * ``progression`` -- MS-CXR-T: per (image, finding) labelled, improving / stable / worsening,
   from the current image and the prior one.
 * ``vqa_difference`` -- Medical-Diff-VQA's difference questions with both studies: the
@@ -80,16 +81,20 @@ def _with_prior(ctx) -> Draft:
                                   owner=ctx.name)
     findings = np.array([s["findings"] for s in u.sections], dtype=object)
     keep = np.array([f is not None for f in findings], bool)
-    pos = np.flatnonzero(keep)
     front = [_frontal(p, v) if k >= 0 else None
              for k, p, v in ((prior[i], u.paths[max(prior[i], 0)], u.views[max(prior[i], 0)])
                              for i in range(len(u)))]
     has = np.array([f is not None for f in front], bool)
+    skipped = {"no_findings": int((~keep).sum())} if (~keep).any() else {}
+    counted = {"without_prior": int((keep & ~has).sum()), "with_prior": int((keep & has).sum())}
+    if (getattr(ctx, "mixture", None) or {}).get("without_prior") == "skip":
+        if counted["without_prior"]:
+            skipped["without_prior"] = counted["without_prior"]
+        keep &= has
+    pos = np.flatnonzero(keep)
     draft = Draft("study", pos, lambda j: _render_prior(u, pos[j], prior, days, front,
-                                                        findings),
-                  skipped={"no_findings": int((~keep).sum())} if (~keep).any() else {})
-    draft.counted = {"without_prior": int((keep & ~has).sum()),
-                     "with_prior": int((keep & has).sum())}
+                                                        findings), skipped=skipped)
+    draft.counted = counted
     return draft
 
 
