@@ -42,6 +42,7 @@ import torch
 from . import sampling
 from .dataset import BaseRadiologicalDataset
 from .volume_annotations import annotation_outputs, warn_faults
+from .volume_choice import chosen_volumes
 from ..errors import ImageReadError, PathSafetyError, RadHarmonyError
 from ..imaging.pipeline import DefaultTransform
 
@@ -58,9 +59,11 @@ class VolumeDataset(BaseRadiologicalDataset):
         preset: None (the volume as read: int16 HU, the canonical order, native spacing) or a
             model's input (``"merlin"``, ``"ct_clip"``, ... or a preset object with ``apply``;
             :mod:`radharmony.volumes.presets`).
-        one_per_study: keep one volume per study (the lowest ``reconstruction`` when the table
-            has that column, else the first row): report and study-level tasks then count each
-            scan once.
+        one_per_study: keep one volume per study, by
+            :func:`~radharmony.data.volume_choice.chosen_volumes`' rule (the thinnest slices,
+            then the finest in-plane pixels, then the lowest ``reconstruction``, then the
+            first row; the mixtures' CT tasks choose alike): report and study-level tasks
+            then count each scan once.
         output_bbox3d, output_points: the boxes and points of :meth:`annotations` on the
             returned volume (module docstring); the dataset's spec lists ``bbox3d`` /
             ``points`` among its outputs.
@@ -103,12 +106,9 @@ class VolumeDataset(BaseRadiologicalDataset):
         self.preset = _preset(preset)
         self.volume_cache = _volume_cache(self.cache_dir) \
             if self.cache_dir is not None and self.user_transform is None else None
-        if one_per_study:
-            df = self.harmonized_df
-            order = df.sort_values([c for c in ("study_id", "reconstruction") if c in df],
-                                   kind="stable").index
-            first = df.loc[order].drop_duplicates("study_id").index.sort_values()
-            self._set_table(df.iloc[first.to_numpy()], derived=True)
+        if one_per_study:  # the mixtures' CT tasks' choice too
+            keep = np.sort(chosen_volumes(self.harmonized_df)[0])
+            self._set_table(self.harmonized_df.iloc[keep], derived=True)
         self.one_per_study = bool(one_per_study)
 
     def _load_kernels(self, df) -> None:

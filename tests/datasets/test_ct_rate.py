@@ -218,10 +218,17 @@ def test_a_rescale_on_a_v2_volume_is_refused_not_applied_twice(replica):
         bad[0]
 
 
-def test_one_per_study_keeps_the_first_reconstruction(replica):
+def test_one_per_study_keeps_the_thinnest_reconstruction_as_the_mixtures_do(replica):
+    """Scan ``a``'s second reconstruction has 1.0 mm slices, its first 1.5 mm: the thinner
+    one is kept (the mixtures' CT tasks read the same volume of each study)."""
+    from radharmony.mixture.tasks.volumes import chosen_volumes
+
     ds = dataset(replica, one_per_study=True)
-    assert ds.harmonized_df["volume_name"].tolist() == ["train_1_a_1", "train_2_a_1",
+    assert ds.harmonized_df["volume_name"].tolist() == ["train_1_a_2", "train_2_a_2",
                                                         "train_2_b_1"]
+    whole = dataset(replica).harmonized_df
+    assert sorted(whole["volume_name"].iloc[chosen_volumes(whole)[0]]) == \
+        ds.harmonized_df["volume_name"].tolist()
     train, val = ds.get_datasets(2, seed=0)  # patient-grouped, as every dataset
     assert not set(train.harmonized_df["patient_id"]) & set(val.harmonized_df["patient_id"])
 

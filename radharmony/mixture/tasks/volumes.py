@@ -2,8 +2,9 @@
 RAD-ChestCT, RSNA PE, ...), one volume per record.
 
 * **One volume per study.** Two reconstructions of a CT-RATE scan share one report and one
-  label row: every task here writes one record per study, on the volume :func:`chosen_volumes`
-  picks by a documented rule (the thinnest slices, then the finest in-plane spacing, then the
+  label row: every task here writes one record per study, on the volume
+  :func:`~radharmony.data.volume_choice.chosen_volumes` picks by a documented rule (the one
+  ``one_per_study=True`` follows) (the thinnest slices, then the finest in-plane spacing, then the
   lowest reconstruction number, then the first ``sample_id``); the others are counted under
   ``other_reconstruction``. The record's ``sample_id`` is the chosen volume, its id's item the
   study.
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...data.volume_choice import RULE_COLUMNS, chosen_volumes  # noqa: F401 (re-exported)
 from ..records import fields_json_rows
 from .base import Draft, Rendered, Task, register_capability, register_task
 from .labels import _classify, _question
@@ -30,8 +32,6 @@ from .reports import both_target, section_fields
 SECTION_COLUMNS = {"findings": "section_findings", "impression": "section_impression",
                    "indication": "section_clinical_information",
                    "technique": "section_technique"}
-#: the columns the reconstruction rule reads, in the order they decide (ascending)
-RULE_COLUMNS = ("spacing_z", "_inplane", "reconstruction")
 
 FINDINGS_PROMPTS = ("Describe the findings of this chest CT.",
                     "Write the findings section of the radiology report for this chest CT.",
@@ -70,45 +70,6 @@ for _sec in ("findings", "impression", "indication"):
 register_capability("volume_labels", lambda spec, kw: volume_level(spec) and
                     bool(spec.label_cols) and any(v for v in spec.label_map.values()),
                     meaning="a volume table's labels mapped to the canonical findings")
-
-
-def chosen_volumes(table) -> tuple[np.ndarray, np.ndarray]:
-    """``(positions, study ids)``: the one volume of each study (first-seen study order) by
-    the rule: the smallest ``spacing_z``, then the smallest in-plane pixel area
-    (``spacing_x * spacing_y``), then the lowest ``reconstruction``, then table order; a
-    column the table lacks, or a missing value, decides nothing (it sorts last).
-
-    >>> import pandas as pd
-    >>> t = pd.DataFrame({"study_id": ["a", "a", "b"], "spacing_z": [1.5, 1.0, 2.0],
-    ...                   "reconstruction": [1, 2, 1]})
-    >>> [p.tolist() for p in chosen_volumes(t)]
-    [[1, 2], ['a', 'b']]
-    """
-    n = len(table)
-    study = table["study_id"].astype(str).to_numpy(object)
-    keys = []
-    for col in RULE_COLUMNS:
-        if col == "_inplane":
-            v = table["spacing_x"].to_numpy(np.float64) * table["spacing_y"].to_numpy(
-                np.float64) if {"spacing_x", "spacing_y"} <= set(table.columns) else None
-        else:
-            v = table[col].to_numpy(np.float64, na_value=np.nan) if col in table.columns \
-                else None
-        keys.append(np.where(np.isnan(v), np.inf, v) if v is not None else np.zeros(n))
-    codes, uniques = _factorize(study)
-    # lexsort: the last key decides first; the table order breaks the last ties
-    order = np.lexsort((np.arange(n), *reversed(keys), codes))
-    first = np.ones(n, bool)
-    first[1:] = codes[order][1:] != codes[order][:-1]
-    pos = order[first]
-    return pos, uniques[codes[pos]]
-
-
-def _factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    import pandas as pd  # only when a task runs
-
-    codes, uniques = pd.factorize(pd.Series(values, dtype=object), sort=False)
-    return codes.astype(np.int64), np.asarray(uniques, dtype=object)
 
 
 def _per_study(build):
