@@ -272,21 +272,20 @@ def stack_points(points, instances: list[int], affine: np.ndarray, shape
     LPS affine of its (slice, row, column) array of ``shape``. Returns ``(points (N, 3) as
     (x, y, z), labels, left out)``: a point on another instance or outside the volume is left
     out."""
-    from ..volumes.geometry import to_canonical
+    from ..volumes.series_files import canonical_grid, slice_points
 
-    view, canonical = to_canonical(np.broadcast_to(np.int8(0), tuple(shape)), affine)
-    to_voxel = np.round(np.linalg.inv(canonical) @ affine, 9)  # flips and a permutation:
-    # exact integers, up to the inverse's rounding
+    canonical, size = canonical_grid(affine, shape)
     slot = {n: k for k, n in enumerate(instances)}
+    ranks = [slot.get(int(p[0]), -1) for p in points]
+    xyz = slice_points(ranks, [p[1] for p in points], [p[2] for p in points], affine,
+                       canonical) if len(points) else np.zeros((0, 3))
     out, labels, left = [], [], []
-    for instance, x, y, label in points:
-        k = slot.get(int(instance))
-        d, h, w = (to_voxel @ np.array([k, y, x, 1.0]))[:3] if k is not None else (np.inf,) * 3
-        if not all(-0.5 <= v <= n - 0.5 for v, n in zip((d, h, w), view.shape)):
-            left.append([instance, x, y, label])
+    for p, k, v in zip(points, ranks, xyz):
+        if k < 0 or not all(-0.5 <= c <= n - 0.5 for c, n in zip(v, size[::-1])):
+            left.append(list(p))
             continue
-        out.append((w, h, d))
-        labels.append(str(label))
+        out.append(tuple(v))
+        labels.append(str(p[3]))
     return np.asarray(out, dtype=np.float64).reshape(-1, 3), labels, left
 
 

@@ -8,7 +8,9 @@ descending z too).
   canonical volume's affine and shape (the series choice and checks of
   :func:`radharmony.volumes.read_volume`).
 - :func:`file_ranks`: each ``<number>.dcm``'s rank; a number with no file counted and named.
-- :func:`box_voxels`: slice boxes ``[x, y, width, height]`` -> ``(N, 6)`` canonical voxels.
+- :func:`box_voxels`: slice boxes ``[x, y, width, height]`` -> ``(N, 6)`` canonical voxels;
+  :func:`slice_points`: slice pixels -> ``(N, 3)`` canonical voxels (:func:`canonical_grid`:
+  the canonical affine and shape of a sorted array, nothing allocated).
 """
 
 from __future__ import annotations
@@ -17,6 +19,26 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+
+
+def canonical_grid(raw_affine, shape) -> tuple[np.ndarray, tuple[int, int, int]]:
+    """The canonical volume's LPS affine and shape of a sorted ``(slice, row, column)`` array
+    of ``shape`` whose LPS affine is ``raw_affine`` (nothing read or allocated)."""
+    from ..volumes.geometry import to_canonical
+
+    view, canonical = to_canonical(np.broadcast_to(np.int8(0), tuple(shape)), raw_affine)
+    return canonical, tuple(int(n) for n in view.shape)
+
+
+def slice_points(ranks, x, y, raw_affine, canonical_affine) -> np.ndarray:
+    """Pixel ``(x, y)`` (column, row; pixel centres at whole numbers) on the slices of rank
+    ``ranks`` in the series' geometric sort -> float64 ``(N, 3)`` ``(x, y, z)`` in the
+    canonical volume's voxels (x along W, y along H, z along D; voxel k's centre at k)."""
+    to_canonical = np.linalg.inv(np.asarray(canonical_affine, np.float64)) @ \
+        np.asarray(raw_affine, np.float64)
+    k = np.asarray(ranks, np.float64)
+    raw = np.stack([k, np.asarray(y, np.float64), np.asarray(x, np.float64), np.ones_like(k)])
+    return np.round((to_canonical @ raw)[:3].T[:, ::-1], 9) + 0.0
 
 
 def box_voxels(boxes, ranks, raw_affine, canonical_affine) -> np.ndarray:
@@ -67,14 +89,13 @@ def series_geometry(folder) -> tuple[list[str], np.ndarray, np.ndarray, tuple[in
     series choice and checks, so a folder it refuses is refused here too)."""
     from ..volumes.dicom import choose, geometry
     from ..volumes.dicom_headers import find_files, scan
-    from ..volumes.geometry import to_canonical
 
     headers, _ = scan(find_files(Path(folder)))
     _, headers = choose(headers, str(folder), None)
     slices, raw, _ = geometry(headers, str(folder))
     shape = (len(slices), int(slices[0].get("Rows")), int(slices[0].get("Columns")))
-    array, canonical = to_canonical(np.broadcast_to(np.zeros((), np.uint8), shape), raw)
-    return [h.path.name.removesuffix(".dcm") for h in slices], raw, canonical, array.shape
+    canonical, canonical_shape = canonical_grid(raw, shape)
+    return [h.path.name.removesuffix(".dcm") for h in slices], raw, canonical, canonical_shape
 
 
-__all__ = ["box_voxels", "file_ranks", "series_geometry"]
+__all__ = ["box_voxels", "canonical_grid", "file_ranks", "series_geometry", "slice_points"]
