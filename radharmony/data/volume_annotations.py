@@ -1,7 +1,8 @@
 """A volume sample's annotation outputs: ``bbox3d`` and ``points`` (with their world
-coordinates and labels) from a dataset's source-voxel annotations, placed on the returned
-volume by its :class:`~radharmony.volumes.placement.VolumeGrid`, and the warning that names
-the file and row of annotations dropped as bad input."""
+coordinates and labels) from a dataset's source-voxel annotations, and ``slice_labels`` from
+its per-slice labels, placed on the returned volume by its
+:class:`~radharmony.volumes.placement.VolumeGrid`, and the warning that names the file and row
+of annotations dropped as bad input."""
 
 from __future__ import annotations
 
@@ -39,6 +40,16 @@ def annotation_outputs(annotations: dict, grid, sample: dict, outputs) -> None:
                 value = placed[name]
                 sample[name] = torch.from_numpy(np.ascontiguousarray(value)) \
                     if isinstance(value, np.ndarray) else value
+
+
+def slice_label_output(ds, index: int, grid, sample: dict) -> None:
+    """``sample["slice_labels"]``: ``ds.slice_labels(index, volume)`` (float32, one row per
+    slice of the source's D axis in world z order, NaN where the source lists none) along the
+    returned volume's slice axis (``grid`` None, a user transform: the source's)."""
+    labels = ds.slice_labels(index, getattr(grid, "volume", None))
+    if grid is not None:
+        labels = grid.slices(labels)
+    sample["slice_labels"] = torch.from_numpy(np.ascontiguousarray(labels, np.float32))
 
 
 def warn_faults(ds, index: int, faults: dict) -> None:

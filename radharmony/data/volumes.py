@@ -41,7 +41,7 @@ import torch
 
 from . import sampling
 from .dataset import BaseRadiologicalDataset
-from .volume_annotations import annotation_outputs, warn_faults
+from .volume_annotations import annotation_outputs, slice_label_output, warn_faults
 from .volume_choice import chosen_volumes
 from ..errors import ImageReadError, PathSafetyError, RadHarmonyError
 from ..imaging.pipeline import DefaultTransform
@@ -67,6 +67,8 @@ class VolumeDataset(BaseRadiologicalDataset):
         output_bbox3d, output_points: the boxes and points of :meth:`annotations` on the
             returned volume (module docstring); the dataset's spec lists ``bbox3d`` /
             ``points`` among its outputs.
+        output_slice_labels: the dataset's ``slice_labels(index, volume)`` along the returned
+            slice axis (a slice takes its nearest source slice's label; padding NaN).
     """
 
     #: the volumes are CT: each is checked to be in Hounsfield units when read
@@ -91,7 +93,7 @@ class VolumeDataset(BaseRadiologicalDataset):
     def __init__(self, base_image_dir: str | os.PathLike | None = None,
                  csv_path: str | os.PathLike | None = None, transform: Callable | None = None,
                  *, preset=None, one_per_study: bool = False, output_bbox3d: bool = False,
-                 output_points: bool = False, **kwargs):
+                 output_points: bool = False, output_slice_labels: bool = False, **kwargs):
         if isinstance(transform, DefaultTransform):
             raise RadHarmonyError(f"{type(self).__name__} reads volumes",
                                   expected="transform=None (with preset=) or a callable on the "
@@ -99,8 +101,8 @@ class VolumeDataset(BaseRadiologicalDataset):
                                   fix="pass preset='merlin' (or another preset) instead")
         super().__init__(base_image_dir, csv_path, transform, **kwargs)
         self.image_cache = None  # the 2-D cache: volumes have their own
-        self.outputs = self.outputs | self._supported_outputs(bbox3d=output_bbox3d,
-                                                              points=output_points)
+        self.outputs = self.outputs | self._supported_outputs(
+            bbox3d=output_bbox3d, points=output_points, slice_labels=output_slice_labels)
         #: annotations dropped as bad input so far (in this process), by kind
         self.annotation_faults: Counter = Counter()
         self.preset = _preset(preset)
@@ -297,6 +299,8 @@ class VolumeDataset(BaseRadiologicalDataset):
         super().add_outputs(index, sample, letterbox)
         if self.outputs & {"bbox3d", "points"}:
             annotation_outputs(self.annotations(index), letterbox, sample, self.outputs)
+        if "slice_labels" in self.outputs:
+            slice_label_output(self, index, letterbox, sample)
         if letterbox is not None and letterbox.faults:
             warn_faults(self, index, letterbox.faults)
         if "report" in self.outputs:

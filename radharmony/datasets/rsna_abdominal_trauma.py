@@ -93,7 +93,7 @@ EXPECTED = {"images": 4_711, "patients": 3_147}
 SPEC = DatasetSpec(
     key="rsna_abdominal_trauma", title="RSNA 2023 Abdominal Trauma",
     metadata_files=(SERIES_FILE,), label_cols=LABELS, label_map=LABEL_MAP,
-    extra_cols=EXTRA_COLS, outputs=frozenset({"cls", "grade", "mask"}), grades=GRADED,
+    extra_cols=EXTRA_COLS, outputs=frozenset({"cls", "grade", "mask", "slice_labels"}), grades=GRADED,
     row_unit="volume", id_col="series_id", column_types=COLUMN_TYPES, access=ACCESS,
     expected=EXPECTED)
 
@@ -259,7 +259,8 @@ def _dataset_classes():
 
     class RSNAAbdominalTraumaDataset(SeriesLabelMaps, VolumeDataset):
         """RSNA 2023 abdominal trauma series (``base_image_dir`` the competition root).
-        :meth:`slice_labels` gives the image-level labels in world z order;
+        :meth:`slice_labels` gives the image-level labels in world z order
+        (``output_slice_labels=True``: in each sample, along its slice axis);
         ``output_grade=True`` the organ grades; ``output_mask=True`` the organ label map
         (label k + 1 = ``STRUCTURES[k]``) on the sample's grid, for the series with
         ``has_mask``."""
@@ -267,9 +268,10 @@ def _dataset_classes():
         ct = True
         structures = STRUCTURES
 
-        def slice_labels(self, index: int) -> np.ndarray:
+        def slice_labels(self, index: int, volume=None) -> np.ndarray:
             """float32 ``(D, 2)``: bowel injury and active extravasation on each slice of row
-            ``index``'s canonical D axis (world z order, from the feet)."""
+            ``index``'s canonical D axis (world z order, from the feet), from the headers
+            alone (``volume`` unused); ``output_slice_labels=True`` puts them in samples."""
             names, raw, canonical, shape = self.geometry(index)
             ordered = slice_order(names, raw[:3, 3], canonical, shape[0])
             row = self.harmonized_df.iloc[index]

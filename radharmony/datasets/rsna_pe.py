@@ -83,7 +83,8 @@ EXPECTED = {"images": 7_279, "studies": 7_279, "patients": 7_279}
 
 SPEC = DatasetSpec(
     key="rsna_pe", title="RSNA-STR Pulmonary Embolism", metadata_files=("train.csv",),
-    label_cols=LABELS, label_map=LABEL_MAP, extra_cols=EXTRA_COLS, outputs=frozenset({"cls"}),
+    label_cols=LABELS, label_map=LABEL_MAP, extra_cols=EXTRA_COLS,
+    outputs=frozenset({"cls", "slice_labels"}),
     row_unit="volume", id_col="series_instance_uid", column_types=COLUMN_TYPES, access=ACCESS,
     expected=EXPECTED)
 
@@ -229,8 +230,6 @@ def labels_in_order(uids: list[str], sop_uids, values) -> np.ndarray:
 def _dataset_classes():
     """This module's dataset class (the torch side), made on first use: see
     :mod:`radharmony.datasets.torch_side`."""
-    import torch
-
     from ..data.volumes import VolumeDataset
     from ..volumes.dicom_headers import read_header
 
@@ -245,10 +244,6 @@ def _dataset_classes():
         harmonizer_class = RSNAPEHarmonizer
         ct = True
 
-        def __init__(self, *args, output_slice_labels: bool = False, **kwargs):
-            super().__init__(*args, **kwargs)
-            self.output_slice_labels = bool(output_slice_labels)
-
         def slice_labels(self, index: int, volume=None) -> np.ndarray:
             """``pe_present_on_image`` along row ``index``'s source volume's D axis (float32)."""
             volume = self.source_volume(index) if volume is None else volume
@@ -259,14 +254,6 @@ def _dataset_classes():
                                volume.shape[0])
             row = self.harmonized_df.iloc[index]
             return labels_in_order(uids, row["slice_sop_uids"], row["slice_pe_present"])
-
-        def add_outputs(self, index: int, sample: dict, letterbox) -> None:
-            super().add_outputs(index, sample, letterbox)
-            if self.output_slice_labels:
-                labels = self.slice_labels(index, getattr(letterbox, "volume", None))
-                if letterbox is not None:
-                    labels = letterbox.slices(labels)
-                sample["slice_labels"] = torch.from_numpy(labels)
 
     return (RSNAPEDataset,)
 

@@ -237,7 +237,7 @@ def carry_slices(labels: np.ndarray, to_source: np.ndarray, shape, source_axis: 
     position = row[axis] * k + others + row[3]
     inside = (position > -0.5) & (position < len(labels) - 0.5)
     d = np.floor(position + 0.5).astype(np.int64)
-    out = np.full(len(k), np.nan, np.float32)
+    out = np.full((len(k),) + labels.shape[1:], np.nan, np.float32)  # (D,) or (D, labels)
     out[inside] = labels[d[inside]]
     return out
 

@@ -134,6 +134,31 @@ def test_slice_labels_follow_the_file_an_instance_number_names(tmp_path):
     assert (ds[3]["img"][0, 1].numpy() == pixels.astype(np.int32) - 1024).all()
 
 
+def test_output_slice_labels_puts_both_injuries_on_the_returned_slices(tmp_path):
+    """``output_slice_labels=True``: the (D, 2) labels ride in the sample, through a preset
+    (a slice at half the step takes its nearest source slice's row; padding NaN) and a flip
+    along D (the rows reversed with the slices)."""
+    from radharmony.augment.volumes import RandomFlip3D
+    from radharmony.datasets.rsna_abdominal_trauma import RSNAAbdominalTraumaDataset
+    from radharmony.volumes.presets import Preset
+
+    root = write_rsna_abdominal_trauma(tmp_path)
+    ds = RSNAAbdominalTraumaDataset(root, cache_dir=None, output_slice_labels=True)
+    want = [[0, 0], [1, 0], [0, 0], [0, 0], [0, 0], [0, 0]]
+    assert ds[3]["slice_labels"].tolist() == want
+    d, h, w = ds[3]["spacing"].tolist()
+    fine = Preset("fine_d", spacing=(d / 2, h, w), size=(14, *ds[3]["img"].shape[-2:]),
+                  pad=-1.0, out=(-1.0, 1.0))
+    labels = RSNAAbdominalTraumaDataset(root, cache_dir=None, output_slice_labels=True,
+                                        preset=fine)[3]["slice_labels"]
+    # the preset's slice k lies at source slice -0.5 + k / 2: k = 0 and 12, 13 are padding,
+    # k = 1 is slice 0, a tie (k = 2: 0.5) goes to the later slice
+    assert labels.shape == (14, 2) and labels[[0, 12, 13]].isnan().all()
+    assert labels[1:12].tolist() == [want[j] for j in (0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5)]
+    flipped = RandomFlip3D(p=1.0, axis=0)(ds[3])
+    assert flipped["slice_labels"].tolist() == want[::-1]
+
+
 def test_slice_labels_follow_world_z_when_the_normal_points_to_the_feet(tmp_path):
     """Rows toward A: the slice normal points to the feet, so ``1.dcm`` (first along it) is
     the highest slice; instances 2 and 3 are d = 4 and 3 from the feet."""
