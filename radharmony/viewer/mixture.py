@@ -31,7 +31,8 @@ from .answers import NotFound, png8
 from .mixture_index import RecordIndex
 from .mixture_render import FORMATS, boxes_of, image_path, load_image, render
 from .server import LOOPBACK, STATIC, ViewerHandler, ViewerServer, _json_body, _static
-from .volumes import VolumeSources, is_volume_file, open_volume_file, parse_window
+from .volumes import (VolumeSources, is_volume_file, open_volume_file, parse_window,
+                      record_annotations)
 
 
 class MixtureApp:
@@ -115,6 +116,9 @@ class MixtureApp:
                 volume = self._volume(rec, fields, j, prior)
                 if volume is not None:  # three planes, as radharmony view shows volumes
                     item["volume"] = volume.info()
+                    if not prior and j == 0:  # a grounded CT record's boxes
+                        item["volume"].update(record_annotations(fields, volume.shape,
+                                                                 volume.spacing))
                     item["height"], item["width"] = volume.shape[1:]
                 else:
                     shown = self._image(rec, fields, j, prior)[1]

@@ -131,6 +131,25 @@ def annotations_json(found: dict | None) -> dict:
             "points": [{"label": str(lab), "point": p} for p, lab in zip(points, point_labels)]}
 
 
+def record_annotations(fields: dict, shape, spacing) -> dict:
+    """A 3-D grounded mixture record's boxes (``fields["boxes3d"]``, source canonical voxels,
+    with ``box_labels``) as :func:`annotations_json` gives them, when the volume shown is the
+    grid they were drawn on (``frame3d``'s shape and spacing); none, with a ``boxes_note``,
+    when it is another grid (a preset's output named by an export)."""
+    boxes = fields.get("boxes3d")
+    if not boxes:
+        return {}
+    frame = fields.get("frame3d") or {}
+    want = [int(n) for n in frame.get("shape", ())]
+    want_mm = np.linalg.norm(np.asarray(frame.get("source_affine", np.eye(4)),
+                                        np.float64)[:3, :3], axis=0)
+    if want != list(shape) or not np.allclose(want_mm, spacing, atol=1e-3):
+        return {"boxes": [], "points": [],
+                "boxes_note": f"the record's boxes lie on a {want} grid, not on this volume's "
+                              f"{list(shape)}: not drawn"}
+    return annotations_json({"boxes": boxes, "box_labels": fields.get("box_labels")})
+
+
 class VolumeSource:
     """One volume the page looks at: ``array`` (the cache's stored Blosc2 array, or numpy),
     ``spacing`` (mm, ``(d, h, w)``), and its dataset row for the mask and annotations."""
@@ -300,4 +319,5 @@ def route(app, path: str, q: dict):
 
 __all__ = ["PLANES", "VOLUME_SUFFIXES", "WINDOWS", "VolumeSource", "VolumeSources",
            "annotations_json", "is_volume_file", "is_volume_split", "mask_rgba", "open_volume",
-           "open_volume_file", "parse_window", "plane_slice", "route", "windowed"]
+           "open_volume_file", "parse_window", "plane_slice", "record_annotations", "route",
+           "windowed"]

@@ -36,6 +36,13 @@ FILES = {"nii": "ct/a.nii.gz", "npy": "ct/b.npy", "b2nd": "ct/c.b2nd", "dicom": 
          "png": "ct/d.png"}
 
 
+#: a grounded CT record's fields (ct_detect_findings): a nodule box in source canonical voxels
+#: (x 1..4 along W, y 2..5 along H, z 0..4 along D) on the planted volume's grid
+GROUNDED = {"boxes3d": [[1.0, 2.0, 0.0, 4.0, 5.0, 4.0]], "box_labels": ["nodule"],
+            "frame3d": {"source_affine": np.diag([*SPACING, 1.0]).tolist(),
+                        "affine": np.diag([*SPACING, 1.0]).tolist(), "shape": list(SHAPE)}}
+
+
 def planted() -> np.ndarray:
     d, h, w = np.mgrid[0:SHAPE[0], 0:SHAPE[1], 0:SHAPE[2]]
     return (10 * d + h - w).astype(np.int16)
@@ -69,7 +76,10 @@ def mixture(tmp_path_factory):
     cv2.imwrite(str(root / FILES["png"]), np.full((8, 10), 128, np.uint8))
     records = [_rec("nii", FILES["nii"]), _rec("npy", FILES["npy"], fields={"spacing": SPACING}),
                _rec("b2nd", FILES["b2nd"]), _rec("dicom", FILES["dicom"]),
-               _rec("png", FILES["png"])]
+               _rec("png", FILES["png"]), _rec("boxed", FILES["nii"], fields=GROUNDED),
+               _rec("other_grid", FILES["nii"],
+                    fields={**GROUNDED, "frame3d": {**GROUNDED["frame3d"],
+                                                    "shape": [12, 8, 10]}})]
     sources = {"ct": {"dataset": "ct_rate_train", "root": str(root.resolve()), "images": []}}
     return vf.write_mixture(tmp_path_factory.mktemp("mix") / "out", sources, records)
 
@@ -135,3 +145,36 @@ def test_mix_view_shows_volume_records_in_chromium(server, browser):
         return Array.from(document.querySelectorAll('#images canvas.plane')).map((c) =>
             [c.dataset.plane, c.width, c.height, c.dataset.slice]);""")
     assert sizes == [["axial", 10, 8, "3"], ["coronal", 10, 6, "4"], ["sagittal", 8, 6, "5"]]
+
+
+def test_a_grounded_ct_record_shows_its_boxes_on_the_planes(mixture):
+    """A record's ``boxes3d`` reach the three planes (drawn by planes.js as the dataset viewer
+    draws a dataset's boxes) when the volume shown is the grid they lie on; on another grid
+    they are not drawn, and the page says why."""
+    app = MixtureApp(mixture)
+    vol = app.record(record_id=record_id("ct", "report_generation", "boxed"))["images"][0]
+    assert vol["volume"]["boxes"] == [{"label": "nodule", "box": [1.0, 2.0, 0.0, 4.0, 5.0, 4.0]}]
+    other = app.record(record_id=record_id("ct", "report_generation", "other_grid"))
+    assert other["images"][0]["volume"]["boxes"] == []
+    assert "[12, 8, 10] grid" in other["images"][0]["volume"]["boxes_note"]
+    plain = app.record(record_id=record_id("ct", "report_generation", "nii"))["images"][0]
+    assert plain["volume"]["boxes"] == [] and "boxes_note" not in plain["volume"]
+
+
+def test_mix_view_draws_a_records_3d_box_in_chromium(server, browser):
+    """The nodule box crosses axial slices 0..4: the axial plane shown first (slice 3) shows
+    the box's colour where the planted volume has none."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    wait = WebDriverWait(browser, 30)
+    browser.get(server.url + f"?id={record_id('ct', 'report_generation', 'boxed')}")
+    wait.until(lambda d: d.execute_script("return document.body.dataset.ready === '1'"))
+    wait.until(lambda d: d.execute_script(
+        "return document.querySelectorAll('#images canvas.plane[data-drawn]').length === 3"))
+    green = browser.execute_script("""
+        const c = document.querySelector('#images canvas.plane[data-plane="axial"]');
+        const px = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+        let n = 0;
+        for (let i = 0; i < px.length; i += 4) if (px[i + 1] > 200 && px[i] < 60) n += 1;
+        return n;""")
+    assert green > 0

@@ -100,7 +100,7 @@ function figures(rec, items, prior) {
       window.RadPlanes.mount(box, it.volume, { id: rec.record_id, j: it.j, prior: prior ? 1 : 0 },
                              { slice: "record_volume.png", mask: null, legend: null });
       const cap = document.createElement("figcaption");
-      cap.textContent = `volume: ${it.path}`;
+      cap.textContent = `volume: ${it.path}` + (it.volume.boxes_note ? ` (${it.volume.boxes_note})` : "");
       fig.append(box, cap);
       return fig;
     }
