@@ -32,12 +32,22 @@ GROUPED = ("split", "source", "task")
 
 
 def _keys(codes: list, widths: tuple, a: int, b: int) -> np.ndarray:
-    """One int64 key per record of rows ``a:b`` ordering them by their groups' codes (-1, a
-    null, first)."""
+    """One key per record of rows ``a:b`` ordering them by their groups' codes (-1, a null,
+    first), in the narrowest unsigned type holding every key (a stable sort of 16 bits is a
+    radix sort)."""
     key = np.zeros(b - a, np.int64)
     for col, width in zip(codes, widths):
         key = key * width + np.asarray(col[a:b]).astype(np.int64) + 1
-    return key
+    return key.astype(np.min_scalar_type(int(np.prod(widths, dtype=np.int64)) - 1))
+
+
+def _runs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The records of a chunk by key: the order sorting them (stable), and each key found
+    with where its run starts in that order and its length."""
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    return order, starts, np.diff(np.r_[starts, len(keys)])
 
 
 def write_groups(folder: str | Path, values: dict) -> dict:
@@ -49,9 +59,15 @@ def write_groups(folder: str | Path, values: dict) -> dict:
     widths = tuple(len(values[name]) + 1 for name in GROUPED)
     n = len(codes[0])
     sizes: dict = {}
+    space = int(np.prod(widths, dtype=np.int64))
     for a in range(0, n, _CHUNK):
-        keys, counts = np.unique(_keys(codes, widths, a, min(a + _CHUNK, n)),
-                                 return_counts=True)
+        keys = _keys(codes, widths, a, min(a + _CHUNK, n))
+        if space <= _CHUNK:  # few groups (the rule): counted, not sorted
+            counts = np.bincount(keys, minlength=space)
+            keys = np.flatnonzero(counts)
+            counts = counts[keys]
+        else:
+            keys, counts = np.unique(keys, return_counts=True)
         for k, c in zip(keys.tolist(), counts.tolist()):
             sizes[k] = sizes.get(k, 0) + c
     start, segments = {}, []
@@ -66,8 +82,8 @@ def write_groups(folder: str | Path, values: dict) -> dict:
                                      shape=(n,))
     for a in range(0, n, _CHUNK):
         keys = _keys(codes, widths, a, min(a + _CHUNK, n))
-        order = np.argsort(keys, kind="stable")
-        found, first, counts = np.unique(keys[order], return_index=True, return_counts=True)
+        order, first, counts = _runs(keys)
+        found = keys[order[first]]
         for k, i, c in zip(found.tolist(), first.tolist(), counts.tolist()):
             rows[start[k]:start[k] + c] = order[i:i + c] + a
             start[k] += c

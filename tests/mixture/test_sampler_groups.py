@@ -235,3 +235,30 @@ def test_a_rank_holds_no_array_of_one_value_per_record(tmp_path):
             if isinstance(v, np.ndarray) and not isinstance(v, np.memmap)]
     assert held and all(v.size <= 3 for v in held)
     assert s.shares.tolist() == [0.5, 0.0, 0.5] and len(first) == 64
+
+
+@pytest.mark.parametrize("chunk", [7, 1000])
+def test_the_groups_written_a_chunk_at_a_time_equal_a_stable_sort(tmp_path, monkeypatch, chunk):
+    """Codes with nulls (-1) over chunks of 7 records (their groups found by sorting: more
+    key values than a chunk's records) and of 1000 (counted): every record once, each group
+    a run of the rows in file order, the groups in code order, a null first."""
+    from radharmony.mixture import column_groups
+
+    monkeypatch.setattr(column_groups, "_CHUNK", chunk)
+    rng = np.random.default_rng(3)
+    codes = {"split": rng.integers(-1, 2, 100), "source": rng.integers(-1, 3, 100),
+             "task": rng.integers(-1, 4, 100)}
+    for name, c in codes.items():
+        np.save(tmp_path / f"{name}.codes.npy", c.astype(np.int16))
+    values = {"split": ["train", "valid"], "source": ["a", "b", "c"],
+              "task": ["w", "x", "y", "z"]}
+    got = column_groups.write_groups(tmp_path, values)
+    rows = np.load(tmp_path / "rows_by_group.npy").tolist()
+    key = [(codes["split"][r], codes["source"][r], codes["task"][r]) for r in range(100)]
+    assert rows == sorted(range(100), key=lambda r: key[r])  # Python's sort is stable
+    found = sorted(set(key))
+    name = {n: [None, *v] for n, v in values.items()}
+    assert [g[:3] for g in got["segments"]] == [
+        [name["split"][s + 1], name["source"][o + 1], name["task"][t + 1]] for s, o, t in found]
+    assert [g[4] - g[3] for g in got["segments"]] == [key.count(k) for k in found]
+    assert got["segments"][-1][4] == 100 and got["file"] == "rows_by_group.npy"
