@@ -16,7 +16,9 @@ to a few per record column (:data:`~radharmony.mixture.records.RECORD_SCHEMA`):
 * a list column (``image_paths``; ``views``): ``<name>.lists.npy`` (``int64`` offsets of each
   record's items) and the items as above; ``prompt_variant``: ``int16``.
 
-``columns.json`` also holds each split's rows (``rows.<split>.npy``, ``int64``) and what reading
+``columns.json`` also holds each split's rows (``rows.<split>.npy``, ``int64``), every row by
+``(split, source, task)`` group (``rows_by_group.npy``: :mod:`~radharmony.mixture.column_groups`,
+what the sampler draws by rate from) and what reading
 a record's images needs without opening a source's metadata: each source's image root (the
 folder its ``image_paths`` are relative to, resolved at build time) and cache key mode.
 The files' bytes depend only on the records, in order, never on how they were chunked.
@@ -184,6 +186,21 @@ class MixtureColumns:
         blob = memoryview(utf8)  # the mapped pages, no copy
         return [str(blob[a:b], "utf-8") if ok else None
                 for a, b, ok in zip(starts, ends, valid)]
+
+    def group_rows(self) -> tuple[np.ndarray, list]:
+        """Every record's row, group after group (``rows_by_group.npy``, memory-mapped), and
+        the groups ``[split, source, task, start, stop]``
+        (:mod:`~radharmony.mixture.column_groups`): what the sampler draws by rate from."""
+        groups = self.index.get("groups")
+        if groups is None:
+            raise RadHarmonyError(f"The mixture's columns {self.folder} have no rows by group",
+                                  expected=f"{COLUMNS_INDEX} with 'groups' and their file, "
+                                  "as radharmony mix build writes them",
+                                  found=f"no 'groups' in {COLUMNS_INDEX} (columns written by "
+                                  "an older version)",
+                                  fix="write the columns again: radharmony.mixture."
+                                      "column_writer.write_columns(OUT)")
+        return self._map(groups["file"]), groups["segments"]
 
     def groups(self, rows: np.ndarray | None = None) -> tuple:
         """``(source codes, source names, task codes, task names)`` of ``rows`` (None: every
