@@ -132,6 +132,31 @@ class ColumnFile:
             out[k] = self._read(r, width)
         return out
 
+    def searchsorted(self, values, *, fence: int = 4096) -> np.ndarray:
+        """``np.searchsorted(col, values)`` of a sorted column (side ``left``): each value's
+        block found among every ``fence``-th value (read once, kept), then that one block
+        read and searched: two reads per value, nothing mapped.
+
+        >>> import tempfile
+        >>> path = Path(tempfile.mkdtemp()) / "s.npy"
+        >>> np.save(path, np.arange(0, 30000, 3, dtype=np.int64))
+        >>> ColumnFile(path).searchsorted(np.array([0, 3, 4, 29997, 40000]), fence=7).tolist()
+        [0, 1, 2, 9999, 10000]
+        """
+        values = np.asarray(values).reshape(-1)
+        fences = getattr(self, "_fences", None)
+        if fences is None or fences[0] != fence:
+            fences = self._fences = (fence, self[::fence] if self.size else
+                                     np.zeros(0, self.dtype))
+        marks = fences[1]
+        out = np.empty(len(values), np.int64)
+        for k, v in enumerate(values.tolist()):
+            b = int(np.searchsorted(marks, v, side="left"))  # marks[b-1] < v <= marks[b]
+            lo = max(0, (b - 1) * fence)
+            hi = min(self.size, b * fence + 1)
+            out[k] = lo + int(np.searchsorted(self._read(lo, hi - lo), v, side="left"))
+        return out
+
     def span(self, start: int, stop: int) -> bytes:
         """The raw bytes of values ``start`` to ``stop`` (a UTF-8 column's text)."""
         width = self.dtype.itemsize

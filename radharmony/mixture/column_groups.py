@@ -127,9 +127,18 @@ class GroupRows:
 
     def positions(self, rows: np.ndarray) -> np.ndarray:
         """The dataset positions of ``rows`` (rows of its records): a binary search in the
-        sorted ``index``, reading a few of its pages."""
+        sorted ``index`` (a split's rows file: by ``pread``, nothing mapped,
+        :meth:`~radharmony.mixture.column_files.ColumnFile.searchsorted`)."""
         rows = np.asarray(rows, np.int64)
-        return rows if self.index is None else np.searchsorted(self.index, rows)
+        if self.index is None:
+            return rows
+        if isinstance(self.index, np.memmap):  # a split's rows, on disk
+            if getattr(self, "_index_file", None) is None:
+                from .column_files import ColumnFile
+
+                self._index_file = ColumnFile(self.index.filename)
+            return self._index_file.searchsorted(rows)
+        return np.searchsorted(self.index, rows)
 
 
 __all__ = ["GROUPS_FILE", "GroupRows", "write_groups"]

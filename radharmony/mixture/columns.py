@@ -94,11 +94,13 @@ class MixtureColumns:
         self.sources = {s["name"]: s for s in index.get("sources", [])}
         self.values = {name: _objects(v) for name, v in index["values"].items()}
         self._maps: dict = {}
+        self._files: dict = {}
 
     def __getstate__(self) -> dict:
-        """Pickled (a DataLoader worker started by spawn) without the maps: each process
-        maps the files again, sharing their pages, instead of receiving copies."""
-        return {**self.__dict__, "_maps": {}}
+        """Pickled (a DataLoader worker started by spawn) without the maps and descriptors:
+        each process maps and opens the files again, sharing their pages, instead of
+        receiving copies."""
+        return {**self.__dict__, "_maps": {}, "_files": {}}
 
     def _map(self, file: str) -> np.ndarray:
         arr = self._maps.get(file)
@@ -113,6 +115,17 @@ class MixtureColumns:
                                       ) from None
             self._maps[file] = arr
         return arr
+
+    def _file(self, file: str):
+        """Column ``file`` for a batch's random rows, read by ``pread``
+        (:class:`~radharmony.mixture.column_files.ColumnFile`: nothing mapped, so a batch adds
+        nothing to the process's memory)."""
+        from .column_files import ColumnFile
+
+        found = self._files.get(file)
+        if found is None:
+            found = self._files[file] = ColumnFile(self.folder / file)
+        return found
 
     def codes(self, name: str) -> np.ndarray:
         """A coded column's int16 codes for every record (memory-mapped)."""
@@ -188,7 +201,7 @@ class MixtureColumns:
                 for a, b, ok in zip(starts, ends, valid)]
 
     def group_rows(self) -> tuple[np.ndarray, list]:
-        """Every record's row, group after group (``rows_by_group.npy``, memory-mapped), and
+        """Every record's row, group after group (``rows_by_group.npy``, read by ``pread``), and
         the groups ``[split, source, task, start, stop]``
         (:mod:`~radharmony.mixture.column_groups`): what the sampler draws by rate from."""
         groups = self.index.get("groups")
@@ -200,7 +213,7 @@ class MixtureColumns:
                                   "an older version)",
                                   fix="write the columns again: radharmony.mixture."
                                       "column_writer.write_columns(OUT)")
-        return self._map(groups["file"]), groups["segments"]
+        return self._file(groups["file"]), groups["segments"]
 
     def groups(self, rows: np.ndarray | None = None) -> tuple:
         """``(source codes, source names, task codes, task names)`` of ``rows`` (None: every

@@ -54,3 +54,14 @@ def test_a_pickled_column_opens_its_own_descriptor(tmp_path):
     again = pickle.loads(state)
     assert again._fd is None and again[np.array([99, 0])].tolist() == [99, 0]
     assert again.fd != col.fd
+
+
+@pytest.mark.parametrize("fence", [1, 2, 5, 64, 4096])
+def test_searchsorted_equals_numpys_on_a_sorted_column(tmp_path, fence):
+    rng = np.random.default_rng(fence)
+    values = np.sort(rng.integers(0, 500, 3001)).astype(np.int64)  # many repeats
+    np.save(tmp_path / "s.npy", values)
+    col = ColumnFile(tmp_path / "s.npy")
+    probe = np.concatenate([rng.integers(-5, 505, 400), values[::97], [values[0], values[-1]]])
+    assert col.searchsorted(probe, fence=fence).tolist() == \
+        np.searchsorted(values, probe).tolist()
