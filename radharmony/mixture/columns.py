@@ -204,9 +204,9 @@ class MixtureColumns:
             lists = self._array(f"{name}.lists.npy")
             starts, ends = lists[rows], lists[rows + 1]
             valid = self._array(f"{name}.valid.npy")[rows]
-            flat = np.concatenate([np.arange(a, b) for a, b in zip(starts.tolist(),
-                                                                   ends.tolist())]
-                                  or [np.zeros(0, np.int64)]).astype(np.int64)
+            counts = ends - starts  # each row's items, one after another:
+            flat = np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(
+                starts - (np.cumsum(counts) - counts), counts)
             if LISTS[name] == "text":
                 items = self._texts(f"{name}.items", flat)
             else:
