@@ -24,6 +24,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from ..errors import RadHarmonyError
+from ..imaging.ahead import levels_ahead
 from ..imaging.cache import ImageCache
 from ..imaging.pipeline import STORAGE, DefaultTransform
 from ..imaging.read import safe_path
@@ -147,19 +148,32 @@ class SourceImages:
                 out[j] = load_one(r, r.root, items[j][1])
         return out
 
-    def tensor(self, items: list[tuple[str, str]]) -> "torch.Tensor":
+    def tensor(self, items: list[tuple[str, str]], *, meanwhile=None) -> "torch.Tensor":
         """``(n, 1, S, S)`` in [-1, 1] of ``items``, in one of this process's reused batch
-        buffers (a DataLoader worker's: a shared-memory slot, :mod:`radharmony.data.handoff`)."""
+        buffers (a DataLoader worker's: a shared-memory slot, :mod:`radharmony.data.handoff`).
+        ``meanwhile()``: the caller's work that reads no pixel, run while the batch of one pack
+        is converted on the process's helper thread (:func:`~radharmony.imaging.ahead.
+        levels_ahead`, as the image-level reader does), else after the conversion."""
         import torch
 
         s = self.pipeline.size
         shape = (len(items), 1, s, s)
         out = self._batch(shape) if items else torch.empty(shape, dtype=self.dtype)
         whole = self._one_pack(items)
-        if whole is not None:  # converted straight out of the pack's memory map, no copy
-            self.pipeline.to_tensor(whole[0], self.dtype, rows=whole[1], out=out)
-        elif items:
-            self.pipeline.to_tensor(self.quantized(items), self.dtype, out=out)
+        join = None if whole is None else levels_ahead(whole[0], self.dtype, whole[1], out)
+        try:
+            if join is not None and meanwhile is not None:
+                meanwhile()
+        finally:
+            if join is not None:
+                join()  # the caller's share, then the helper's last piece
+        if join is None:
+            if whole is not None:  # converted straight out of the pack's memory map
+                self.pipeline.to_tensor(whole[0], self.dtype, rows=whole[1], out=out)
+            elif items:
+                self.pipeline.to_tensor(self.quantized(items), self.dtype, out=out)
+            if meanwhile is not None:
+                meanwhile()
         return out
 
     def _one_pack(self, items: list[tuple[str, str]]):

@@ -63,3 +63,33 @@ def test_the_packs_folder_is_listed_again_only_when_it_changed(reader, monkeypat
     packs_, pack_of, row_of = _locate(reader, ["p1/s1/a.png"])
     assert listed == [True, True, False, True]
     assert packs_ == [] and pack_of.tolist() == [-1] and row_of.tolist() == [-1]
+
+
+def test_a_batch_of_one_pack_is_converted_while_the_caller_reads_its_columns(monkeypatch):
+    """The helper thread converts the pack's rows while ``meanwhile`` runs (once); without
+    the helper the rows are converted first, then ``meanwhile`` runs: the same pixels."""
+    import torch
+
+    from radharmony.mixture import images
+    from radharmony.mixture.images import SourceImages
+
+    src = SourceImages({"images": {"mode": "cache", "size": 224}}, {}, size=224)
+    rng = np.random.default_rng(0)
+    q = rng.integers(0, 256, (80, 224, 224), dtype=np.uint8)
+    rows = rng.permutation(80)[:64]
+    monkeypatch.setattr(src, "_one_pack", lambda items: (q, rows))
+    expected = src.pipeline.to_tensor(q[rows], torch.float32).clone()
+    started, real = [], images.levels_ahead
+    monkeypatch.setattr(images, "levels_ahead",
+                        lambda *a, **k: started.append(real(*a, **k)) or started[-1])
+    calls = []
+    got = src.tensor([("s", "x.png")] * 64, meanwhile=lambda: calls.append(len(started)))
+    assert started[0] is not None and calls == [1]  # run while the helper converted
+    assert torch.equal(got, expected)
+    monkeypatch.setattr(images, "levels_ahead", lambda *a, **k: None)
+    order = []
+    convert = src.pipeline.to_tensor  # a frozen dataclass's staticmethod: patched on its class
+    monkeypatch.setattr(type(src.pipeline), "to_tensor", staticmethod(
+        lambda *a, **k: order.append("convert") or convert(*a, **k)))
+    got = src.tensor([("s", "x.png")] * 64, meanwhile=lambda: order.append("meanwhile"))
+    assert order == ["convert", "meanwhile"] and torch.equal(got, expected)
