@@ -26,7 +26,7 @@ to a few per record column (:data:`~radharmony.mixture.records.RECORD_SCHEMA`):
 
 The records repeat their strings many times (a record per task and prompt variant of one
 image, every record of a study naming its patient, a few prompt templates): dictionary
-coding takes a 2.55 M-record mixture's columns from 1.61 GB to 0.50 GB
+coding takes a 2.55 M-record mixture's columns from 1.61 GB to 0.53 GB
 (``python -m benchmarks.mixture_scale --scale 0.3 --repeat 1``), and a batch touches a page
 of codes per column and the pages of its distinct values.
 
