@@ -97,20 +97,25 @@ class _Dict:
     they first appear (``<name>.dict``, a :class:`_Text` without nulls). The dictionary being
     filled holds at most :data:`MOST_DISTINCT` values of :data:`MOST_DICT_BYTES` bytes: at the
     value that would pass either, it restarts empty (values seen before it are written again),
-    so memory stays bounded and the codes depend only on the records, in order."""
+    so memory stays bounded and the codes depend only on the records, in order. A column
+    whose codes and dictionary take more bytes than plain text would (its values rarely
+    repeat) is written plain at :meth:`close` instead (:meth:`plain`)."""
 
     kind = "dict"
 
     def __init__(self, folder: Path, name: str):
+        self.folder, self.name = folder, name
         self.codes = _Appender(folder / f"{name}.codes.npy", np.int32)
         self.values = _Text(folder, f"{name}.dict", valid=False)
         self.seen: dict = {}  # the dictionary being filled: value -> code
         self.bytes = 0  # its values' UTF-8 bytes
         self.next = 0  # the next value's code (values written so far)
+        self.text = 0  # every row's UTF-8 bytes (what plain text would hold)
 
     def write(self, arr) -> None:
         import pyarrow.compute as pc
 
+        self.text += int(pc.sum(pc.binary_length(arr)).as_py() or 0)
         while len(arr):
             enc = pc.dictionary_encode(arr)  # the chunk's values, in order of appearance
             distinct = enc.dictionary.to_pylist()
@@ -141,6 +146,29 @@ class _Dict:
     def close(self) -> None:
         self.codes.close()
         self.values.close()
+        rows = self.codes.n
+        if 4 * rows + 8 * (self.next + 1) + self.values.end > 9 * rows + 8 + self.text:
+            self.plain()
+
+    def plain(self, block: int = 1 << 20) -> None:
+        """Write the column as plain text (:class:`_Text`) from its closed codes and
+        dictionary, ``block`` rows at a time, and remove them."""
+        import pyarrow as pa
+
+        files = [self.folder / f"{self.name}.{f}.npy" for f in ("codes", "dict.offsets",
+                                                                 "dict.utf8")]
+        codes, offsets, utf8 = (np.load(f, mmap_mode="r") for f in files)
+        values = pa.LargeStringArray.from_buffers(len(offsets) - 1, pa.py_buffer(offsets),
+                                                  pa.py_buffer(utf8))
+        out = _Text(self.folder, self.name)
+        for start in range(0, len(codes), block):
+            at = np.asarray(codes[start:start + block], np.int64)
+            out.write(values.take(pa.array(at, mask=at < 0)))
+        out.close()
+        del codes, offsets, utf8, values
+        for f in files:
+            f.unlink()
+        self.kind = "plain"
 
 
 class _Coded:

@@ -16,11 +16,13 @@ to a few per record column (:data:`~radharmony.mixture.records.RECORD_SCHEMA`):
   ``<name>.dict.utf8.npy`` (their UTF-8 bytes one after another). The dictionary is built in
   bounded memory: it restarts empty at the value that would make it hold more than
   :data:`MOST_DISTINCT` values or :data:`MOST_DICT_BYTES` bytes (a value seen before the
-  restart is written again after it), so a column whose values never repeat costs four bytes
-  a row more than plain text and nothing more;
-* a column whose values are unique by construction (:data:`PLAIN`: ``record_id``) is plain
-  text: ``<name>.offsets.npy`` (``int64``, one more than the rows) into ``<name>.utf8.npy``
-  and ``<name>.valid.npy`` (``uint8``: 0 for a null);
+  restart is written again after it);
+* plain text: ``<name>.offsets.npy`` (``int64``, one more than the rows) into
+  ``<name>.utf8.npy`` and ``<name>.valid.npy`` (``uint8``: 0 for a null), for a column whose
+  values are unique by construction (:data:`PLAIN`: ``record_id``) and for one whose codes
+  and dictionary would take more bytes than plain text (``4 rows + 8 (values + 1) +
+  dictionary bytes > 9 rows + 8 + text bytes``: values that rarely repeat), rewritten plain
+  from them when the build closes the columns;
 * a list column (``image_paths``; ``views``): ``<name>.lists.npy`` (``int64`` offsets of each
   record's items) and the items as above (``<name>.items.*``); ``prompt_variant``: ``int16``.
 

@@ -88,18 +88,20 @@ def test_repeated_text_is_written_once_and_each_row_holds_its_code(tmp_path):
 def test_a_full_dictionary_restarts_at_the_value_that_would_pass_its_bound(tmp_path,
                                                                            monkeypatch):
     """At most 2 values: the third distinct value starts a new dictionary, where a value seen
-    before is written again; at most 3 bytes: the value that would make 4 does."""
+    before is written again; at most 19 bytes: the value that would make more does."""
     monkeypatch.setattr(column_writer, "MOST_DISTINCT", 2)
-    monkeypatch.setattr(column_writer, "MOST_DICT_BYTES", 3)
+    monkeypatch.setattr(column_writer, "MOST_DICT_BYTES", 19)
     rows = {"record_id": [f"r{i}" for i in range(7)],
-            "patient_id": ["a", "b", "a", "c", "a", "b", None],
-            "study_id": ["ab", "c", "ab", "d", "d", "ab", "c"]}
+            "patient_id": [f"patient-{c}" for c in "abaca b"],
+            "study_id": [f"study-{c}" for c in ("abc", "c", "abc", "d", "d", "abc", "c")]}
+    rows["patient_id"][5] = None
     folder = _write(tmp_path / "whole", _table(rows))
-    assert _npy(folder, "patient_id.codes") == [0, 1, 0, 2, 3, 4, -1]
-    assert _utf8(folder, "patient_id.dict") == b"abcab"
-    # "ab" + "c" fill 3 bytes; "d" restarts; then "ab" restarts again (5 bytes), "c" fits
+    assert _npy(folder, "patient_id.codes") == [0, 1, 0, 2, 3, -1, 4]
+    assert _utf8(folder, "patient_id.dict") == b"patient-apatient-bpatient-cpatient-apatient-b"
+    # "study-abc" + "study-c" fill 16 bytes; "study-d" would make 23: it restarts; then
+    # "study-abc" fits (16), and "study-c" restarts again
     assert _npy(folder, "study_id.codes") == [0, 1, 0, 2, 2, 3, 4]
-    assert _utf8(folder, "study_id.dict") == b"abcdabc"
+    assert _utf8(folder, "study_id.dict") == b"study-abcstudy-cstudy-dstudy-abcstudy-c"
     assert MixtureColumns(tmp_path / "whole").take(np.arange(7), ["patient_id", "study_id"]) \
         == {"patient_id": rows["patient_id"], "study_id": rows["study_id"]}
     # the same bytes whatever the chunks the records came in
@@ -107,6 +109,24 @@ def test_a_full_dictionary_restarts_at_the_value_that_would_pass_its_bound(tmp_p
         again = _write(tmp_path / f"by{chunk}", _table(rows), chunk=chunk)
         for f in sorted(p.name for p in folder.iterdir()):
             assert (again / f).read_bytes() == (folder / f).read_bytes(), (chunk, f)
+
+
+def test_a_column_whose_values_rarely_repeat_is_written_plain(tmp_path):
+    """Codes and dictionary would take 4 x 3 + 8 x 3 + 2 = 38 bytes, plain text 9 x 3 + 8 + 2
+    = 37: the column is plain (offsets, bytes, valid), and reads the same."""
+    rows = {"record_id": ["r0", "r1", "r2"], "patient_id": ["a", None, "b"],
+            "sample_id": ["s1", "s1", "s1"]}
+    for chunk in (1, 3):
+        folder = _write(tmp_path / f"by{chunk}", _table(rows), chunk=chunk)
+        kinds = json.loads((folder / COLUMNS_INDEX).read_text())["text"]
+        assert kinds["patient_id"] == "plain" and kinds["sample_id"] == "dict"
+        assert _npy(folder, "patient_id.offsets") == [0, 1, 1, 2]
+        assert _utf8(folder, "patient_id") == b"ab"
+        assert _npy(folder, "patient_id.valid") == [1, 0, 1]
+        assert not list(folder.glob("patient_id.codes.npy")) + \
+            list(folder.glob("patient_id.dict.*"))
+        assert MixtureColumns(tmp_path / f"by{chunk}").take(np.array([2, 1, 0]), list(rows)) \
+            == {k: v[::-1] for k, v in rows.items()}
 
 
 def test_random_rows_read_back_their_values(tmp_path):
