@@ -20,7 +20,9 @@ images for training against the image-level cached loader.
     same cache, of the image-level dataset in the same harness (``DataLoader(nih_dataset,
     batch_size=64, shuffle=True, collate_fn=radharmony.collate)``), and of the mixture read
     a sample dict per record (``DataLoader(MixtureDataset(...), batch_size=64,
-    sampler=MixtureSampler(ds, seed=0), collate_fn=mixture_collate)``); each in its own
+    sampler=MixtureSampler(ds, seed=0), collate_fn=mixture_collate)``), and of the streaming
+    reads again with the sampler's batches of indices drawn beforehand (``stream_read``: the
+    read without the draw); each in its own
     shuffled order, all at 224, float32, in this process, after a warm-up epoch; ``--runs``
     rounds alternating them. Each batch's best time over the rounds counts (an epoch is 5
     batches: one busy moment of a shared machine spoils a whole epoch, so the best whole
@@ -170,6 +172,11 @@ def bench_read(work: Path, patients: int, runs: int) -> dict:
     loaders = {"stream": torch.utils.data.DataLoader(
                    mix, batch_size=None, sampler=MixtureSampler(mix, seed=0, batch_size=64),
                    collate_fn=mixture_collate),
+               # the same reads, the batches' indices drawn beforehand: the read alone
+               "stream_read": torch.utils.data.DataLoader(
+                   mix, batch_size=None, sampler=list(MixtureSampler(mix, seed=0,
+                                                                     batch_size=64)),
+                   collate_fn=mixture_collate),
                "samples": torch.utils.data.DataLoader(
                    mix, batch_size=64, sampler=MixtureSampler(mix, seed=0),
                    collate_fn=mixture_collate),
@@ -192,8 +199,8 @@ def bench_read(work: Path, patients: int, runs: int) -> dict:
     best = {k: float(v.sum()) for k, v in batches.items()}
     out = {"images": len(df), **{f"{k}_images_per_s": len(df) / v for k, v in best.items()},
            **{f"{k}_best_epoch_images_per_s": len(df) / v for k, v in whole.items()}}
-    for reader in ("stream", "samples"):
-        pre = "" if reader == "stream" else "samples_"
+    for reader in ("stream", "samples", "stream_read"):
+        pre = "" if reader == "stream" else f"{reader}_"
         out[f"{pre}ratio"] = best["cached_loader"] / best[reader]
         out[f"{pre}ratio_same_harness"] = best["image_dataloader"] / best[reader]
         out[f"{pre}best_epoch_ratio"] = whole["cached_loader"] / whole[reader]
@@ -241,7 +248,10 @@ def _print_read(read: dict) -> dict:
           f"{read['ratio_same_harness']:.2f}x; a sample dict per record (DataLoader "
           f"batch_size=64) {read['samples_images_per_s']:,.0f} images/s: "
           f"{read['samples_ratio']:.2f}x CachedLoader, median epoch "
-          f"{read['samples_median_epoch_ratio']:.2f}x")
+          f"{read['samples_median_epoch_ratio']:.2f}x; the streaming reads with their indices "
+          f"drawn beforehand {read['stream_read_images_per_s']:,.0f} images/s: "
+          f"{read['stream_read_ratio']:.2f}x, median epoch "
+          f"{read['stream_read_median_epoch_ratio']:.2f}x")
     return read
 
 

@@ -210,12 +210,22 @@ class ImageCache:
                         self._write_failed(err)
         return list(self.opened_packs.values())
 
-    def locate(self, keys: Sequence[str]) -> tuple[list[Pack], np.ndarray, np.ndarray]:
-        """``(packs, pack_of, row_of)`` for ``keys``: index into ``packs`` and row, -1 if absent."""
+    def packs_stamp(self) -> int | None:
+        """The packs folder's modification time (ns; None when absent): it changes when a
+        pack is added or removed, so a reader lists the folder again only then."""
+        try:
+            return os.stat(self.images / "packs").st_mtime_ns
+        except OSError:
+            return None
+
+    def locate(self, keys: Sequence[str], *, rescan: bool = True
+               ) -> tuple[list[Pack], np.ndarray, np.ndarray]:
+        """``(packs, pack_of, row_of)`` for ``keys``: index into ``packs`` and row, -1 if absent
+        (``rescan``: list the packs folder again first, for packs written since)."""
         digests = np.array([bytes.fromhex(k) for k in keys], dtype="S32")
         pack_of = np.full(len(keys), -1, np.int64)
         row_of = np.full(len(keys), -1, np.int64)
-        packs = self.packs(rescan=True)
+        packs = self.packs(rescan=rescan)
         for p, pack in enumerate(packs):
             todo = np.flatnonzero(pack_of < 0)
             if not len(todo):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from itertools import repeat
 from pathlib import Path
 
 import numpy as np
@@ -18,8 +19,8 @@ import numpy as np
 from ..errors import RadHarmonyError
 from ..files import TMP_PREFIX, atomic_write
 from .column_groups import write_groups
-from .columns import (CODED, COLUMNS_DIR, COLUMNS_FORMAT, COLUMNS_INDEX, LISTS, MOST_CODES, TEXT,
-                      column_sources)
+from .columns import (CODED, COLUMNS_DIR, COLUMNS_FORMAT, COLUMNS_INDEX, COLUMNS_VERSION, LISTS,
+                      MOST_CODES, MOST_DICT_BYTES, MOST_DISTINCT, PLAIN, TEXT, column_sources)
 from .records import RECORD_COLUMNS, RECORDS_NAME, read_manifest
 
 #: the bytes of a streamed ``.npy`` file's header (the shape is written in it at the end)
@@ -56,12 +57,15 @@ def _npy_header(dtype: np.dtype, n: int) -> bytes:
 
 
 class _Text:
-    """A text column (or a list column's text items) being written: offsets, bytes, valid."""
+    """A text column (or a list column's text items) being written: offsets, bytes, valid
+    (``valid=False``: a dictionary's values, never null, have no valid file)."""
 
-    def __init__(self, folder: Path, name: str):
+    kind = "plain"
+
+    def __init__(self, folder: Path, name: str, *, valid: bool = True):
         self.offsets = _Appender(folder / f"{name}.offsets.npy", np.int64)
         self.utf8 = _Appender(folder / f"{name}.utf8.npy", np.uint8)
-        self.valid = _Appender(folder / f"{name}.valid.npy", np.uint8)
+        self.valid = _Appender(folder / f"{name}.valid.npy", np.uint8) if valid else None
         self.offsets.write([0])
         self.end = 0
 
@@ -79,11 +83,93 @@ class _Text:
             self.utf8.write(data[offs[0]:offs[-1]])
             self.offsets.write(offs[1:] - offs[0] + self.end)
             self.end += int(offs[-1] - offs[0])
-        self.valid.write(_valid(arr))
+        if self.valid is not None:
+            self.valid.write(_valid(arr))
 
     def close(self) -> None:
         for f in (self.offsets, self.utf8, self.valid):
-            f.close()
+            if f is not None:
+                f.close()
+
+
+class _Dict:
+    """A dictionary-coded text column (or a list column's text items) being written: each
+    value's ``int32`` code (-1: null) into the distinct values, written once each, in the order
+    they first appear (``<name>.dict``, a :class:`_Text` without nulls). The dictionary being
+    filled holds at most :data:`MOST_DISTINCT` values of :data:`MOST_DICT_BYTES` bytes: at the
+    value that would pass either, it restarts empty (values seen before it are written again),
+    so memory stays bounded and the codes depend only on the records, in order. A column
+    whose codes and dictionary take more bytes than plain text would (its values rarely
+    repeat) is written plain at :meth:`close` instead (:meth:`plain`)."""
+
+    kind = "dict"
+
+    def __init__(self, folder: Path, name: str):
+        self.folder, self.name = folder, name
+        self.codes = _Appender(folder / f"{name}.codes.npy", np.int32)
+        self.values = _Text(folder, f"{name}.dict", valid=False)
+        self.seen: dict = {}  # the dictionary being filled: value -> code
+        self.bytes = 0  # its values' UTF-8 bytes
+        self.next = 0  # the next value's code (values written so far)
+        self.text = 0  # every row's UTF-8 bytes (what plain text would hold)
+
+    def write(self, arr) -> None:
+        import pyarrow.compute as pc
+
+        self.text += int(pc.sum(pc.binary_length(arr)).as_py() or 0)
+        while len(arr):
+            enc = pc.dictionary_encode(arr)  # the chunk's values, in order of appearance
+            distinct = enc.dictionary.to_pylist()
+            mapping = np.fromiter(map(self.seen.get, distinct, repeat(-1)), np.int64,
+                                  len(distinct))
+            new = np.flatnonzero(mapping < 0)  # values not in the dictionary, in order
+            ends = self.bytes + np.cumsum(pc.binary_length(enc.dictionary).to_numpy(
+                zero_copy_only=False)[new])  # the dictionary's bytes after each
+            fit = min(len(new), MOST_DISTINCT - len(self.seen),
+                      int(np.searchsorted(ends, MOST_DICT_BYTES, side="right")))
+            fit = max(fit, 1 if not self.seen and len(new) else 0)  # one value at least
+            added = new[:fit]
+            mapping[added] = np.arange(self.next, self.next + fit)
+            self.seen.update(zip([distinct[j] for j in added.tolist()],
+                                 range(self.next, self.next + fit)))
+            self.bytes = int(ends[fit - 1]) if fit else self.bytes
+            idx = enc.indices.fill_null(len(distinct)).to_numpy(zero_copy_only=False)
+            rows = len(idx)
+            if fit < len(new):  # the dictionary restarts at this value's first row
+                rows = int(np.argmax(idx == new[fit]))
+            self.codes.write(np.append(mapping, -1)[idx[:rows]])
+            self.values.write(enc.dictionary.take(added))
+            self.next += fit
+            if fit < len(new):
+                self.seen, self.bytes = {}, 0
+            arr = arr.slice(rows)
+
+    def close(self) -> None:
+        self.codes.close()
+        self.values.close()
+        rows = self.codes.n
+        if 4 * rows + 8 * (self.next + 1) + self.values.end > 9 * rows + 8 + self.text:
+            self.plain()
+
+    def plain(self, block: int = 1 << 20) -> None:
+        """Write the column as plain text (:class:`_Text`) from its closed codes and
+        dictionary, ``block`` rows at a time, and remove them."""
+        import pyarrow as pa
+
+        files = [self.folder / f"{self.name}.{f}.npy" for f in ("codes", "dict.offsets",
+                                                                 "dict.utf8")]
+        codes, offsets, utf8 = (np.load(f, mmap_mode="r") for f in files)
+        values = pa.LargeStringArray.from_buffers(len(offsets) - 1, pa.py_buffer(offsets),
+                                                  pa.py_buffer(utf8))
+        out = _Text(self.folder, self.name)
+        for start in range(0, len(codes), block):
+            at = np.asarray(codes[start:start + block], np.int64)
+            out.write(values.take(pa.array(at, mask=at < 0)))
+        out.close()
+        del codes, offsets, utf8, values
+        for f in files:
+            f.unlink()
+        self.kind = "plain"
 
 
 class _Coded:
@@ -122,7 +208,7 @@ class _List:
     def __init__(self, folder: Path, name: str, items: str):
         self.lists = _Appender(folder / f"{name}.lists.npy", np.int64)
         self.valid = _Appender(folder / f"{name}.valid.npy", np.uint8)
-        self.items = _Text(folder, f"{name}.items") if items == "text" else \
+        self.items = _text(folder, f"{name}.items") if items == "text" else \
             _Coded(folder, f"{name}.items")
         self.lists.write([0])
         self.end = 0
@@ -137,6 +223,11 @@ class _List:
     def close(self) -> None:
         for f in (self.lists, self.valid, self.items):
             f.close()
+
+
+def _text(folder: Path, name: str) -> "_Text | _Dict":
+    """The writer of text column ``name``: plain for :data:`PLAIN`, else dictionary-coded."""
+    return _Text(folder, name) if name in PLAIN else _Dict(folder, name)
 
 
 def _valid(arr) -> np.ndarray:
@@ -161,7 +252,7 @@ class ColumnWriter:
             if name in CODED:
                 self._cols[name] = _Coded(self.tmp, name)
             elif name in TEXT:
-                self._cols[name] = _Text(self.tmp, name)
+                self._cols[name] = _text(self.tmp, name)
             elif name in LISTS:
                 self._cols[name] = _List(self.tmp, name, LISTS[name])
             else:  # prompt_variant
@@ -172,7 +263,7 @@ class ColumnWriter:
 
         for name, col in self._cols.items():
             arr = one_chunk(table.column(name))
-            col.write(arr if isinstance(col, (_Text, _Coded, _List)) else
+            col.write(arr if isinstance(col, (_Text, _Dict, _Coded, _List)) else
                       arr.to_numpy(zero_copy_only=False))
         self.rows += table.num_rows
 
@@ -190,8 +281,10 @@ class ColumnWriter:
             np.save(self.tmp / f"rows.{value}.npy", np.flatnonzero(codes == code))
             splits[value] = f"rows.{value}.npy"
         del codes
-        index = {"format": COLUMNS_FORMAT, "rows": self.rows, "splits": splits,
+        index = {"format": COLUMNS_FORMAT, "version": COLUMNS_VERSION, "rows": self.rows,
+                 "splits": splits,
                  "values": {name: list(self._vocab(name)) for name in (*CODED, "views")},
+                 "text": {name: col.kind for name, col in self._texts()},
                  "sources": sources}
         index["groups"] = write_groups(self.tmp, index["values"])
         text = json.dumps(index, indent=1, ensure_ascii=False) + "\n"
@@ -202,6 +295,14 @@ class ColumnWriter:
             os.replace(final, old)
             shutil.rmtree(old, ignore_errors=True)
         os.replace(self.tmp, final)
+
+    def _texts(self):
+        """``(name, writer)`` of each text column and list column's text items."""
+        for name, col in self._cols.items():
+            if isinstance(col, _List) and not isinstance(col.items, _Coded):
+                yield f"{name}.items", col.items
+            elif isinstance(col, (_Text, _Dict)):
+                yield name, col
 
     def _vocab(self, name: str) -> dict:
         col = self._cols[name]

@@ -9,18 +9,37 @@ to a few per record column (:data:`~radharmony.mixture.records.RECORD_SCHEMA`):
 * a column of few distinct values (``task``, ``family``, ``source``, ``dataset``,
   ``source_split``, ``split``; each image's ``views``): ``int16`` codes into its distinct
   values, listed in ``columns.json`` in the order they first appear (-1: null);
-* a text column (``record_id``, ``patient_id``, ``study_id``, ``sample_id``, ``prompt``,
-  ``target``, ``fields``): ``<name>.offsets.npy`` (``int64``, one more than the rows) into
-  ``<name>.utf8.npy`` (the UTF-8 bytes one after another) and ``<name>.valid.npy``
-  (``uint8``: 0 for a null);
+* a text column (``patient_id``, ``study_id``, ``sample_id``, ``prompt``, ``target``,
+  ``fields``; each image's path in ``image_paths``): dictionary-coded, ``<name>.codes.npy``
+  (``int32``, -1: null) into the column's distinct values, each written once in the order it
+  first appears: ``<name>.dict.offsets.npy`` (``int64``, one more than the values) into
+  ``<name>.dict.utf8.npy`` (their UTF-8 bytes one after another). The dictionary is built in
+  bounded memory: it restarts empty at the value that would make it hold more than
+  :data:`MOST_DISTINCT` values or :data:`MOST_DICT_BYTES` bytes (a value seen before the
+  restart is written again after it);
+* plain text: ``<name>.offsets.npy`` (``int64``, one more than the rows) into
+  ``<name>.utf8.npy`` and ``<name>.valid.npy`` (``uint8``: 0 for a null), for a column whose
+  values are unique by construction (:data:`PLAIN`: ``record_id``) and for one whose codes
+  and dictionary would take more bytes than plain text (``4 rows + 8 (values + 1) +
+  dictionary bytes > 9 rows + 8 + text bytes``: values that rarely repeat), rewritten plain
+  from them when the build closes the columns;
 * a list column (``image_paths``; ``views``): ``<name>.lists.npy`` (``int64`` offsets of each
-  record's items) and the items as above; ``prompt_variant``: ``int16``.
+  record's items) and the items as above (``<name>.items.*``); ``prompt_variant``: ``int16``.
 
-``columns.json`` also holds each split's rows (``rows.<split>.npy``, ``int64``), every row by
-``(split, source, task)`` group (``rows_by_group.npy``: :mod:`~radharmony.mixture.column_groups`,
-what the sampler draws by rate from) and what reading
-a record's images needs without opening a source's metadata: each source's image root (the
-folder its ``image_paths`` are relative to, resolved at build time) and cache key mode.
+The records repeat their strings many times (a record per task and prompt variant of one
+image, every record of a study naming its patient, a few prompt templates): dictionary
+coding takes a 2.55 M-record mixture's columns from 1.61 GB to 0.53 GB
+(``python -m benchmarks.mixture_scale --scale 0.3 --repeat 1``), and a batch touches a page
+of codes per column and the pages of its distinct values.
+
+``columns.json`` (format :data:`COLUMNS_FORMAT`, version :data:`COLUMNS_VERSION`; an older
+folder is refused, naming :func:`~radharmony.mixture.column_writer.write_columns`, which
+writes it again from ``records.parquet``) also holds each text column's kind (``dict`` or
+``plain``), each split's rows (``rows.<split>.npy``, ``int64``), every row by ``(split,
+source, task)`` group (``rows_by_group.npy``: :mod:`~radharmony.mixture.column_groups`, what
+the sampler draws by rate from) and what reading a record's
+images needs without opening a source's metadata: each source's image root (the folder its
+``image_paths`` are relative to, resolved at build time) and cache key mode.
 The files' bytes depend only on the records, in order, never on how they were chunked.
 """
 
@@ -37,10 +56,18 @@ from .records import read_format
 COLUMNS_DIR = "columns"
 COLUMNS_INDEX = "columns.json"
 COLUMNS_FORMAT = "radharmony-mixture-columns"
+#: the layout of the files (1: every text column plain; 2: dictionary-coded text)
+COLUMNS_VERSION = 2
 #: columns of few distinct values, stored as int16 codes
 CODED = ("task", "family", "source", "dataset", "source_split", "split")
-#: text columns, stored as offsets into UTF-8 bytes
+#: text columns, stored dictionary-coded (plain: :data:`PLAIN`)
 TEXT = ("record_id", "patient_id", "study_id", "sample_id", "prompt", "target", "fields")
+#: text columns whose values are unique by construction, stored plain: offsets into UTF-8
+PLAIN = ("record_id",)
+#: the most values a text column's dictionary holds before it restarts (bounded memory)
+MOST_DISTINCT = 2**18
+#: the most UTF-8 bytes of a text column's dictionary before it restarts
+MOST_DICT_BYTES = 2**25
 #: list columns: their items' kind
 LISTS = {"image_paths": "text", "views": "coded"}
 #: the most distinct values a coded column holds
@@ -89,18 +116,28 @@ class MixtureColumns:
                             "and later)", fix="rebuild the mixture with `radharmony mix build "
                             "SPEC OUT`, or write its columns from records.parquet: "
                             "radharmony.mixture.column_writer.write_columns(OUT)")
+        if index.get("version") != COLUMNS_VERSION:
+            raise RadHarmonyError(f"The mixture's columns {folder} are of an older layout",
+                                  expected=f"{COLUMNS_INDEX} version {COLUMNS_VERSION} "
+                                  "(dictionary-coded text)",
+                                  found=f"version {index.get('version', 1)}",
+                                  fix="write them again from records.parquet: radharmony."
+                                  "mixture.column_writer.write_columns(OUT), or rebuild the "
+                                  "mixture (radharmony mix build SPEC OUT)")
         self.folder, self.index = folder, index
         self.num_rows = int(index["rows"])
+        self.kinds = index["text"]
         self.sources = {s["name"]: s for s in index.get("sources", [])}
         self.values = {name: _objects(v) for name, v in index["values"].items()}
         self._maps: dict = {}
+        self._arrays: dict = {}
         self._files: dict = {}
 
     def __getstate__(self) -> dict:
         """Pickled (a DataLoader worker started by spawn) without the maps and descriptors:
         each process maps and opens the files again, sharing their pages, instead of
         receiving copies."""
-        return {**self.__dict__, "_maps": {}, "_files": {}}
+        return {**self.__dict__, "_maps": {}, "_arrays": {}, "_files": {}}
 
     def _map(self, file: str) -> np.ndarray:
         arr = self._maps.get(file)
@@ -114,6 +151,14 @@ class MixtureColumns:
                                       fix="rebuild the mixture (radharmony mix build)"
                                       ) from None
             self._maps[file] = arr
+        return arr
+
+    def _array(self, file: str) -> np.ndarray:
+        """:meth:`_map` as a plain array over the same pages (indexed several times faster
+        than the ``np.memmap`` subclass)."""
+        arr = self._arrays.get(file)
+        if arr is None:
+            arr = self._arrays[file] = self._map(file).view(np.ndarray)
         return arr
 
     def _file(self, file: str):
@@ -168,35 +213,43 @@ class MixtureColumns:
 
     def _take(self, name: str, rows: np.ndarray) -> list:
         if name in CODED:
-            return self.values[name][np.asarray(self.codes(name)[rows]).astype(np.int64)] \
+            return self.values[name][self._array(f"{name}.codes.npy")[rows].astype(np.int64)] \
                 .tolist() if len(rows) else []
         if name in TEXT:
             return self._texts(name, rows)
         if name in LISTS:
-            lists = self._map(f"{name}.lists.npy")
+            lists = self._array(f"{name}.lists.npy")
             starts, ends = lists[rows], lists[rows + 1]
-            valid = self._map(f"{name}.valid.npy")[rows]
-            flat = np.concatenate([np.arange(a, b) for a, b in zip(starts.tolist(),
-                                                                   ends.tolist())]
-                                  or [np.zeros(0, np.int64)]).astype(np.int64)
+            valid = self._array(f"{name}.valid.npy")[rows]
+            counts = ends - starts  # each row's items, one after another:
+            flat = np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(
+                starts - (np.cumsum(counts) - counts), counts)
             if LISTS[name] == "text":
                 items = self._texts(f"{name}.items", flat)
             else:
-                items = self.values[name][np.asarray(
-                    self._map(f"{name}.items.codes.npy")[flat]).astype(np.int64)].tolist()
+                items = self.values[name][
+                    self._array(f"{name}.items.codes.npy")[flat].astype(np.int64)].tolist()
             out, at = [], 0
             for a, b, ok in zip(starts.tolist(), ends.tolist(), valid.tolist()):
                 out.append(items[at:at + b - a] if ok else None)
                 at += b - a
             return out
-        return np.asarray(self._map(f"{name}.npy")[rows]).tolist()
+        return self._array(f"{name}.npy")[rows].tolist()
 
     def _texts(self, name: str, rows: np.ndarray) -> list:
-        offsets = self._map(f"{name}.offsets.npy")
-        utf8 = self._map(f"{name}.utf8.npy")
-        valid = self._map(f"{name}.valid.npy")[rows].tolist()
-        starts, ends = offsets[rows].tolist(), offsets[rows + 1].tolist()
-        blob = memoryview(utf8)  # the mapped pages, no copy
+        """Text column (or text items) ``name``'s values at ``rows``: through its codes into
+        its dictionary, or straight from its offsets (plain)."""
+        if self.kinds[name] == "dict":
+            at = self._array(f"{name}.codes.npy")[rows].astype(np.int64)
+            valid = (at >= 0).tolist()  # a null (-1) reads offsets[0] (clipped): no value
+            name = f"{name}.dict"
+        else:
+            at = rows
+            valid = self._array(f"{name}.valid.npy")[rows].tolist()
+        offsets = self._array(f"{name}.offsets.npy")
+        starts = offsets.take(at, mode="clip").tolist()
+        ends = offsets.take(at + 1, mode="clip").tolist()
+        blob = memoryview(self._array(f"{name}.utf8.npy"))  # the mapped pages, no copy
         return [str(blob[a:b], "utf-8") if ok else None
                 for a, b, ok in zip(starts, ends, valid)]
 
@@ -231,5 +284,6 @@ def _objects(values: list) -> np.ndarray:
     return out
 
 
-__all__ = ["CODED", "COLUMNS_DIR", "COLUMNS_FORMAT", "COLUMNS_INDEX", "LISTS", "MixtureColumns",
-           "TEXT", "column_sources", "manifest_reading"]
+__all__ = ["CODED", "COLUMNS_DIR", "COLUMNS_FORMAT", "COLUMNS_INDEX", "COLUMNS_VERSION", "LISTS",
+           "MOST_DICT_BYTES", "MOST_DISTINCT", "MixtureColumns", "PLAIN", "TEXT",
+           "column_sources", "manifest_reading"]

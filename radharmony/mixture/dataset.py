@@ -160,8 +160,8 @@ class MixtureDataset(torch.utils.data.Dataset):
         columns, their images (the records' ``n``, then their priors'; ``counts`` and
         ``prior_counts`` per record)."""
         idx = self._positions(indices)
-        cols = self.records.take(idx if self.index is None else self.index[idx],
-                                 self.columns)
+        rows = idx if self.index is None else self.index[idx]
+        cols = self.records.take(rows, _NEEDED)  # what finds the images; the rest meanwhile
         fields = [orjson.loads(t) if t else {} for t in cols["fields"]]
         cols["fields"] = fields
         paths = [p or () for p in cols["image_paths"]]
@@ -169,7 +169,10 @@ class MixtureDataset(torch.utils.data.Dataset):
         counts, prior_counts = list(map(len, paths)), list(map(len, priors))
         items = [(s, p) for s, ps in zip(cols["source"], paths) for p in ps]
         items += [(s, p) for s, ps in zip(cols["source"], priors) for p in ps]
-        return finish(cols, self.images.tensor(items), counts, prior_counts, sum(counts))
+        rest = [c for c in self.columns if c not in cols]
+        imgs = self.images.tensor(items, meanwhile=lambda: cols.update(
+            self.records.take(rows, rest)))
+        return finish(cols, imgs, counts, prior_counts, sum(counts))
 
     def _collated(self, cols: dict, imgs: torch.Tensor, counts: list, prior_counts: list,
                   n: int) -> "MixtureBatch":

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import os
 import stat
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 
 from ..errors import RadHarmonyError
+from ..imaging.ahead import levels_ahead
 from ..imaging.cache import ImageCache
 from ..imaging.pipeline import STORAGE, DefaultTransform
 from ..imaging.read import safe_path
@@ -125,7 +127,7 @@ class SourceImages:
             cache = None if self.cache_dir is None else ImageCache(
                 self.cache_dir, self.pipeline.params(), key=src.get("cache_key", "identity"))
             found = SimpleNamespace(image_cache=cache, pipeline=self.pipeline,
-                                    root=src["image_root"])
+                                    root=src["image_root"], dirs={}, packs_stamp=-1)
             self._readers[name] = found
         return found
 
@@ -146,19 +148,32 @@ class SourceImages:
                 out[j] = load_one(r, r.root, items[j][1])
         return out
 
-    def tensor(self, items: list[tuple[str, str]]) -> "torch.Tensor":
+    def tensor(self, items: list[tuple[str, str]], *, meanwhile=None) -> "torch.Tensor":
         """``(n, 1, S, S)`` in [-1, 1] of ``items``, in one of this process's reused batch
-        buffers (a DataLoader worker's: a shared-memory slot, :mod:`radharmony.data.handoff`)."""
+        buffers (a DataLoader worker's: a shared-memory slot, :mod:`radharmony.data.handoff`).
+        ``meanwhile()``: the caller's work that reads no pixel, run while the batch of one pack
+        is converted on the process's helper thread (:func:`~radharmony.imaging.ahead.
+        levels_ahead`, as the image-level reader does), else after the conversion."""
         import torch
 
         s = self.pipeline.size
         shape = (len(items), 1, s, s)
         out = self._batch(shape) if items else torch.empty(shape, dtype=self.dtype)
         whole = self._one_pack(items)
-        if whole is not None:  # converted straight out of the pack's memory map, no copy
-            self.pipeline.to_tensor(whole[0], self.dtype, rows=whole[1], out=out)
-        elif items:
-            self.pipeline.to_tensor(self.quantized(items), self.dtype, out=out)
+        join = None if whole is None else levels_ahead(whole[0], self.dtype, whole[1], out)
+        try:
+            if join is not None and meanwhile is not None:
+                meanwhile()
+        finally:
+            if join is not None:
+                join()  # the caller's share, then the helper's last piece
+        if join is None:
+            if whole is not None:  # converted straight out of the pack's memory map
+                self.pipeline.to_tensor(whole[0], self.dtype, rows=whole[1], out=out)
+            elif items:
+                self.pipeline.to_tensor(self.quantized(items), self.dtype, out=out)
+            if meanwhile is not None:
+                meanwhile()
         return out
 
     def _one_pack(self, items: list[tuple[str, str]]):
@@ -170,7 +185,7 @@ class SourceImages:
         r = self.reader(names.pop())
         if r.image_cache is None:
             return None
-        packs, pack_of, row_of = r.image_cache.locate(_keys(r, [rel for _, rel in items]))
+        packs, pack_of, row_of = _locate(r, [rel for _, rel in items])
         if not len(packs) or (pack_of != pack_of[0]).any() or pack_of[0] < 0:
             return None
         pack = packs[int(pack_of[0])]
@@ -202,43 +217,50 @@ MAX_DIRS = 500_000
 def _resolved(reader, rel: str) -> tuple[str, os.stat_result | None]:
     """``(real path, lstat)`` of ``rel`` under the source's root, each directory resolved and
     checked to lie inside the root once per process (as a dataset's file table does); the file
-    itself is ``lstat``-ed on every read, and a symlinked file, or a path with ``.`` / ``..``
-    parts, takes :func:`~radharmony.imaging.read.safe_path`'s exact route every time."""
-    head, name = os.path.split(rel) if isinstance(rel, str) else ("", "")
-    dirs = reader.__dict__.setdefault("dirs", {})
+    itself is ``lstat``-ed on every read, and a symlinked file, or a path with a part
+    beginning with ``.`` (``.``, ``..``, a hidden name), takes
+    :func:`~radharmony.imaging.read.safe_path`'s exact route every time."""
+    dirs = reader.dirs
+    head, _, name = rel.rpartition("/") if isinstance(rel, str) else ("", "", "")
     real_dir = dirs.get(head)
-    parts = rel.split("/") if isinstance(rel, str) else []
-    if real_dir is None and name and not {".", ".."} & set(parts):
+    if real_dir is None and name and "/." not in f"/{rel}":
         if len(dirs) > MAX_DIRS:
             dirs.clear()
         real_dir = dirs[head] = os.path.dirname(os.fspath(safe_path(reader.root,
-                                                                    os.path.join(head, "_"))))
-    if real_dir is not None:
-        full = os.path.join(real_dir, name)
+                                                                    f"{head}/_" if head
+                                                                    else "_")))
+    if real_dir is not None and name and name[0] != ".":
+        full = f"{real_dir}/{name}"
         try:
             st = os.lstat(full)
         except OSError:
             st = None
-        if st is not None and not stat.S_ISLNK(st.st_mode):
+        if st is not None and stat.S_ISREG(st.st_mode):
             return full, st
-    full = os.fspath(safe_path(reader.root, rel))
-    return full, None
+    return os.fspath(safe_path(reader.root, rel)), None
 
 
 def _keys(reader, rels: list[str]) -> list[str]:
     """The cache keys of the images ``rels`` of one source (see :func:`_resolved`)."""
-    keys = []
-    for rel in rels:
-        full, st = _resolved(reader, rel)
-        keys.append(reader.image_cache.key(full, resolved=True, st=st))
-    return keys
+    key = reader.image_cache.key
+    return [key(full, resolved=True, st=st) for full, st in map(partial(_resolved, reader),
+                                                               rels)]
+
+
+def _locate(reader, rels: list[str]):
+    """:meth:`~radharmony.imaging.cache.ImageCache.locate` of the images ``rels``, the packs
+    folder listed again only when it changed since this process last looked (one ``stat``)."""
+    cache = reader.image_cache
+    stamp = cache.packs_stamp()
+    rescan, reader.packs_stamp = stamp != reader.packs_stamp, stamp
+    return cache.locate(_keys(reader, rels), rescan=rescan)
 
 
 def _from_packs(reader, rels: list[str], where: list[int], out: np.ndarray) -> list[int]:
     """Copy the images ``rels`` of one source that lie in its cache's packs into
     ``out[where]``, one lookup and one read per pack for the whole batch (a record whose
     checksum fails is left to the per-image path, which warns); the positions of the rest."""
-    packs, pack_of, row_of = reader.image_cache.locate(_keys(reader, rels))
+    packs, pack_of, row_of = _locate(reader, rels)
     where = np.asarray(where, np.int64)
     missed = [int(j) for j in where[pack_of < 0]]
     for p, pack in enumerate(packs):

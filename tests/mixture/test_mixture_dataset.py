@@ -471,7 +471,7 @@ def test_a_packed_batch_is_read_out_of_its_pack_and_never_stale(mix, tmp_path):
     calls = []
     original = own.image_cache.locate
     ds.images.reader(src["name"]).image_cache.locate = \
-        lambda keys: calls.append(len(keys)) or original(keys)
+        lambda keys, **how: calls.append(len(keys)) or original(keys, **how)
     def gathered(items):
         raise AssertionError("the batch was gathered, not read out of the pack")
 
