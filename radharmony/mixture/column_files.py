@@ -132,7 +132,7 @@ class ColumnFile:
             out[k] = self._read(r, width)
         return out
 
-    def searchsorted(self, values, *, fence: int = 4096) -> np.ndarray:
+    def searchsorted(self, values, *, fence: int = 1024) -> np.ndarray:
         """``np.searchsorted(col, values)`` of a sorted column (side ``left``): each value's
         block found among every ``fence``-th value (read once, kept), then that one block
         read and searched: two reads per value, nothing mapped.
@@ -148,13 +148,12 @@ class ColumnFile:
         if fences is None or fences[0] != fence:
             fences = self._fences = (fence, self[::fence] if self.size else
                                      np.zeros(0, self.dtype))
-        marks = fences[1]
+        b = np.searchsorted(fences[1], values, side="left")  # marks[b-1] < v <= marks[b]
+        lo = np.maximum(0, (b - 1) * fence)
+        hi = np.minimum(self.size, b * fence + 1)
         out = np.empty(len(values), np.int64)
-        for k, v in enumerate(values.tolist()):
-            b = int(np.searchsorted(marks, v, side="left"))  # marks[b-1] < v <= marks[b]
-            lo = max(0, (b - 1) * fence)
-            hi = min(self.size, b * fence + 1)
-            out[k] = lo + int(np.searchsorted(self._read(lo, hi - lo), v, side="left"))
+        for k, (a, z, v) in enumerate(zip(lo.tolist(), hi.tolist(), values.tolist())):
+            out[k] = a + int(self._read(a, z - a).searchsorted(v, side="left"))
         return out
 
     def span(self, start: int, stop: int) -> bytes:
