@@ -39,8 +39,9 @@ from .spool import INHERITED, Spool, process_count, remove_spools, replay, start
 from .tasks import TASKS
 from .writer import ROW_GROUP, RecordWriter, assemble, repeat_index
 
-#: draft items rendered at a time
-CHUNK = 65_536
+#: draft items rendered at a time (the records do not depend on it; a chunk's lists and
+#: strings are what a source process holds beside its table: 16,384 keeps them to ~0.1 GB)
+CHUNK = 16_384
 
 
 def build(spec, out: str | os.PathLike, *, workers: int | None = None,

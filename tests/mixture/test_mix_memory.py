@@ -13,7 +13,7 @@ import pytest
 from mix_replicas import replicas  # noqa: F401 (fixture)
 from radharmony import gc_pause
 from radharmony.gc_pause import paused_gc, release_memory
-from radharmony.mixture import builder
+from radharmony.mixture import MANIFEST_NAME, RECORDS_NAME, build, builder
 from radharmony.mixture.holdout import HoldOut, input_identity, open_dataset
 from radharmony.mixture.spec import load_spec
 
@@ -101,3 +101,21 @@ def test_release_memory_trims_the_c_heap(monkeypatch):
     monkeypatch.setattr(gc_pause, "_malloc_trim", lambda: trimmed.append)
     release_memory()
     assert trimmed == [0]
+
+
+def test_the_files_do_not_depend_on_how_many_records_are_rendered_at_a_time(
+        replicas, tmp_path, monkeypatch):
+    from mix_replicas import spec_for
+
+    spec = spec_for(replicas, cache_dir=tmp_path / "cache")
+    build(spec, tmp_path / "whole", workers=1, progress=False)
+    monkeypatch.setattr(builder, "CHUNK", 7)  # in this process: workers=1
+    build(spec, tmp_path / "sevens", workers=1, progress=False)
+    for name in (RECORDS_NAME, MANIFEST_NAME):
+        assert (tmp_path / "sevens" / name).read_bytes() == \
+            (tmp_path / "whole" / name).read_bytes(), name
+    files = sorted(p.name for p in (tmp_path / "whole" / "columns").iterdir())
+    assert files == sorted(p.name for p in (tmp_path / "sevens" / "columns").iterdir())
+    for name in files:
+        assert (tmp_path / "sevens" / "columns" / name).read_bytes() == \
+            (tmp_path / "whole" / "columns" / name).read_bytes(), name
