@@ -2,7 +2,7 @@
 8 ranks x 2 DataLoader workers on one machine (metadata only).
 
     python -m benchmarks.mixture_scale [--work bench-data] [--scale 1.0] [--repeat 1.8]
-                                       [--ranks 8] [--workers 2] [--batches 8]
+                                       [--ranks 8] [--workers 2] [--batches 8] [--rates]
 
 The sources are :mod:`benchmarks.mixture_build`'s six full-size metadata-only replicas
 (``--scale`` shrinks them), each drawn twice under two names (12 sources: ``<name>_a`` and
@@ -24,6 +24,9 @@ Each step runs in a fresh process:
   through ``DataLoader(ds, batch_size=None, sampler=MixtureSampler(ds, num_replicas=R,
   rank=r, batch_size=64), num_workers=--workers)``; with the workers still alive each process
   sums the private memory of itself and its workers, and the figure is the sum over ranks.
+
+``--rates``: every sampler draws by rate (each source a share: :func:`bench_rates`) instead
+of each record once.
 
 The replicas have no image file, so a batch's pixels stand in as zeros (the columns, the
 fields and the collate are read as in training); the image read itself is
@@ -78,6 +81,27 @@ def private_kib(pid: int | str = "self", kinds=("Private_Clean:", "Private_Dirty
 DIRTY = ("Private_Dirty:",)
 
 
+def bench_rates(out: Path, on: bool) -> dict | None:
+    """With ``on``: a share per source of the train split (1, 2, 3, ... in the manifest's
+    order), the first task of the first source with two tasks rated apart (2): the sampler's
+    draw by rate."""
+    if not on:
+        return None
+    from radharmony.mixture.records import read_manifest
+
+    manifest = read_manifest(out)
+    tasks: dict = {}
+    for c in manifest["counts"]:
+        if c["split"] == "train" and c["records"]:
+            tasks.setdefault(c["source"], []).append(c["task"])
+    rates: dict = {s["name"]: float(i + 1) for i, s in enumerate(manifest["sources"])
+                   if s["name"] in tasks}
+    apart = next(([s, t[0]] for s, t in tasks.items() if len(t) > 1), None)
+    if apart:
+        rates["/".join(apart)] = 2.0
+    return rates
+
+
 def _no_pixels(ds) -> None:
     """The metadata-only replicas have no image file: each batch's pixels are zeros."""
     import torch
@@ -86,7 +110,7 @@ def _no_pixels(ds) -> None:
     ds.images.tensor = lambda items: torch.zeros((len(items), 1, s, s), dtype=ds.dtype)
 
 
-def open_run(out: Path) -> dict:
+def open_run(out: Path, rates: bool = False) -> dict:
     """Open the mixture and draw and read its first batch, in this process."""
     import resource
 
@@ -101,7 +125,7 @@ def open_run(out: Path) -> dict:
     opened = time.perf_counter() - t
     after_open = private_kib()
     t = time.perf_counter()
-    sampler = MixtureSampler(ds, batch_size=64, seed=0)
+    sampler = MixtureSampler(ds, batch_size=64, seed=0, rates=bench_rates(out, rates))
     first = next(iter(sampler))
     drawn = time.perf_counter() - t
     _no_pixels(ds)
@@ -116,7 +140,8 @@ def open_run(out: Path) -> dict:
             "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
 
 
-def rank_run(out: Path, rank: int, ranks: int, workers: int, batches: int) -> dict:
+def rank_run(out: Path, rank: int, ranks: int, workers: int, batches: int,
+             rates: int = 0) -> dict:
     """One rank: open, read ``batches`` batches with ``workers`` workers, then sum the private
     memory of this process and its workers (alive)."""
     import torch
@@ -125,7 +150,8 @@ def rank_run(out: Path, rank: int, ranks: int, workers: int, batches: int) -> di
 
     ds = MixtureDataset(out)
     _no_pixels(ds)
-    sampler = MixtureSampler(ds, batch_size=64, seed=0, num_replicas=ranks, rank=rank)
+    sampler = MixtureSampler(ds, batch_size=64, seed=0, num_replicas=ranks, rank=rank,
+                             rates=bench_rates(out, bool(rates)))
     loader = torch.utils.data.DataLoader(ds, batch_size=None, sampler=sampler,
                                          num_workers=workers, collate_fn=mixture_collate,
                                          persistent_workers=workers > 0)
@@ -149,10 +175,11 @@ def _child(*args: str) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def ranks_run(out: Path, ranks: int, workers: int, batches: int) -> dict:
+def ranks_run(out: Path, ranks: int, workers: int, batches: int, rates: bool = False) -> dict:
     """``ranks`` processes side by side (:func:`rank_run`): the sum of their private memory."""
     procs = [subprocess.Popen([sys.executable, "-m", "benchmarks.mixture_scale", "--rank",
-                               str(out), str(r), str(ranks), str(workers), str(batches)],
+                               str(out), str(r), str(ranks), str(workers), str(batches),
+                               str(int(rates))],
                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True) for r in range(ranks)]
     t = time.perf_counter()
@@ -171,7 +198,7 @@ def ranks_run(out: Path, ranks: int, workers: int, batches: int) -> dict:
 
 
 def bench(work: Path, scale: float, repeat: float, ranks: int, workers: int,
-          batches: int, build: bool = True) -> dict:
+          batches: int, build: bool = True, rates: bool = False) -> dict:
     from benchmarks.mixture_build import replicas
 
     roots = replicas(work, scale)
@@ -179,7 +206,7 @@ def bench(work: Path, scale: float, repeat: float, ranks: int, workers: int,
     spec_path = base / f"scale-spec-x{repeat:g}.json"
     spec_path.write_text(json.dumps(scale_spec(roots, base / "cache", repeat)))
     out = base / f"scale-out-x{repeat:g}"
-    r: dict = {"scale": scale, "repeat": repeat}
+    r: dict = {"scale": scale, "repeat": repeat, "rates": rates}
     if build or not (out / "mixture.json").is_file():
         b = subprocess.run([sys.executable, "-m", "benchmarks.mixture_build", "--one",
                             str(spec_path), str(out)], cwd=ROOT, capture_output=True, text=True)
@@ -190,8 +217,8 @@ def bench(work: Path, scale: float, repeat: float, ranks: int, workers: int,
                  build_gb=built["peak_tree_gb"],
                  build_records=built["records"], sources=len(json.loads(
                      spec_path.read_text())["sources"]))
-    r.update(_child("--open", str(out)))
-    r.update(ranks_run(out, ranks, workers, batches))
+    r.update(_child("--open", str(out), *(["--rates"] if rates else [])))
+    r.update(ranks_run(out, ranks, workers, batches, rates))
     r["met"] = {k: r[k] <= v for k, v in TARGETS.items() if k in r}
     return r
 
@@ -205,19 +232,20 @@ def main(argv=None) -> None:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--batches", type=int, default=8)
     p.add_argument("--no-build", action="store_true", help="reuse the built mixture")
+    p.add_argument("--rates", action="store_true", help="the samplers draw by rate")
     p.add_argument("--open", help=argparse.SUPPRESS)  # a child: one open
-    p.add_argument("--rank", nargs=5, help=argparse.SUPPRESS)  # a child: one rank
+    p.add_argument("--rank", nargs=6, help=argparse.SUPPRESS)  # a child: one rank
     args = p.parse_args(argv)
     warnings.simplefilter("ignore")
     if args.open:
-        print(json.dumps(open_run(Path(args.open))))
+        print(json.dumps(open_run(Path(args.open), args.rates)))
         return
     if args.rank:
         out, *nums = args.rank
         print(json.dumps(rank_run(Path(out), *map(int, nums))))
         return
     r = bench(Path(args.work), args.scale, args.repeat, args.ranks, args.workers,
-              args.batches, build=not args.no_build)
+              args.batches, build=not args.no_build, rates=args.rates)
     print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in r.items()}))
 
 

@@ -82,10 +82,11 @@ def _paths(info: dict) -> dict:
 
 def _timed(fn) -> tuple[float, float, int]:
     """(wall s, CPU s, checksum of the voxels) of one call; ``fn`` returns (voxels, their
-    owner: a SimpleITK image must outlive the NumPy view on it)."""
+    owner: a SimpleITK image must outlive the NumPy view on it), or (voxels, owner, (wall s,
+    CPU s)) when it timed its reads itself (the checksums of several files left out)."""
     cpu, wall = time.process_time(), time.perf_counter()
-    voxels, owner = fn()
-    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    voxels, owner, *times = fn()
+    wall, cpu = times[0] if times else (time.perf_counter() - wall, time.process_time() - cpu)
     total = int(np.asarray(voxels).sum(dtype=np.int64))
     del voxels, owner
     return wall, cpu, total
@@ -120,14 +121,17 @@ def contenders(data: dict) -> dict:
         return volume.array, volume
 
     def all_niftis(read):
-        """Every NIfTI file read in turn (each released before the next)."""
+        """Every NIfTI file read in turn (each released before the next); only the reads
+        are timed, not the checksums."""
         def run():
-            total = 0
+            total, wall, cpu = 0, 0.0, 0.0
             for path in data["niftis"]:
+                c, w = time.process_time(), time.perf_counter()
                 voxels, owner = read(path)
+                wall, cpu = wall + time.perf_counter() - w, cpu + time.process_time() - c
                 total += int(np.rint(voxels).sum(dtype=np.int64))
                 del voxels, owner
-            return np.array(total), None
+            return np.array(total), None, (wall, cpu)
         return run
 
     cases = {

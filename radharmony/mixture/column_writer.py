@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import RadHarmonyError
 from ..files import TMP_PREFIX, atomic_write
+from .column_groups import write_groups
 from .columns import (CODED, COLUMNS_DIR, COLUMNS_FORMAT, COLUMNS_INDEX, LISTS, MOST_CODES, TEXT,
                       column_sources)
 from .records import RECORD_COLUMNS, RECORDS_NAME, read_manifest
@@ -192,6 +193,7 @@ class ColumnWriter:
         index = {"format": COLUMNS_FORMAT, "rows": self.rows, "splits": splits,
                  "values": {name: list(self._vocab(name)) for name in (*CODED, "views")},
                  "sources": sources}
+        index["groups"] = write_groups(self.tmp, index["values"])
         text = json.dumps(index, indent=1, ensure_ascii=False) + "\n"
         atomic_write(self.tmp / COLUMNS_INDEX, lambda fh: fh.write(text.encode("utf-8")))
         final = self.out / COLUMNS_DIR

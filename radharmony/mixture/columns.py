@@ -16,7 +16,9 @@ to a few per record column (:data:`~radharmony.mixture.records.RECORD_SCHEMA`):
 * a list column (``image_paths``; ``views``): ``<name>.lists.npy`` (``int64`` offsets of each
   record's items) and the items as above; ``prompt_variant``: ``int16``.
 
-``columns.json`` also holds each split's rows (``rows.<split>.npy``, ``int64``) and what reading
+``columns.json`` also holds each split's rows (``rows.<split>.npy``, ``int64``), every row by
+``(split, source, task)`` group (``rows_by_group.npy``: :mod:`~radharmony.mixture.column_groups`,
+what the sampler draws by rate from) and what reading
 a record's images needs without opening a source's metadata: each source's image root (the
 folder its ``image_paths`` are relative to, resolved at build time) and cache key mode.
 The files' bytes depend only on the records, in order, never on how they were chunked.
@@ -92,11 +94,13 @@ class MixtureColumns:
         self.sources = {s["name"]: s for s in index.get("sources", [])}
         self.values = {name: _objects(v) for name, v in index["values"].items()}
         self._maps: dict = {}
+        self._files: dict = {}
 
     def __getstate__(self) -> dict:
-        """Pickled (a DataLoader worker started by spawn) without the maps: each process
-        maps the files again, sharing their pages, instead of receiving copies."""
-        return {**self.__dict__, "_maps": {}}
+        """Pickled (a DataLoader worker started by spawn) without the maps and descriptors:
+        each process maps and opens the files again, sharing their pages, instead of
+        receiving copies."""
+        return {**self.__dict__, "_maps": {}, "_files": {}}
 
     def _map(self, file: str) -> np.ndarray:
         arr = self._maps.get(file)
@@ -111,6 +115,17 @@ class MixtureColumns:
                                       ) from None
             self._maps[file] = arr
         return arr
+
+    def _file(self, file: str):
+        """Column ``file`` for a batch's random rows, read by ``pread``
+        (:class:`~radharmony.mixture.column_files.ColumnFile`: nothing mapped, so a batch adds
+        nothing to the process's memory)."""
+        from .column_files import ColumnFile
+
+        found = self._files.get(file)
+        if found is None:
+            found = self._files[file] = ColumnFile(self.folder / file)
+        return found
 
     def codes(self, name: str) -> np.ndarray:
         """A coded column's int16 codes for every record (memory-mapped)."""
@@ -184,6 +199,21 @@ class MixtureColumns:
         blob = memoryview(utf8)  # the mapped pages, no copy
         return [str(blob[a:b], "utf-8") if ok else None
                 for a, b, ok in zip(starts, ends, valid)]
+
+    def group_rows(self) -> tuple[np.ndarray, list]:
+        """Every record's row, group after group (``rows_by_group.npy``, read by ``pread``), and
+        the groups ``[split, source, task, start, stop]``
+        (:mod:`~radharmony.mixture.column_groups`): what the sampler draws by rate from."""
+        groups = self.index.get("groups")
+        if groups is None:
+            raise RadHarmonyError(f"The mixture's columns {self.folder} have no rows by group",
+                                  expected=f"{COLUMNS_INDEX} with 'groups' and their file, "
+                                  "as radharmony mix build writes them",
+                                  found=f"no 'groups' in {COLUMNS_INDEX} (columns written by "
+                                  "an older version)",
+                                  fix="write the columns again: radharmony.mixture."
+                                      "column_writer.write_columns(OUT)")
+        return self._file(groups["file"]), groups["segments"]
 
     def groups(self, rows: np.ndarray | None = None) -> tuple:
         """``(source codes, source names, task codes, task names)`` of ``rows`` (None: every

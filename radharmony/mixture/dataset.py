@@ -33,6 +33,7 @@ from ..data import handoff
 from ..data.collate import collate
 from ..data.handoff import PACKED_KEYS
 from ..errors import RadHarmonyError
+from .column_groups import GroupRows
 from .columns import MixtureColumns
 from .images import SourceImages
 from .reading import ColumnRows, read_records, table_records  # noqa: F401 (re-exported)
@@ -89,6 +90,7 @@ class MixtureDataset(torch.utils.data.Dataset):
         #: split; None: all of them)
         self.index = self.records.select(split=split, tasks=tasks, sources=sources) \
             if (split, tasks, sources) != (None, None, None) else None
+        self._chosen = {"tasks": tasks, "sources": sources}
         self._keys = (*self.columns, "img", "num_images", "prior_img", "prior_num_images")
         self.images = SourceImages(self.manifest, self.records.sources, size=size,
                                    cache_dir=cache_dir, dtype=dtype)
@@ -125,10 +127,11 @@ class MixtureDataset(torch.utils.data.Dataset):
         return (f"MixtureDataset({self.out.name}: {len(self)} records, split={self.split!r}, "
                 f"size={self.size})")
 
-    def groups(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Each record's source and task codes and the names they stand for (what the sampler
-        weighs: :meth:`~radharmony.mixture.columns.MixtureColumns.groups`)."""
-        return self.records.groups(self.index)
+    def grouped(self) -> GroupRows:
+        """The dataset's records by ``(source, task)`` group, memory-mapped (what the sampler
+        draws by rate from: :class:`~radharmony.mixture.column_groups.GroupRows`)."""
+        return GroupRows.select(self.records, split=self.split, index=self.index,
+                                **self._chosen)
 
     def __getitem__(self, index):
         """Record ``index`` as a sample; a list (or 1-D array) of indices as their collated

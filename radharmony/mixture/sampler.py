@@ -15,9 +15,14 @@ one would have read next (on any number of ranks: the rest of the stream is deal
   and records under no key are not drawn.
 
 The stream is never held whole: the record at any position is computed from the position
-(a seeded Feistel permutation of the records without ``rates``, a hashed uniform draw on
-the rates' cumulative weights with them), so a rank's first batch of a 15 M-record mixture
-costs what a batch does, in time and memory.
+(a seeded Feistel permutation of the records without ``rates``; with them, a hashed draw of
+a ``(source, task)`` group by its share, then of a record inside it, uniformly, from the
+groups' rows the build wrote: :mod:`~radharmony.mixture.column_groups`), so a rank's first
+batch of a 15 M-record mixture costs what a batch does, in time and memory. A rank holds no
+array of one value per record, with or without ``rates``: the records' rows are the mapped
+columns' (``rows.<split>.npy``, ``rows_by_group.npy``), shared by every process on a machine;
+only a dataset filtered by ``tasks`` or ``sources`` holds its positions (one ``int64`` per
+record it keeps, as :class:`~radharmony.mixture.dataset.MixtureDataset` does).
 
 With a DataLoader that reads ahead (``num_workers > 0``) the sampler has handed out more
 indices than the training loop consumed: pass ``consumed=`` (samples this rank took from
@@ -36,12 +41,13 @@ import torch
 
 from ..data.samplers import _mix
 from ..errors import RadHarmonyError
+from .column_groups import GroupRows
 from .columns import MixtureColumns
 
 #: indices handed out per block when the sampler yields one at a time
 _BLOCK = 4096
 #: the stream's algorithm (in the state's digest: a state of another one is refused)
-STREAM = "feistel-v2"
+STREAM = "feistel-groups-v3"
 _GOLDEN = 0x9E3779B97F4A7C15
 
 
@@ -105,8 +111,23 @@ def record_weights(sources, tasks, rates: dict) -> np.ndarray:
 
 def coded_weights(s_codes, s_names, t_codes, t_names, rates: dict) -> np.ndarray:
     """:func:`record_weights` of records given as codes into ``s_names`` / ``t_names`` (a
-    code of -1: the last name, None): each (source, task) group weighed once, counted with
-    ``bincount``, no object per record."""
+    code of -1: the last name, None): each (source, task) group weighed once
+    (:func:`group_weights`), counted with ``bincount``, no object per record."""
+    width = len(t_names)
+    combined = (np.asarray(s_codes).astype(np.int64) % len(s_names)) * width + \
+        np.asarray(t_codes).astype(np.int64) % width
+    sizes = np.bincount(combined, minlength=len(s_names) * width)
+    present = np.flatnonzero(sizes)
+    groups = [(s_names[g // width], t_names[g % width]) for g in present.tolist()]
+    table = np.zeros(len(sizes))
+    table[present] = group_weights(groups, sizes[present].tolist(), rates)
+    return table[combined]
+
+
+def group_weights(groups: list, sizes: list, rates: dict) -> np.ndarray:
+    """The draw weight of each record of each group (``groups``: ``(source, task)`` pairs,
+    a pair may come again; ``sizes``: their records) that gives each key of ``rates`` its
+    share (see the module doc): a group's records share its key's rate equally."""
     keys = {}
     for key, rate in rates.items():
         if isinstance(key, tuple) and len(key) == 2:
@@ -123,30 +144,22 @@ def coded_weights(s_codes, s_names, t_codes, t_names, rates: dict) -> np.ndarray
                                   fix="pass e.g. rates={'mimic_cxr_jpg': 2, "
                                       "'rexgradient_train/report_findings': 1}")
         keys[norm] = float(rate)
-    width = len(t_names)
-    combined = (np.asarray(s_codes).astype(np.int64) % len(s_names)) * width + \
-        np.asarray(t_codes).astype(np.int64) % width
-    sizes = np.bincount(combined, minlength=len(s_names) * width)
-    present = np.flatnonzero(sizes)
-    groups = [(s_names[g // width], t_names[g % width]) for g in present.tolist()]
     which = [(s, t) if (s, t) in keys else s if s in keys else None for s, t in groups]
     held = set(which)
     unknown = [k for k in keys if k not in held]
     if unknown:
-        names = sorted(f"{s}/{t}" for s, t in groups)
+        names = sorted({f"{s}/{t}" for s, t in groups})
         raise RadHarmonyError(f"MixtureSampler: rates name {unknown[0]!r}, which no record of "
                               "the dataset has", expected=f"sources or source/task of {names}",
                               found=repr(unknown), fix="rate groups the mixture holds")
     count: dict = {}
-    for k, n in zip(which, sizes[present].tolist()):
+    for k, n in zip(which, sizes):
         count[k] = count.get(k, 0) + n
     total = sum(keys.values())
     if not total > 0:
         raise RadHarmonyError("MixtureSampler: every rate is 0", expected="a positive share",
                               found=repr(rates), fix="give at least one group a share > 0")
-    table = np.zeros(len(sizes))
-    table[present] = [0.0 if k is None else keys[k] / total / count[k] for k in which]
-    return table[combined]
+    return np.array([0.0 if k is None else keys[k] / total / count[k] for k in which])
 
 
 class MixtureSampler(torch.utils.data.Sampler[int]):
@@ -175,26 +188,31 @@ class MixtureSampler(torch.utils.data.Sampler[int]):
                  num_replicas: int | None = None, rank: int | None = None,
                  drop_last: bool = False, batch_size: int | None = None,
                  split: str | None = "train", tasks=None, sources=None):
-        if hasattr(dataset_or_out, "groups"):
-            n, groups = len(dataset_or_out), dataset_or_out.groups
+        if rates is not None and not isinstance(rates, dict):
+            raise RadHarmonyError("MixtureSampler: rates must be a dict or None",
+                                  expected="{group: share}", found=type(rates).__name__,
+                                  fix="pass rates=None for the drawn counts")
+        if hasattr(dataset_or_out, "grouped"):
+            n, grouped = len(dataset_or_out), dataset_or_out.grouped
         else:
             columns = MixtureColumns(dataset_or_out)
             rows = None if (split, tasks, sources) == (None, None, None) else \
                 columns.select(split=split, tasks=tasks, sources=sources)
             n = columns.num_rows if rows is None else len(rows)
 
-            def groups():
-                return columns.groups(rows)
+            def grouped():
+                return GroupRows.select(columns, split=split, tasks=tasks, sources=sources,
+                                        index=rows)
         if not n:
             raise RadHarmonyError("MixtureSampler has no records to draw",
                                   expected="a mixture split with records", found="0 records",
                                   fix="check split=, tasks= and sources=")
-        # the records' groups are read only to weigh them: without rates, only their number
-        self.weights = None if rates is None else coded_weights(*groups(), rates)
-        if rates is not None and not isinstance(rates, dict):
-            raise RadHarmonyError("MixtureSampler: rates must be a dict or None",
-                                  expected="{group: share}", found=type(rates).__name__,
-                                  fix="pass rates=None for the drawn counts")
+        #: the records by group (:class:`~radharmony.mixture.column_groups.GroupRows`), read
+        #: only to draw by rate (without rates: only the records' number), and each group's
+        #: share of the draw
+        self.groups = None if rates is None else _whole(grouped(), n)
+        self.shares = None if rates is None else self.groups.sizes * group_weights(
+            [s[:2] for s in self.groups.segments], self.groups.sizes.tolist(), rates)
         self.num_records = n
         self.num_samples = n if num_samples is None else \
             _check_int("num_samples", num_samples, low=1)
@@ -217,15 +235,20 @@ class MixtureSampler(torch.utils.data.Sampler[int]):
         self._start = 0     # ... and the one the running (or last) iteration started at
         self._yielded = 0   # this rank's samples handed out by that iteration
         h = hashlib.sha256(f"{STREAM}:{n}:{self.num_samples}".encode())
-        h.update(b"" if self.weights is None else self.weights.tobytes())
+        if self.shares is not None:
+            h.update(repr([s[:2] for s in self.groups.segments]).encode())
+            h.update(self.groups.sizes.tobytes() + self.shares.tobytes())
         self.digest = h.hexdigest()[:16]
-        self._cdf = None if self.weights is None else np.cumsum(self.weights)
+        self._cdf = None if self.shares is None else np.cumsum(self.shares)
+        #: the last group drawn from (a draw rounded up to the total falls in it)
+        self._last = None if self.shares is None else int(np.flatnonzero(self.shares)[-1])
 
     # -- the stream ----------------------------------------------------------------------------
     def at(self, positions, epoch: int | None = None) -> np.ndarray:
         """The record indices at global stream ``positions`` (int64) of ``epoch`` (default:
-        this one), computed for those positions alone (:func:`_permuted`,
-        :func:`_uniform`): no rank holds the whole stream."""
+        this one), computed for those positions alone (:func:`_permuted`; with rates a
+        group by :func:`_uniform` on the groups' cumulative shares, then the record of a
+        second uniform inside it): no rank holds the whole stream."""
         pos = np.asarray(positions, np.int64)
         key = _mix(self.seed, self.epoch if epoch is None else int(epoch))
         if self._cdf is None:
@@ -233,7 +256,11 @@ class MixtureSampler(torch.utils.data.Sampler[int]):
             return _permuted(offset, self.num_records, _splitmix(
                 np.uint64(key) ^ (rep.astype(np.uint64) * np.uint64(_GOLDEN))))
         u = _uniform(pos, key) * self._cdf[-1]
-        return np.minimum(np.searchsorted(self._cdf, u, side="right"), self.num_records - 1)
+        g = np.minimum(np.searchsorted(self._cdf, u, side="right"), self._last)
+        sizes = self.groups.sizes[g]
+        inner = np.minimum((_uniform(pos, int(_splitmix(key))) * sizes).astype(np.int64),
+                           sizes - 1)
+        return self.groups.positions(self.groups.rows[self.groups.starts[g] + inner])
 
     def stream(self, epoch: int | None = None) -> torch.Tensor:
         """The whole epoch's global stream of record indices (int64), before it is dealt
@@ -309,9 +336,20 @@ class MixtureSampler(torch.utils.data.Sampler[int]):
 
     def __repr__(self) -> str:
         return (f"MixtureSampler({self.num_records} records, {self.num_samples} per epoch, "
-                f"rates={'drawn' if self.weights is None else 'given'}, seed={self.seed}, "
+                f"rates={'drawn' if self.shares is None else 'given'}, seed={self.seed}, "
                 f"epoch={self.epoch}, rank {self.rank} of {self.num_replicas}"
                 f"{'' if self.batch_size is None else f', batches of {self.batch_size}'})")
 
 
-__all__ = ["MixtureSampler", "STREAM", "coded_weights", "record_weights"]
+def _whole(groups: GroupRows, n: int) -> GroupRows:
+    """``groups``, checked to hold the ``n`` records drawn from."""
+    held = int(groups.sizes.sum())
+    if held != n:
+        raise RadHarmonyError("MixtureSampler: the mixture's rows by group do not hold the "
+                              "dataset's records", expected=f"{n} records in its groups",
+                              found=f"{held}", fix="write the columns again: radharmony."
+                              "mixture.column_writer.write_columns(OUT)")
+    return groups
+
+
+__all__ = ["MixtureSampler", "STREAM", "coded_weights", "group_weights", "record_weights"]

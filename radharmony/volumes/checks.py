@@ -32,6 +32,9 @@ _I16 = np.iinfo(np.int16)
 #: arrays from this many bytes are mapped whole (:func:`allocate`)
 _MAPPED = 1 << 24
 _POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
+#: private (copy-on-write) anonymous memory: ``mmap``'s default is shared, i.e. shmem pages,
+#: which fault in at about half the speed
+_PRIVATE = getattr(mmap, "MAP_PRIVATE", 0) | getattr(mmap, "MAP_ANONYMOUS", 0)
 #: volumes up to this many voxels are checked whole, larger ones on a 1/128 subsample
 _SAMPLE = 1 << 22
 
@@ -42,14 +45,17 @@ class HounsfieldError(RadHarmonyError, ValueError):
 
 def allocate(shape, dtype, *, populate: bool = True) -> np.ndarray:
     """An uninitialised C-contiguous array for a whole volume, its pages mapped in one call
-    (anonymous ``mmap`` + ``MADV_POPULATE_WRITE`` where the kernel has it): on virtual
-    machines page faults one by one cost as much as decoding the volume. ``populate=False``
-    for a size only a header vouches for: pages then come as the data fills them."""
+    (private anonymous ``mmap`` + ``MADV_POPULATE_WRITE`` where the kernel has it): on
+    virtual machines page faults one by one cost as much as decoding the volume, and private
+    pages populate at about twice the speed of the shared (shmem) pages ``mmap`` gives by
+    default. Transparent huge pages are not asked for: where free memory is fragmented the
+    kernel compacts it first (seconds). ``populate=False`` for a size only a header vouches
+    for: pages then come as the data fills them."""
     dtype = np.dtype(dtype)
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     if nbytes < _MAPPED:
         return np.empty(shape, dtype=dtype)
-    block = mmap.mmap(-1, nbytes)
+    block = mmap.mmap(-1, nbytes, flags=_PRIVATE) if _PRIVATE else mmap.mmap(-1, nbytes)
     if populate:
         try:
             block.madvise(_POPULATE_WRITE)

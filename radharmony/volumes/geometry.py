@@ -56,6 +56,16 @@ def orient(array: np.ndarray, affine: np.ndarray, codes) -> tuple[np.ndarray, np
         raise VolumeGeometryError(f"unknown orientation {''.join(map(str, codes))!r}",
                                   expected="three letters, one of L/R, P/A and S/I each",
                                   found=repr(codes), fix="pass e.g. 'RAS' or 'SPL'")
+    perm, flips, new = _plan(array.shape, affine, codes)
+    out = np.transpose(array, perm)
+    if any(flips):
+        out = out[tuple(slice(None, None, -1) if f else slice(None) for f in flips)]
+    return out, new
+
+
+def _plan(shape, affine, codes) -> tuple[list[int], list[bool], np.ndarray]:
+    """(axis permutation, flip of each output axis, the new affine) that reorder an array of
+    ``shape`` with ``affine`` toward ``codes``."""
     affine = np.asarray(affine, dtype=np.float64)
     dom = _dominant(affine)
     perm, flips = [], []
@@ -64,19 +74,33 @@ def orient(array: np.ndarray, affine: np.ndarray, codes) -> tuple[np.ndarray, np
         axis = next(a for a, (w, _) in enumerate(dom) if w == world)
         perm.append(axis)
         flips.append(dom[axis][1] * sign < 0)
-    out = np.transpose(array, perm)
     new = np.eye(4)
     new[:3, 3] = affine[:3, 3]
     for k, (axis, flip) in enumerate(zip(perm, flips)):
         column = affine[:3, axis]
         if flip:
-            n = out.shape[k]
-            new[:3, 3] = new[:3, 3] + column * (n - 1)
+            new[:3, 3] = new[:3, 3] + column * (shape[axis] - 1)
             column = -column
         new[:3, k] = column
-    if any(flips):
-        out = out[tuple(slice(None, None, -1) if f else slice(None) for f in flips)]
-    return out, new
+    return perm, flips, new
+
+
+def canonical_target(shape, affine, allocate) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Where an array of ``shape`` with its LPS ``affine`` goes in the canonical order,
+    before any of it is read: (the canonical array, from ``allocate(canonical shape)``; the
+    same memory seen in the source's index order; the canonical affine). Writing the
+    source's values into the second fills the first exactly as :func:`to_canonical` would
+    order them, with no second copy of the volume; a reader that decodes a slab at a time
+    writes each slab there while it is in cache.
+
+    >>> out, target, aff = canonical_target((2, 3, 4), np.eye(4), np.empty)
+    >>> out.shape, target.shape, np.shares_memory(out, target)
+    ((4, 3, 2), (2, 3, 4), True)
+    """
+    perm, flips, new = _plan(shape, affine, CANONICAL_AXES)
+    out = allocate(tuple(shape[a] for a in perm))
+    view = out[tuple(slice(None, None, -1) if f else slice(None) for f in flips)]
+    return out, np.transpose(view, np.argsort(perm)), new
 
 
 def reassign_geometry(array: np.ndarray, affine: np.ndarray, assumed: np.ndarray,

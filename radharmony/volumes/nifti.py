@@ -59,8 +59,11 @@ DATATYPES = {2: "u1", 4: "i2", 8: "i4", 16: "f4", 64: "f8", 256: "i1", 512: "u2"
 _DEFLATE_RATIO = 1032
 #: CT compresses ~2-4x; a header claiming more than this ratio gets its pages as data comes
 _USUAL_RATIO = 64
-#: compressed bytes fed to the inflater at a time
-_PIECE = 1 << 20
+#: compressed bytes read and fed to the inflater at a time (small: a piece the inflater
+#: cannot finish is copied again as its unconsumed tail)
+_PIECE = 1 << 17
+#: decoded bytes a slab of k-slices holds before it is written into a reordered array
+_SLAB = 1 << 21
 #: |1 - (b^2 + c^2 + d^2)| below this is a = 0 (nibabel's threshold: 3 float32 epsilons)
 _W2_THRESHOLD = float(np.finfo(np.float32).eps) * 3
 _RAS_TO_LPS = np.diag([-1.0, -1.0, 1.0, 1.0])
@@ -197,75 +200,140 @@ def read_nifti_array(path: str | Path) -> tuple[NiftiHeader, np.ndarray]:
     """The header and the stored voxels of ``path`` as a writable array ``(nx, ny, nz)`` in
     the file's own index order (Fortran order over the decoded bytes; no scaling applied).
     The voxels are decoded straight into their array, piece by piece."""
-    path = Path(path)
-    try:
-        with open(path, "rb") as fh:
-            gz = fh.read(2) == b"\x1f\x8b"
-            fh.seek(0)
-            if gz:
-                data = fh.read()
-                header, size = parse_header(_inflated(data, HEADER_SIZE, path), path), len(data)
-            else:
-                header = parse_header(fh.read(HEADER_SIZE), path)
-                size = os.fstat(fh.fileno()).st_size
-            need = header.vox_offset + header.nbytes
-            room = size * _DEFLATE_RATIO + 1024 if gz else size
+    with _Voxels(path) as source:
+        header = source.header
+        flat = allocate(header.nbytes, np.uint8, populate=source.vouched)
+        source.read_into(flat)
+    return header, flat.view(header.dtype).reshape(header.shape, order="F")
+
+
+class _Voxels:
+    """An open NIfTI file (``.nii`` or ``.nii.gz``), its header parsed and checked against the
+    file's size, positioned at its voxels. The compressed bytes are read a small piece at a
+    time into one reused buffer (no copy of the whole file in memory) and inflated straight
+    into the caller's array, never more than the header's data size."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        self._file = self._inflater = None
+        try:
+            self._file = open(self.path, "rb", buffering=0)
+            self.gz = self._file.read(2) == b"\x1f\x8b"
+            self._file.seek(0)
+            size = os.fstat(self._file.fileno()).st_size
+            if self.gz:
+                self._piece = bytearray(_PIECE)
+                self._pending = memoryview(b"")
+                self._inflater = _zlib.decompressobj(31)
+            head = np.empty(HEADER_SIZE, dtype=np.uint8)
+            self.header = parse_header(head[:self._fill(head)].tobytes(), self.path)
+            need = self.header.vox_offset + self.header.nbytes
+            room = size * _DEFLATE_RATIO + 1024 if self.gz else size
             if need > room:
                 raise NiftiError(
-                    f"{path}: the header claims more voxels than the file can hold",
+                    f"{self.path}: the header claims more voxels than the file can hold",
                     expected=f"at most {room:,} bytes of data in a {size:,}-byte "
-                             f"{'gzip ' if gz else ''}file",
-                    found=f"shape {header.shape} of {header.dtype.name} = {need:,} bytes",
+                             f"{'gzip ' if self.gz else ''}file",
+                    found=f"shape {self.header.shape} of {self.header.dtype.name} = {need:,} "
+                          "bytes",
                     fix="the header or the file is corrupt (truncated download?): fetch it again")
-            buf = allocate(need, np.uint8, populate=not gz or need <= _USUAL_RATIO * size)
-            if gz:
-                got = _inflate_into(data, buf, path)
-                del data
-            else:
-                fh.seek(0)
-                got = fh.readinto(memoryview(buf))
-    except OSError as exc:
-        raise ImageReadError(f"Cannot read the NIfTI file {path}", expected="a readable file",
-                             found=f"{type(exc).__name__}: {exc}",
-                             fix="check the path and permissions") from exc
-    if got < need:
-        raise NiftiError(f"{path}: the file is truncated",
-                         expected=f"{need:,} bytes (header + {header.shape} {header.dtype.name})",
-                         found=f"{got:,} bytes", fix="download or convert the file again")
-    flat = buf[header.vox_offset:].view(header.dtype)
-    return header, flat.reshape(header.shape, order="F")
+            #: whether the file's size vouches for the data (else pages come as data fills them)
+            self.vouched = not self.gz or need <= _USUAL_RATIO * size
+            self._need, self._got = need, HEADER_SIZE
+            self._skip(self.header.vox_offset - HEADER_SIZE)
+        except OSError as exc:
+            self.close()
+            raise self._unreadable(exc) from exc
+        except BaseException:
+            self.close()
+            raise
 
+    def __enter__(self):
+        return self
 
-def _inflated(data: bytes, limit: int, path) -> bytes:
-    """The first ``limit`` decoded bytes of gzip ``data`` (fewer when it ends early)."""
-    out = np.empty(limit, dtype=np.uint8)
-    return out[:_inflate_into(data, out, path)].tobytes()
+    def __exit__(self, *exc):
+        self.close()
 
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
-def _inflate_into(data: bytes, out: np.ndarray, path) -> int:
-    """Decode gzip ``data`` (every member) into ``out`` (uint8) until it is full or the
-    stream ends; returns the bytes written. The compressed bytes are fed in pieces, so each
-    decoded piece is copied while it is still in cache, and never more than ``out`` holds
-    is decoded. A corrupt stream is named."""
-    view, pos, got, limit = memoryview(data), 0, 0, len(out)
-    inflater = _zlib.decompressobj(31)
-    try:
-        while got < limit and pos < len(view):
-            piece = view[pos:pos + _PIECE]
-            pos += len(piece)
-            while piece and got < limit:
-                chunk = inflater.decompress(piece, limit - got)
+    def read_into(self, target: np.ndarray) -> None:
+        """Fill ``target`` (the header's shape in the file's (k, j, i) or (i, j, k) Fortran
+        order: any writable view of the right size) with the voxels. A C-contiguous (k, j, i)
+        target or any contiguous flat buffer is decoded into directly; any other view (the
+        canonical order seen from the file) a slab of k-slices at a time, each written out
+        while it is in cache. A file that ends early is named."""
+        try:
+            if target.flags.c_contiguous or target.ndim == 1:
+                self._exact(target.reshape(-1).view(np.uint8))
+                return
+            depth = target.shape[0]
+            step = max(1, _SLAB // max(1, target[0].nbytes))
+            slab = np.empty((min(step, depth),) + target.shape[1:], dtype=target.dtype)
+            for k in range(0, depth, step):
+                part = slab[:min(step, depth - k)]
+                self._exact(part.reshape(-1).view(np.uint8))
+                target[k:k + len(part)] = part
+        except OSError as exc:
+            raise self._unreadable(exc) from exc
+
+    def _exact(self, out: np.ndarray) -> None:
+        got = self._fill(out)
+        self._got += got
+        if got < len(out):
+            raise NiftiError(
+                f"{self.path}: the file is truncated",
+                expected=f"{self._need:,} bytes (header + {self.header.shape} "
+                         f"{self.header.dtype.name})",
+                found=f"{self._got:,} bytes", fix="download or convert the file again")
+
+    def _skip(self, count: int) -> None:
+        if count <= 0:
+            return
+        if not self.gz:
+            self._file.seek(count, os.SEEK_CUR)
+            return
+        scratch = np.empty(count, dtype=np.uint8)    # extensions: small
+        self._got += self._fill(scratch)
+
+    def _fill(self, out: np.ndarray) -> int:
+        """Decode into ``out`` (uint8) until it is full or the file ends; the bytes written."""
+        got, limit = 0, len(out)
+        if not self.gz:
+            view = memoryview(out)
+            while got < limit:      # one read returns at most ~2 GiB
+                count = self._file.readinto(view[got:])
+                if not count:
+                    break
+                got += count
+            return got
+        try:
+            while got < limit:
+                if not self._pending:
+                    count = self._file.readinto(self._piece)
+                    if not count:
+                        break
+                    self._pending = memoryview(self._piece)[:count]
+                chunk = self._inflater.decompress(self._pending, limit - got)
                 out[got:got + len(chunk)] = np.frombuffer(chunk, dtype=np.uint8)
                 got += len(chunk)
-                if inflater.eof:        # a multi-member file: the next member follows
-                    piece = inflater.unused_data
-                    inflater = _zlib.decompressobj(31)
+                if self._inflater.eof:      # a multi-member file: the next member follows
+                    self._pending = memoryview(self._inflater.unused_data)
+                    self._inflater = _zlib.decompressobj(31)
                 else:
-                    piece = inflater.unconsumed_tail
-    except (_stdlib_zlib.error, _zlib.error) as exc:
-        raise NiftiError(f"{path}: the gzip stream is corrupt", expected="a valid .nii.gz",
-                         found=str(exc), fix="download or convert the file again") from exc
-    return got
+                    self._pending = memoryview(self._inflater.unconsumed_tail)
+        except (_stdlib_zlib.error, _zlib.error) as exc:
+            raise NiftiError(f"{self.path}: the gzip stream is corrupt",
+                             expected="a valid .nii.gz", found=str(exc),
+                             fix="download or convert the file again") from exc
+        return got
+
+    def _unreadable(self, exc: OSError) -> ImageReadError:
+        return ImageReadError(f"Cannot read the NIfTI file {self.path}",
+                              expected="a readable file", found=f"{type(exc).__name__}: {exc}",
+                              fix="check the path and permissions")
 
 
 def nifti_geometry(header: NiftiHeader) -> tuple[np.ndarray, str, tuple[str, ...]]:
@@ -290,25 +358,30 @@ def read_nifti(path: str | Path, *, rescale: tuple[float, float] | None = None,
     ('sform used (code 1)',)
     """
     from .checks import apply_rescale, as_hu, check_hu
-    from .geometry import to_canonical_in_place
+    from .geometry import canonical_target
     from .volume import Volume, VolumeSource, check_affine
 
-    header, stored = read_nifti_array(path)
-    affine, used, notes = nifti_geometry(header)
-    own = header.rescale()
-    if rescale is not None and own is not None:
-        raise NiftiError(
-            f"{path}: a rescale was passed but the header already scales the values",
-            expected="one rescale: the header's scl_slope/scl_inter or the side metadata's",
-            found=f"header {own}, passed {tuple(rescale)}",
-            fix="pass rescale=None (the header's is applied) or fix the metadata")
-    applied = tuple(float(v) for v in rescale) if rescale is not None else own
-    source = VolumeSource(files=(str(path),), reader="nifti", rescale=applied,
-                          notes=(f"{used} used (code {header.codes[1 if used == 'sform' else 0]})"
-                                 if used != "base" else "base affine",) + notes)
-    check_affine(affine, f"{path} (the {used} transform)")
-    ordered, canonical = to_canonical_in_place(np.transpose(stored, (2, 1, 0)),
-                                               affine @ _REVERSE)
+    with _Voxels(path) as voxels:
+        header = voxels.header
+        affine, used, notes = nifti_geometry(header)
+        own = header.rescale()
+        if rescale is not None and own is not None:
+            raise NiftiError(
+                f"{path}: a rescale was passed but the header already scales the values",
+                expected="one rescale: the header's scl_slope/scl_inter or the side metadata's",
+                found=f"header {own}, passed {tuple(rescale)}",
+                fix="pass rescale=None (the header's is applied) or fix the metadata")
+        applied = tuple(float(v) for v in rescale) if rescale is not None else own
+        notes = (f"{used} used (code {header.codes[1 if used == 'sform' else 0]})"
+                 if used != "base" else "base affine",) + notes
+        source = VolumeSource(files=(str(path),), reader="nifti", rescale=applied, notes=notes)
+        check_affine(affine, f"{path} (the {used} transform)")
+        # the file's Fortran-order voxels are C-order (k, j, i): decoded straight into the
+        # canonical array through its view in that order
+        ordered, target, canonical = canonical_target(
+            header.shape[::-1], affine @ _REVERSE,
+            lambda shape: allocate(shape, header.dtype, populate=voxels.vouched))
+        voxels.read_into(target)
     array = apply_rescale(ordered, *(applied or (None, None)))
     if ct:
         array = as_hu(array)

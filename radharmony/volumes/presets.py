@@ -161,21 +161,77 @@ class Preset:
     def finish(self, array: np.ndarray, info: dict) -> np.ndarray:
         """The model's float32 input from step 1's ``(array, info)``: ``(C, D, H, W)`` or, for
         layout "CHWD", ``(C, H, W, D)``."""
+        return self.intensity(info)(array)
+
+    def intensity(self, info: dict) -> "IntensityMap":
+        """Step 2 for the volume whose step 1 gave ``info``, as a value: applied to the
+        cached int16 array (NumPy) or to a tensor on any device, the same float32 result."""
         a, b = self.out
         lo, hi = info["lo"], info["hi"]
         scale = (b - a) / (hi - lo) if hi > lo else 0.0
-        out = np.multiply(array, np.float32(scale), dtype=np.float32)
-        out += np.float32(a - lo * scale)
-        if self.clip:
-            np.clip(out, min(a, b), max(a, b), out=out)
-        if self.layout == "CHWD":
-            out = np.ascontiguousarray(out.transpose(1, 2, 0))
-        return np.broadcast_to(out, (self.channels, *out.shape)).copy() \
-            if self.channels > 1 else out[None]
+        return IntensityMap(scale=float(np.float32(scale)),
+                            offset=float(np.float32(a - lo * scale)),
+                            bounds=(min(a, b), max(a, b)) if self.clip else None,
+                            layout=self.layout, channels=self.channels)
 
     def apply(self, volume: Volume) -> np.ndarray:
         """The model's input for ``volume``, uncached."""
         return self.finish(*self.geometry(volume))
+
+
+#: float32 bytes of one slab of step 2 (multiply, add and clip done while it is in cache)
+_SLAB = 1 << 20
+
+
+@dataclass(frozen=True)
+class IntensityMap:
+    """A preset's step 2 for one volume (:meth:`Preset.intensity`): int16 HU -> float32
+    ``x * scale + offset`` (``scale`` and ``offset`` are float32 values: the product rounded
+    to float32, then the sum), clipped to ``bounds`` when set, depth moved last for layout
+    "CHWD", a leading channel axis (``channels`` copies). Called on a NumPy array it runs a
+    slab at a time; on a ``torch`` tensor (any device, e.g. after copying the int16 values to
+    the GPU: half the bytes of float32) the same operations in the same order, so the values
+    are the same float32 numbers.
+
+    >>> m = IntensityMap(scale=0.0005, offset=0.5, bounds=(0.0, 1.0), layout="CDHW", channels=1)
+    >>> m(np.array([[[-2000, -1000, 0, 1000, 3000]]], dtype=np.int16)).tolist()
+    [[[[0.0, 0.0, 0.5, 1.0, 1.0]]]]
+    """
+    scale: float
+    offset: float
+    bounds: tuple[float, float] | None
+    layout: str = "CDHW"
+    channels: int = 1
+
+    def __call__(self, values):
+        if isinstance(values, np.ndarray):
+            out = self._numpy(values)
+            if self.layout == "CHWD":
+                out = np.ascontiguousarray(out.transpose(1, 2, 0))
+            return np.broadcast_to(out, (self.channels, *out.shape)).copy() \
+                if self.channels > 1 else out[None]
+        import torch
+
+        out = values.to(torch.float32) * torch.tensor(self.scale, dtype=torch.float32)
+        out += torch.tensor(self.offset, dtype=torch.float32, device=out.device)
+        if self.bounds is not None:
+            out.clamp_(*self.bounds)
+        if self.layout == "CHWD":
+            out = out.permute(1, 2, 0).contiguous()
+        return out[None].expand(self.channels, *out.shape).contiguous() \
+            if self.channels > 1 else out[None]
+
+    def _numpy(self, array: np.ndarray) -> np.ndarray:
+        out = np.empty(array.shape, dtype=np.float32)
+        scale, offset = np.float32(self.scale), np.float32(self.offset)
+        step = max(1, _SLAB // max(1, out[0].nbytes))
+        for k in range(0, len(out), step):
+            part = out[k:k + step]
+            np.multiply(array[k:k + step], scale, out=part)
+            part += offset
+            if self.bounds is not None:
+                np.clip(part, *self.bounds, out=part)
+        return out
 
 
 def _clip(array: np.ndarray, lo: float, hi: float) -> np.ndarray:
@@ -221,18 +277,32 @@ def get_preset(name: str | Preset) -> Preset:
 
 
 def preset_array(cache: VolumeCache, preset: str | Preset, inputs, params: dict,
-                 load: Callable[[], Volume], *, with_info: bool = False):
+                 load: Callable[[], Volume], *, with_info: bool = False,
+                 intensity: str = "exact"):
     """``preset``'s input for the volume of ``inputs``: its geometry step cached (keyed by
     the volume's inputs and parameters and the whole preset record), the canonical volume
     cached too (a second preset of the same volume does not read the file again).
     ``with_info``: return ``(array, info)``, ``info`` holding the HU window and the output's
-    LPS ``affine`` (:meth:`Preset.geometry`)."""
+    LPS ``affine`` (:meth:`Preset.geometry`).
+
+    ``intensity="deferred"``: instead of the float32 input, ``(values, intensity_map)``: the
+    cached int16 geometry (half the bytes to move to the device) and the
+    :class:`IntensityMap` that turns it, or a tensor of it on any device, into exactly the
+    float32 input ``"exact"`` returns.
+
+    >>> values, to_input = preset_array(cache, "merlin", inputs, params, load,
+    ...                                 intensity="deferred")               # doctest: +SKIP
+    >>> batch = to_input(torch.from_numpy(values).to("cuda"))           # doctest: +SKIP
+    """
+    check_choice("intensity", intensity, ("exact", "deferred"))
     preset = get_preset(preset)
     array, info = cache.fetch(inputs, {"volume": params, "preset": preset.record()},
                               lambda: preset.geometry(cache.get(inputs, params, load)),
                               sources=PRESET_SOURCES, cparams=FAST_CPARAMS)
-    out = preset.finish(array, info)
+    out = preset.finish(array, info) if intensity == "exact" else \
+        (array, preset.intensity(info))
     return (out, info) if with_info else out
 
 
-__all__ = ["PRESETS", "PRESET_SOURCES", "Preset", "get_preset", "preset_array"]
+__all__ = ["PRESETS", "PRESET_SOURCES", "IntensityMap", "Preset", "get_preset",
+           "preset_array"]

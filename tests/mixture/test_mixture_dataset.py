@@ -420,11 +420,11 @@ def test_the_seeded_order_is_a_permutation_at_any_positions(n):
 
 
 def test_the_first_batch_of_a_large_mixture_draws_no_whole_stream():
-    class Groups:  # 20 M records of one group, as codes (read only when rates weigh them)
+    class Groups:  # 20 M records (their groups read only when rates weigh them)
         def __len__(self):
             return 20_000_000
 
-        def groups(self):
+        def grouped(self):
             raise AssertionError("read without rates")
 
     s = MixtureSampler(Groups(), batch_size=64, num_replicas=8, rank=5, seed=1)

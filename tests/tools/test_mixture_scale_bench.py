@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.mixture_scale import open_run, private_kib, rank_run, scale_spec
+from benchmarks.mixture_scale import bench_rates, open_run, private_kib, rank_run, scale_spec
 
 
 def test_the_spec_draws_every_source_twice_every_rule_repeated(tmp_path):
@@ -38,3 +38,14 @@ def test_the_open_and_a_rank_read_the_columns(mix):
     one = rank_run(mix.out, 1, 2, 1, 1)  # rank 1 of 2, one worker, its one batch
     assert one["rank"] == 1 and one["processes"] >= 2  # this process and its worker
     assert all(kib > 0 for kib in one["private_kib"].values())
+
+
+def test_by_rate_the_open_and_a_rank_draw_from_the_groups(mix):
+    rates = bench_rates(mix.out, True)
+    assert rates == {"rexgradient_train": 1.0, "mimic_cxr_jpg": 2.0,  # ReXVQA: no train
+                     "rexgradient_train/findings": 2.0}
+    assert bench_rates(mix.out, False) is None
+    r = open_run(mix.out, rates=True)
+    assert r["batch"] == 9 and r["first_batch_s"] < 60  # 9 draws (the records), by rate
+    one = rank_run(mix.out, 0, 2, 0, 1, rates=1)
+    assert one["processes"] >= 1

@@ -27,5 +27,6 @@ def test_the_benchmark_runs_at_a_small_scale(tmp_path):
     res = run(volumes=2, side=64, depths=(12, 20), patch_count=2, epochs=1, work=tmp_path)
     assert set(res["ratios"]) == set(TARGETS) == set(res["met"])
     assert all(v > 0 for v in res["ratios"].values())
+    assert res["ours_deferred_epoch_s"] > 0 and res["merlin_deferred_vs_monai"] > 0
     assert res["bytes_merlin"] < res["bytes_monai"]  # int16, compressed vs float32 .pt
     assert res["decoded_volume"] == 20 * 64 * 64 * 2

@@ -172,3 +172,61 @@ def test_unknown_names_list_the_presets():
         get_preset("clip")
     with pytest.raises(RadHarmonyError):
         Preset("bad", fit="stretch")
+
+
+def _finish_as_before(preset: Preset, array: np.ndarray, info: dict) -> np.ndarray:
+    """Step 2 as it was written before the slab-wise map: three whole-array passes."""
+    a, b = preset.out
+    lo, hi = info["lo"], info["hi"]
+    scale = (b - a) / (hi - lo) if hi > lo else 0.0
+    out = np.multiply(array, np.float32(scale), dtype=np.float32)
+    out += np.float32(a - lo * scale)
+    if preset.clip:
+        np.clip(out, min(a, b), max(a, b), out=out)
+    if preset.layout == "CHWD":
+        out = np.ascontiguousarray(out.transpose(1, 2, 0))
+    return np.broadcast_to(out, (preset.channels, *out.shape)).copy() \
+        if preset.channels > 1 else out[None]
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+@pytest.mark.parametrize("lo,hi", [(-1000.0, 1000.0), (-1024.0, 3071.0), (-160.5, 240.25),
+                                   (7.0, 7.0)])
+def test_the_intensity_map_gives_the_same_float32_numbers_in_numpy_and_torch(
+        monkeypatch, name, lo, hi):
+    from radharmony.volumes import presets
+
+    monkeypatch.setattr(presets, "_SLAB", 3 * 5 * 7 * 4)  # 3 slices a slab: a ragged last one
+    preset = PRESETS[name]
+    values = np.random.default_rng(1).integers(-3000, 3000, (10, 5, 7)).astype(np.int16)
+    values[0, 0, :4] = [-32768, 32767, int(lo), int(hi)]
+    info = {"lo": lo, "hi": hi}
+    expected = _finish_as_before(preset, values, info)
+    ours = preset.finish(values, info)
+    assert ours.dtype == np.float32 and np.array_equal(ours, expected)
+    to_input = preset.intensity(info)
+    tensor = to_input(torch.from_numpy(values))
+    assert tensor.dtype == torch.float32 and np.array_equal(tensor.numpy(), expected)
+
+
+def test_merlin_maps_hand_written_hu_to_its_range():
+    values = np.array([[[-2000, -1000, -500, 0, 500, 1000, 3000]]], np.int16)
+    out = get_preset("merlin").finish(values, {"lo": -1000.0, "hi": 1000.0})
+    assert out.tolist() == [[[[0.0, 0.0, 0.25, 0.5, 0.75, 1.0, 1.0]]]]
+
+
+def test_deferred_intensity_gives_the_cached_int16_and_the_map_of_the_exact_input(tmp_path):
+    source = tmp_path / "ct.nii.gz"
+    source.write_bytes(b"stands for the file")
+    vol = fake_ct((30, 120, 110), (2.5, 0.8, 0.8))
+    cache = VolumeCache(tmp_path / "cache")
+    small = Preset("small", spacing=(2.0, 2.0, 2.0), size=(40, 48, 48), pad=0.0)
+    exact = preset_array(cache, small, [source], {"reader": "nifti"}, lambda: vol)
+    values, to_input = preset_array(cache, small, [source], {"reader": "nifti"}, lambda: vol,
+                                    intensity="deferred")
+    assert values.dtype == np.int16 and values.shape == exact.shape[1:]
+    assert np.array_equal(to_input(torch.from_numpy(values)).numpy(), exact)
+    assert np.array_equal(to_input(values), exact)
+    with pytest.raises(RadHarmonyError, match="intensity must be one of 'exact', 'deferred'"):
+        preset_array(cache, small, [source], {"reader": "nifti"}, lambda: vol,
+                     intensity="late")

@@ -208,3 +208,43 @@ def test_flips_are_made_in_place_and_match_a_copy(perm, signs):
     assert array.flags.c_contiguous and np.array_equal(array, expected)
     assert np.array_equal(again, canonical)
     assert np.shares_memory(array, work)
+
+
+@pytest.mark.parametrize("perm,signs", ORDERS)
+@pytest.mark.parametrize("name", ["v.nii", "v.nii.gz"])
+def test_slab_by_slab_decoding_into_the_canonical_order_matches_nibabel(tmp_path, monkeypatch,
+                                                                        perm, signs, name):
+    from radharmony.volumes import nifti
+
+    monkeypatch.setattr(nifti, "_SLAB", 1)      # one k-slice a slab: every slab boundary
+    monkeypatch.setattr(nifti, "_PIECE", 7)     # 7 compressed bytes a read: tails carried
+    path = write_nifti(tmp_path / name, STORED, _ras(perm, signs))
+    volume = read_volume(path)
+    assert volume.array.flags.c_contiguous and volume.array.dtype == np.int16
+    assert_same_voxels(volume, *nibabel_voxels(path))
+
+
+def test_a_multi_member_gzip_with_an_extension_is_read_whole(tmp_path):
+    path = write_nifti(tmp_path / "v.nii", STORED, _ras((0, 1, 2), (-1, 1, 1)))
+    raw = bytearray(path.read_bytes())
+    raw[108:112] = np.array([352 + 16], "<f4").tobytes()      # vox_offset past an extension
+    raw[348:352] = b"\x01\x00\x00\x00"
+    raw = raw[:352] + np.array([16, 0], "<i4").tobytes() + b"x" * 8 + raw[352:]
+    gz = tmp_path / "m.nii.gz"
+    gz.write_bytes(gzip.compress(bytes(raw[:500])) + gzip.compress(bytes(raw[500:])))
+    volume = read_volume(gz)
+    assert_same_voxels(volume, *nibabel_voxels(gz))
+    assert np.array_equal(np.sort(volume.array, axis=None), np.sort(STORED, axis=None))
+
+
+@pytest.mark.parametrize("perm,signs", ORDERS)
+def test_the_canonical_target_orders_as_to_canonical_does(perm, signs):
+    from radharmony.volumes.geometry import canonical_target, to_canonical
+
+    affine = order_affine(perm, signs, origin=(3.0, -4.0, 5.0))
+    expected, canonical = to_canonical(STORED, affine)
+    out, target, again = canonical_target(STORED.shape, affine,
+                                          lambda shape: np.zeros(shape, np.int16))
+    target[...] = STORED
+    assert out.flags.c_contiguous and np.array_equal(out, expected)
+    assert np.array_equal(again, canonical) and np.shares_memory(out, target)

@@ -39,3 +39,22 @@ def test_spacing_follows_the_array_axes_and_ras_flips_x_and_y():
 def test_a_zero_or_non_finite_affine_is_refused_with_the_fix(affine):
     with pytest.raises(VolumeGeometryError, match="affine.*Fix: check the file's header"):
         Volume.from_array(np.zeros((2, 2, 2)), affine)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
+def test_a_whole_volume_allocation_is_private_to_its_process():
+    """Large arrays are mapped, not malloc'd; the mapping is private (copy-on-write): a forked
+    loader worker writing into a volume does not change its parent's copy."""
+    import os
+
+    from radharmony.volumes.checks import _MAPPED, allocate
+
+    array = allocate((_MAPPED // 2 + 8,), np.int16)
+    array[:] = 7
+    assert array.flags.c_contiguous and array.flags.writeable
+    pid = os.fork()
+    if pid == 0:                                # the child: write, then leave at once
+        array[:] = -1
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert array.min() == 7 == array.max()
