@@ -25,7 +25,7 @@ import numpy as np
 from .. import catalog
 from ..errors import RadHarmonyError
 from ..files import atomic_write
-from ..gc_pause import paused_gc
+from ..gc_pause import paused_gc, release_memory
 from ..version import __version__
 from .columns import column_sources
 from .context import HELD_REASONS, SourceContext
@@ -39,8 +39,9 @@ from .spool import INHERITED, Spool, process_count, remove_spools, replay, start
 from .tasks import TASKS
 from .writer import ROW_GROUP, RecordWriter, assemble, repeat_index
 
-#: draft items rendered at a time
-CHUNK = 65_536
+#: draft items rendered at a time (the records do not depend on it; a chunk's lists and
+#: strings are what a source process holds beside its table: 16,384 keeps them to ~0.1 GB)
+CHUNK = 16_384
 
 
 def build(spec, out: str | os.PathLike, *, workers: int | None = None,
@@ -81,11 +82,12 @@ def build(spec, out: str | os.PathLike, *, workers: int | None = None,
         raise
     tallies = Tallies()
     children = _start(spec, hold, pool, out, workers, jobs) if jobs is not None else None
+    release_memory()  # the hold-out's datasets: read, pickled for the processes, dropped
     writer = RecordWriter(out / RECORDS_NAME, row_group=ROW_GROUP, columns=out)
     try:
         if children is None:
             sources = [_source(spec, s, hold, writer, tallies, workers, progress,
-                               pool.pop(dataset_key(s), None)) for s in spec.sources]
+                               _hand(pool.pop(dataset_key(s), None))) for s in spec.sources]
         else:
             sources = _gather(children, writer, tallies, progress)
         writer.close(column_sources({"sources": sources}))
@@ -132,24 +134,34 @@ class Tallies:
             mine.update(theirs)
 
 
+def _hand(opened) -> list:
+    """``opened`` (a dataset the hold-out read, and its input identity) in a list the source
+    empties as it takes it (:func:`_build_source`): no caller's frame, nor the arguments a
+    source process was called with, keeps the dataset's table alive while records are drawn."""
+    return [] if opened is None else [opened]
+
+
 def _source(spec, s, hold: HoldOut, sink, tallies: Tallies, workers, progress: bool,
-            opened=None) -> dict:
+            handed: list | None = None) -> dict:
     """Build the source ``s``: its records go to ``sink.write``, its counts to ``tallies``;
-    returns its entry of the manifest's ``sources``. The garbage collector is paused
+    returns its entry of the manifest's ``sources``. ``handed``: :func:`_hand` of the dataset
+    the hold-out opened for it, if any (taken out of the list). The garbage collector is paused
     throughout (:mod:`radharmony.gc_pause`: its units, drafts and records make millions of
     objects and no cycles)."""
     with paused_gc():
-        return _build_source(spec, s, hold, sink, tallies, workers, progress, opened)
+        return _build_source(spec, s, hold, sink, tallies, workers, progress, handed or [])
 
 
-def _build_source(spec, s, hold, sink, tallies, workers, progress, opened) -> dict:
+def _build_source(spec, s, hold, sink, tallies, workers, progress, handed: list) -> dict:
     counts, excluded, counted = tallies.counts, tallies.excluded, tallies.counted
+    opened = handed.pop() if handed else None
     if opened is None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             ds = open_dataset(s.dataset, s.root, s.kwargs)
         opened = (ds, input_identity(ds))
     ds, identity = opened
+    del opened
     table = split_rows(ds.harmonized_df, s.split)
     if not len(table):
         splits = sorted(set(ds.harmonized_df["split"].dropna())) \
@@ -169,7 +181,10 @@ def _build_source(spec, s, hold, sink, tallies, workers, progress, opened) -> di
     info = {"name": s.name, "dataset": s.dataset, "root": s.root, "split": s.split,
             "kwargs": s.kwargs, "rows": int(len(table)), "inputs": identity,
             "silver_labels": ctx.silver, "hold_out_images": images}
-    del ds, opened
+    # the dataset (its whole table) and the split's rows go: the context holds its own rows
+    # (the collector is paused: the dataset's cycles are collected here, once)
+    del ds, table
+    release_memory()
     drafts = {t: TASKS[t].build(ctx) for t in s.rules}
     picks = {t: s.rules[t].pick(len(d), seed=derive_seed(spec.seed, s.name, t))
              for t, d in drafts.items()}
@@ -244,7 +259,7 @@ def _start(spec, hold: HoldOut, pool: dict, out: Path, workers, jobs) -> dict:
     """Give the fork server's processes (``jobs``) every source, the longest first, each with
     the dataset the hold-out opened for it, if any."""
     token = f"{os.getpid()}-{id(spec):x}-source"
-    calls = {i: (i, pool.get(dataset_key(spec.sources[i])))
+    calls = {i: (i, _hand(pool.get(dataset_key(spec.sources[i]))))
              for i in _longest_first(spec.sources)}
     try:
         jobs.start({"spec": spec, "hold": hold, "out": out, "workers": workers, "token": token},
@@ -271,16 +286,16 @@ def _longest_first(sources) -> list[int]:
     return sorted(range(len(sources)), key=lambda i: (-weight(i), i))
 
 
-def _child(i: int, opened):
-    """In a source process: build source ``i`` (``opened``: its dataset, when the hold-out
-    read it) into its spool."""
+def _child(i: int, handed: list):
+    """In a source process: build source ``i`` (``handed``: :func:`_hand` of its dataset,
+    when the hold-out read it) into its spool."""
     st = INHERITED
     spec = st["spec"]
     s = spec.sources[i]
     tallies = Tallies()
     spool = Spool(st["out"], f"{st['token']}-{i}")
     try:
-        info = _source(spec, s, st["hold"], spool, tallies, st["workers"], False, opened)
+        info = _source(spec, s, st["hold"], spool, tallies, st["workers"], False, handed)
     finally:
         path = spool.close()
     return info, tallies, path

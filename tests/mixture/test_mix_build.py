@@ -95,6 +95,8 @@ def test_the_rebuild_is_byte_identical_whatever_the_workers(built, replicas):
     assert (base / "again" / RECORDS_NAME).read_bytes() == \
         (base / "out" / RECORDS_NAME).read_bytes()
     assert again["counts"] == manifest["counts"] and again["excluded"] == manifest["excluded"]
+    assert (base / "again" / MANIFEST_NAME).read_bytes() == \
+        (base / "out" / MANIFEST_NAME).read_bytes()  # three processes or this one
     # the memory-mapped columns too, file by file
     files = sorted(p.name for p in (base / "out" / "columns").iterdir())
     assert files == sorted(p.name for p in (base / "again" / "columns").iterdir())
