@@ -119,3 +119,32 @@ def test_the_files_do_not_depend_on_how_many_records_are_rendered_at_a_time(
     for name in files:
         assert (tmp_path / "sevens" / "columns" / name).read_bytes() == \
             (tmp_path / "whole" / "columns" / name).read_bytes(), name
+
+
+def test_the_parent_drops_the_hold_outs_datasets_once_pickled_for_the_processes(
+        replicas, tmp_path, monkeypatch):
+    """A source dataset the hold-out read (MIMIC for its test split, a source too) is pickled
+    for the source processes; the parent then holds it no more while it writes records."""
+    seen = {}
+    real_start, real_gather = builder._start, builder._gather
+
+    def start(spec, hold, pool, out, workers, jobs):
+        seen["refs"] = [weakref.ref(ds.harmonized_df) for ds, _ in pool.values()]
+        return real_start(spec, hold, pool, out, workers, jobs)
+
+    def gather(children, writer, tallies, progress):
+        gc.collect()
+        seen["alive"] = [r() is not None for r in seen["refs"]]
+        return real_gather(children, writer, tallies, progress)
+
+    monkeypatch.setattr(builder, "_start", start)
+    monkeypatch.setattr(builder, "_gather", gather)
+    root = replicas["mimic_cxr_jpg"]
+    build({"name": "parent", "seed": 1, "valid": 0.0, "cache_dir": str(tmp_path / "cache"),
+           "sources": [{"dataset": "mimic_cxr_jpg", "root": root, "split": "train",
+                        "tasks": {"classify_view": "all"}},
+                       {"dataset": "mimic_cxr_jpg", "root": root, "split": "train",
+                        "name": "again", "tasks": {"classify_view": "all"}}],
+           "hold_out": [{"dataset": "mimic_cxr_jpg", "root": root, "split": "test"}]},
+          tmp_path / "out", workers=2, progress=False)
+    assert seen["refs"] and seen["alive"] == [False] * len(seen["refs"])
