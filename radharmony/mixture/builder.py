@@ -13,6 +13,7 @@ file is the same bytes for the same spec on the same files, whatever ``workers``
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import warnings
@@ -156,7 +157,7 @@ def _build_source(spec, s, hold, sink, tallies, workers, progress, handed: list)
     counts, excluded, counted = tallies.counts, tallies.excluded, tallies.counted
     opened = handed.pop() if handed else None
     if opened is None:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), _one_opening():
             warnings.simplefilter("ignore")
             ds = open_dataset(s.dataset, s.root, s.kwargs)
         opened = (ds, input_identity(ds))
@@ -259,10 +260,11 @@ def _start(spec, hold: HoldOut, pool: dict, out: Path, workers, jobs) -> dict:
     """Give the fork server's processes (``jobs``) every source, the longest first, each with
     the dataset the hold-out opened for it, if any."""
     token = f"{os.getpid()}-{id(spec):x}-source"
-    calls = {i: (i, _hand(pool.get(dataset_key(spec.sources[i]))))
-             for i in _longest_first(spec.sources)}
+    order = _longest_first(spec.sources, together=len(getattr(jobs, "conns", ())) or 2)
+    calls = {i: (i, _hand(pool.get(dataset_key(spec.sources[i])))) for i in order}
     try:
-        jobs.start({"spec": spec, "hold": hold, "out": out, "workers": workers, "token": token},
+        jobs.start({"spec": spec, "hold": hold, "out": out, "workers": workers, "token": token,
+                    "open_lock": str(jobs.private / f"{token}-open.lock")},
                    _child, calls, names={i: s.name for i, s in enumerate(spec.sources)},
                    token=token)
     except BaseException:
@@ -273,17 +275,57 @@ def _start(spec, hold: HoldOut, pool: dict, out: Path, workers, jobs) -> dict:
     return {"jobs": jobs, "token": token, "sources": len(spec.sources)}
 
 
-def _longest_first(sources) -> list[int]:
+def _longest_first(sources, *, together: int = 2) -> list[int]:
     """The sources' positions, the likely longest to build first (so the last to end is not a
     long one started late): by the release's expected image count times the number of tasks,
-    a dataset without one (question sets) first. Only the order of work depends on it."""
+    a dataset without one (question sets) first; but a source whose dataset (key, root,
+    arguments) is among the ``together - 1`` before it waits for the next place where it is
+    not, so two sources on one dataset do not open it at once (a ReXVQA-sized table read twice
+    side by side was the build's peak: 2.5 GB each; the second now finds the first's cached
+    table). Only the order of work depends on it.
+
+    >>> from types import SimpleNamespace as S
+    >>> src = [S(dataset="rexvqa_train", root="/r", kwargs={}, rules={"vqa_mcq": 1}),
+    ...        S(dataset="rexvqa_train", root="/r", kwargs={}, rules={"vqa_mcq": 1}),
+    ...        S(dataset="chexpert", root="/c", kwargs={}, rules={"classify_view": 1})]
+    >>> _longest_first(src)
+    [0, 2, 1]
+    """
     def weight(i: int) -> float:
         s = sources[i]
         expected = catalog.spec(s.dataset).expected
         n = expected.get("images") or expected.get("rows")
         return float("inf") if not n else float(n) * len(s.rules)
 
-    return sorted(range(len(sources)), key=lambda i: (-weight(i), i))
+    waiting = sorted(range(len(sources)), key=lambda i: (-weight(i), i))
+    order: list[int] = []
+    while waiting:
+        recent = {dataset_key(sources[j]) for j in order[len(order) - together + 1:]} \
+            if together > 1 else set()
+        pick = next((i for i in waiting if dataset_key(sources[i]) not in recent), waiting[0])
+        waiting.remove(pick)
+        order.append(pick)
+    return order
+
+
+@contextlib.contextmanager
+def _one_opening():
+    """In a source process: hold the build's opening lock while a dataset is opened (its
+    table read and harmonized, the source's peak: 2-2.5 GB for a ReXVQA- or MIMIC-sized
+    release read cold), so two sources never open at once; other sources draw meanwhile.
+    Nothing outside a source process (no lock named)."""
+    path = INHERITED.get("open_lock") if isinstance(INHERITED, dict) else None
+    if path is None:
+        yield
+        return
+    import fcntl
+
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _child(i: int, handed: list):

@@ -148,3 +148,22 @@ def test_the_parent_drops_the_hold_outs_datasets_once_pickled_for_the_processes(
            "hold_out": [{"dataset": "mimic_cxr_jpg", "root": root, "split": "test"}]},
           tmp_path / "out", workers=2, progress=False)
     assert seen["refs"] and seen["alive"] == [False] * len(seen["refs"])
+
+
+def test_sources_open_their_datasets_one_at_a_time(tmp_path, monkeypatch):
+    """In a source process the opening lock is held while a dataset is opened (the source's
+    peak), so a second source waits; outside one (no lock named) nothing is locked."""
+    import fcntl
+
+    from radharmony.mixture import spool
+
+    with builder._one_opening():  # the parent: no lock named
+        pass
+    lock = tmp_path / "open.lock"
+    monkeypatch.setitem(spool.INHERITED, "open_lock", str(lock))
+    other = open(lock, "a")
+    with builder._one_opening():
+        with pytest.raises(BlockingIOError):  # another opener must wait
+            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released after the opening
+    other.close()
