@@ -119,15 +119,14 @@ class ImageFrame:
 [False, True, True])
         """
         xyxy = np.asarray(xyxy, np.float64).reshape(-1, 4)
-        status = crop_status(xyxy, _params([self] * len(xyxy)), slice(None),
-                             check_dialect(dialect))
-        if not (status == 1).any():
-            return xyxy, status != 2
+        if check_dialect(dialect) != "maira2":
+            return xyxy, np.ones(len(xyxy), bool)
         p = _params([self] * len(xyxy))
+        q = _scaled(xyxy, p, slice(None), dialect)  # bins on the crop, unclipped
+        status = _crop_status(q)
         ux, uy = _unit(dialect, p)
-        q = np.clip(_scaled(xyxy, p, slice(None), dialect), 0, BINS)
-        clipped = from_target(q * np.stack([ux, uy, ux, uy], axis=1) + _origin(dialect, p),
-                              p, slice(None))
+        clipped = from_target(np.clip(q, 0, BINS) * np.stack([ux, uy, ux, uy], axis=1)
+                              + _origin(dialect, p), p, slice(None))
         return np.where((status == 1)[:, None], clipped, xyxy), status != 2
 
     def bin_size(self, dialect: str) -> tuple[float, float]:

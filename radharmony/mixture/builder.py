@@ -314,7 +314,7 @@ def _one_opening():
     table read and harmonized, the source's peak: 2-2.5 GB for a ReXVQA- or MIMIC-sized
     release read cold), so two sources never open at once; other sources draw meanwhile.
     Nothing outside a source process (no lock named)."""
-    path = INHERITED.get("open_lock") if isinstance(INHERITED, dict) else None
+    path = INHERITED.get("open_lock")
     if path is None:
         yield
         return

@@ -105,6 +105,7 @@ class GroupRows:
 
     def __init__(self, rows: np.ndarray, segments: list, index: np.ndarray | None = None):
         self.rows, self.segments, self.index = rows, [tuple(s) for s in segments], index
+        self._index_file = None  # a split's rows file, opened for pread on first use
         self.starts = np.array([s[2] for s in self.segments], np.int64)
         self.sizes = np.array([s[3] - s[2] for s in self.segments], np.int64)
 
@@ -133,7 +134,7 @@ class GroupRows:
         if self.index is None:
             return rows
         if isinstance(self.index, np.memmap):  # a split's rows, on disk
-            if getattr(self, "_index_file", None) is None:
+            if self._index_file is None:
                 from .column_files import ColumnFile
 
                 self._index_file = ColumnFile(self.index.filename)
