@@ -22,6 +22,7 @@ import mmap
 
 import numpy as np
 
+from .. import threads
 from ..errors import RadHarmonyError
 
 #: the lowest value a CT in Hounsfield units holds (pixel padding; air is -1000)
@@ -37,6 +38,9 @@ _POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
 _PRIVATE = getattr(mmap, "MAP_PRIVATE", 0) | getattr(mmap, "MAP_ANONYMOUS", 0)
 #: volumes up to this many voxels are checked whole, larger ones on a 1/128 subsample
 _SAMPLE = 1 << 22
+#: a volume of this many bytes or more is read or reordered by two threads (where torch's
+#: thread count allows: one inside a DataLoader worker)
+SPLIT_BYTES = 1 << 22
 
 
 class HounsfieldError(RadHarmonyError, ValueError):
@@ -151,7 +155,7 @@ def check_hu(array: np.ndarray, where: object) -> None:
     minimum is exact."""
     if array.size == 0:
         return
-    low = float(array.min())
+    low = float(minimum(array))
     if low < HU_FLOOR:
         raise HounsfieldError(
             f"{where}: values below {HU_FLOOR} HU: not Hounsfield units",
@@ -172,6 +176,16 @@ def check_hu(array: np.ndarray, where: object) -> None:
             fix=cause + "; or pass check=False for a volume without air (a phantom, a mask)")
 
 
+def minimum(array: np.ndarray):
+    """``array.min()``, a large C-contiguous volume's halves read by two threads (where
+    torch's thread count allows: one inside a DataLoader worker)."""
+    if array.ndim == 0 or array.nbytes < SPLIT_BYTES or not array.flags.c_contiguous:
+        return array.min()
+    lows = []
+    threads.split(lambda a, b: lows.append(array[a:b].min()), len(array), 2)
+    return min(lows)
+
+
 def _air_level(sample: np.ndarray) -> float | None:
     """The lowest value range holding >= 0.5 % of ``sample`` (padding excluded), as the
     middle of its 25-HU bin; None when nothing is left."""
@@ -183,7 +197,11 @@ def _air_level(sample: np.ndarray) -> float | None:
         return None
     low = HU_FLOOR - 25
     bins = (33000 - low) // 25
-    counts, _ = np.histogram(sample, bins=bins, range=(low, low + 25 * bins))
+    if sample.dtype.kind in "iu":   # the same counts as the histogram below, ~3x faster
+        index = (sample.astype(np.int32) - low) // 25
+        counts = np.bincount(index[(index >= 0) & (index < bins)], minlength=bins)
+    else:
+        counts, _ = np.histogram(sample, bins=bins, range=(low, low + 25 * bins))
     dense = np.flatnonzero(counts >= 0.005 * sample.size)
     if dense.size == 0:
         return None

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import threads
+from .checks import SPLIT_BYTES
 from .volume import CANONICAL_AXES, VolumeGeometryError
 
 #: world axis index and sign of each direction letter, in LPS (L = +x, P = +y, S = +z)
@@ -85,6 +87,16 @@ def _plan(shape, affine, codes) -> tuple[list[int], list[bool], np.ndarray]:
     return perm, flips, new
 
 
+def flips_only(shape, affine) -> bool:
+    """Whether the canonical order of an array of ``shape`` with its LPS ``affine`` is its
+    own up to flips (no axis moves: :func:`to_canonical_in_place` reorders it in place).
+
+    >>> flips_only((2, 3, 4), np.diag([1.0, 1.0, -1.0, 1.0])[[2, 1, 0, 3]])
+    True
+    """
+    return _plan(shape, affine, CANONICAL_AXES)[0] == [0, 1, 2]
+
+
 def canonical_target(shape, affine, allocate) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Where an array of ``shape`` with its LPS ``affine`` goes in the canonical order,
     before any of it is read: (the canonical array, from ``allocate(canonical shape)``; the
@@ -127,8 +139,9 @@ def to_canonical_in_place(array: np.ndarray, affine: np.ndarray
                           ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`to_canonical` as a C-contiguous array, reusing ``array``'s memory when the
     canonical order needs flips only (``array`` C-contiguous and writable; it is
-    overwritten): each flip is done in place a slice at a time, with no second volume in
-    memory. An order that needs a transpose gets a contiguous copy."""
+    overwritten): each flip is done in place a slice at a time (a pair of slices at once for
+    a flip of the slice order), with no second volume in memory. An order that needs a
+    transpose gets a contiguous copy."""
     view, canonical = to_canonical(array, affine)
     if view.flags.c_contiguous:
         return view, canonical
@@ -137,13 +150,18 @@ def to_canonical_in_place(array: np.ndarray, affine: np.ndarray
         return np.ascontiguousarray(view), canonical
     flips = [s < 0 for s in view.strides]
     depth = array.shape[0]
-    if flips[0]:
-        for d in range(depth // 2):
-            top = array[d].copy()
-            array[d] = array[depth - 1 - d]
-            array[depth - 1 - d] = top
-    if flips[1] or flips[2]:
-        plane = (slice(None, None, -1 if flips[1] else 1), slice(None, None, -1 if flips[2] else 1))
-        for d in range(depth):
-            array[d] = array[d][plane]      # one slice's temporary, in cache
+    plane = (slice(None, None, -1 if flips[1] else 1), slice(None, None, -1 if flips[2] else 1))
+
+    def reorder(first: int, stop: int) -> None:   # slices, or pairs of slices swapped
+        for d in range(first, stop):
+            e = depth - 1 - d if flips[0] else d
+            if e != d:
+                top = array[d][plane].copy()      # one slice's temporary, in cache
+                array[d] = array[e][plane]
+                array[e] = top
+            elif flips[1] or flips[2]:
+                array[d] = array[d][plane]
+
+    threads.split(reorder, (depth + 1) // 2 if flips[0] else depth,
+                  2 if array.nbytes >= SPLIT_BYTES else 1)
     return array, canonical

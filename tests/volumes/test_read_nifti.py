@@ -23,9 +23,23 @@ def _ras(perm, signs):
     return order_affine(perm, signs)
 
 
+@pytest.fixture(params=["libdeflate", "pieces"])
+def inflater(request, monkeypatch):
+    """Both ways a .nii.gz is inflated: whole in one call, or a piece at a time."""
+    from radharmony.imaging import inflate
+    from radharmony.volumes import nifti
+
+    if request.param == "pieces":
+        monkeypatch.setattr(nifti, "inflate_gzip_into", lambda *_: False)
+    elif inflate._c_api() is None:
+        pytest.skip("deflate (the fast extra) is not installed")
+    return request.param
+
+
 @pytest.mark.parametrize("perm,signs", ORDERS)
 @pytest.mark.parametrize("transforms", ["qform", "sform", "both_disagreeing"])
-def test_every_voxel_lies_where_nibabel_and_simpleitk_put_it(tmp_path, perm, signs, transforms):
+def test_every_voxel_lies_where_nibabel_and_simpleitk_put_it(tmp_path, perm, signs, transforms,
+                                                             inflater):
     codes = {"qform": (1, 0), "sform": (0, 1), "both_disagreeing": (1, 1)}[transforms]
     path = write_nifti(tmp_path / "v.nii.gz", STORED, _ras(perm, signs), qform=codes[0],
                        sform=codes[1], qform_affine=OTHER if codes == (1, 1) else None)
@@ -118,6 +132,22 @@ def test_a_rescale_applied_twice_is_named_by_the_histogram(tmp_path):
     assert read_volume(floor, ct=True, check=False).array.min() == -8192
 
 
+def test_the_hounsfield_check_reads_what_it_read_before_on_two_threads(monkeypatch):
+    """The minimum from two threads' halves, the air level from integer bins: the same as
+    ``array.min()`` and the float histogram."""
+    from radharmony.volumes import checks
+
+    rng = np.random.default_rng(5)
+    volume = rng.integers(-3024, 3000, (7, 9, 11)).astype(np.int16)
+    monkeypatch.setattr(checks, "SPLIT_BYTES", 0)
+    assert checks.minimum(volume) == volume.min()
+    assert checks.minimum(volume[:, ::2]) == volume[:, ::2].min()   # not contiguous
+    for sample in (volume.ravel(), rng.integers(-1100, -900, 5000).astype(np.int16),
+                   np.concatenate([np.full(900, -3024, np.int16),    # padding left out
+                                   rng.integers(-1010, 40, 100).astype(np.int16)])):
+        assert checks._air_level(sample) == checks._air_level(sample.astype(np.float32))
+
+
 def test_a_non_integer_slope_gives_float32(tmp_path):
     path = write_nifti(tmp_path / "v.nii", STORED, np.eye(4), slope=0.5, intercept=1)
     volume = read_volume(path)
@@ -196,12 +226,17 @@ def test_a_symlink_loop_is_named(tmp_path):
         read_volume(tmp_path / "a.nii.gz")
 
 
+@pytest.mark.parametrize("depth", [5, 6])                # a middle slice, or none
+@pytest.mark.parametrize("threads", [1, 2])             # small arrays: one thread
 @pytest.mark.parametrize("perm,signs", ORDERS[:8])   # k along z: flips only, done in place
-def test_flips_are_made_in_place_and_match_a_copy(perm, signs):
+def test_flips_are_made_in_place_and_match_a_copy(perm, signs, threads, depth, monkeypatch):
+    from radharmony.volumes import geometry
     from radharmony.volumes.geometry import to_canonical, to_canonical_in_place
 
+    if threads == 2:
+        monkeypatch.setattr(geometry, "SPLIT_BYTES", 0)
     affine = order_affine(perm[::-1], signs)
-    source = np.arange(5 * 4 * 3, dtype=np.int16).reshape(5, 4, 3)
+    source = np.arange(depth * 4 * 3, dtype=np.int16).reshape(depth, 4, 3)
     expected, canonical = to_canonical(source.copy(), affine)
     work = source.copy()
     array, again = to_canonical_in_place(work, affine)
@@ -218,10 +253,36 @@ def test_slab_by_slab_decoding_into_the_canonical_order_matches_nibabel(tmp_path
 
     monkeypatch.setattr(nifti, "_SLAB", 1)      # one k-slice a slab: every slab boundary
     monkeypatch.setattr(nifti, "_PIECE", 7)     # 7 compressed bytes a read: tails carried
+    monkeypatch.setattr(nifti, "inflate_gzip_into", lambda *_: False)   # never whole
     path = write_nifti(tmp_path / name, STORED, _ras(perm, signs))
     volume = read_volume(path)
     assert volume.array.flags.c_contiguous and volume.array.dtype == np.int16
     assert_same_voxels(volume, *nibabel_voxels(path))
+
+
+@pytest.mark.parametrize("perm,signs", [((0, 1, 2), (-1, 1, 1)), ((0, 1, 2), (1, -1, -1)),
+                                        ((2, 1, 0), (1, 1, 1)), ((1, 0, 2), (-1, 1, 1))])
+def test_a_file_in_canonical_order_up_to_flips_is_inflated_whole_the_others_by_slab(
+        tmp_path, monkeypatch, perm, signs):
+    """Whole (libdeflate, then flipped in place) only where no axis moves: a transposed file
+    is decoded slab by slab into the canonical array (no second volume in memory)."""
+    from radharmony.imaging import inflate
+    from radharmony.volumes import nifti
+    from radharmony.volumes.geometry import flips_only
+
+    if inflate._c_api() is None:
+        pytest.skip("deflate (the fast extra) is not installed")
+    calls = []
+    monkeypatch.setattr(nifti, "inflate_gzip_into", lambda path, out: calls.append(
+        out.nbytes) or inflate.inflate_gzip_into(path, out))
+    path = write_nifti(tmp_path / "v.nii.gz", STORED, _ras(perm, signs))
+    volume = read_volume(path, ct=False)
+    assert_same_voxels(volume, *nibabel_voxels(path))
+    assert volume.array.flags.c_contiguous and volume.array.flags.writeable
+    whole = flips_only(STORED.shape[::-1], np.diag([-1.0, -1, 1, 1]) @ _ras(perm, signs)
+                       @ np.eye(4)[[2, 1, 0, 3]])
+    assert whole == (perm == (0, 1, 2))
+    assert calls == ([352 + STORED.nbytes] if whole else [])
 
 
 def test_a_multi_member_gzip_with_an_extension_is_read_whole(tmp_path):
