@@ -26,7 +26,7 @@ import zlib as _stdlib_zlib
 
 import numpy as np
 
-from .. import threads
+from .pages import map_ahead
 
 try:  # ISA-L inflates ~1.7x faster than zlib (the same bytes)
     from isal import isal_zlib as zlib
@@ -37,9 +37,6 @@ except ImportError:  # pragma: no cover - isal is in the fast extra
 ZLIB_ERRORS = (_stdlib_zlib.error, zlib.error)
 #: the gzip trailer: CRC-32 and the decoded size modulo 2^32, 4 bytes each
 _TRAILER = 8
-#: bytes of pages mapped at a time ahead of the inflater (outputs under twice this: none)
-_AHEAD = 8 << 20
-_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
 
 
 def inflate_gzip_into(path, out: np.ndarray) -> bool:
@@ -47,8 +44,7 @@ def inflate_gzip_into(path, out: np.ndarray) -> bool:
     one call, when the file is one member whose trailer records exactly ``out.nbytes`` decoded
     bytes (a ``.nii.gz`` as nibabel, dcm2niix or SimpleITK write it). The compressed bytes are
     read through a memory map, and a second thread maps ``out``'s pages ahead of the inflater
-    (on virtual machines page faults cost a third of the inflate; no second thread where
-    torch's thread count is 1, as in a DataLoader worker). False otherwise, ``out``
+    (:func:`~radharmony.imaging.pages.map_ahead`). False otherwise, ``out``
     then undefined: no libdeflate, a file of several members, a size the trailer does not
     confirm, a stream that does not inflate, a file that cannot be read."""
     api = _c_api()
@@ -78,28 +74,14 @@ def _inflate(api, source: np.ndarray, out: np.ndarray) -> int:
     decompressor = api.libdeflate_alloc_decompressor()
     if not decompressor:
         return -1
-    base, size = out.ctypes.data, out.nbytes
-    helper = None
-    if size >= 2 * _AHEAD and threads.wanted(2) > 1:
-        helper = threads.pool(1).submit(_map_ahead, base, size)
+    helper = map_ahead(out)
     try:        # ctypes lets the GIL go: the helper maps pages meanwhile
         return api.libdeflate_gzip_decompress(decompressor, source.ctypes.data, source.size,
-                                              base, size, None)
+                                              out.ctypes.data, out.nbytes, None)
     finally:
         if helper is not None:
             helper.result()
         api.libdeflate_free_decompressor(decompressor)
-
-
-def _map_ahead(base: int, size: int) -> None:
-    """Map the whole pages of ``[base, base + size)`` writable, a block at a time from the
-    start (``MADV_POPULATE_WRITE``: the memory is not written); stops where the kernel does
-    not take it."""
-    page = mmap.PAGESIZE
-    start, stop = -(-base // page) * page, (base + size) // page * page
-    for at in range(start, stop, _AHEAD):
-        if _libc().madvise(at, min(_AHEAD, stop - at), _POPULATE_WRITE) != 0:
-            return
 
 
 @functools.cache
@@ -127,14 +109,6 @@ def _c_api():
         gzip.restype = ctypes.c_int
         return api
     return None
-
-
-@functools.cache
-def _libc():
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    libc.madvise.restype = ctypes.c_int
-    return libc
 
 
 class GzipPieces:

@@ -24,6 +24,7 @@ import numpy as np
 
 from .. import threads
 from ..errors import RadHarmonyError
+from ..imaging.pages import map_ahead
 
 #: the lowest value a CT in Hounsfield units holds (pixel padding; air is -1000)
 HU_FLOOR = -3024
@@ -47,19 +48,25 @@ class HounsfieldError(RadHarmonyError, ValueError):
     """A CT volume's values are not Hounsfield units (rescale missing, doubled or wrong)."""
 
 
-def allocate(shape, dtype, *, populate: bool = True) -> np.ndarray:
+def allocate(shape, dtype, *, populate: bool | str = True) -> np.ndarray:
     """An uninitialised C-contiguous array for a whole volume, its pages mapped in one call
     (private anonymous ``mmap`` + ``MADV_POPULATE_WRITE`` where the kernel has it): on
     virtual machines page faults one by one cost as much as decoding the volume, and private
     pages populate at about twice the speed of the shared (shmem) pages ``mmap`` gives by
     default. Transparent huge pages are not asked for: where free memory is fragmented the
     kernel compacts it first (seconds). ``populate=False`` for a size only a header vouches
-    for: pages then come as the data fills them."""
+    for: pages then come as the data fills them. ``populate="ahead"`` for an array the caller
+    fills from the start: a second thread maps the pages meanwhile, ahead of it
+    (:func:`~radharmony.imaging.pages.map_ahead`)."""
     dtype = np.dtype(dtype)
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     if nbytes < _MAPPED:
         return np.empty(shape, dtype=dtype)
     block = mmap.mmap(-1, nbytes, flags=_PRIVATE) if _PRIVATE else mmap.mmap(-1, nbytes)
+    if populate == "ahead":
+        array = np.frombuffer(block, dtype=dtype).reshape(shape)
+        map_ahead(array)        # nothing written: the caller need not wait for it
+        return array
     if populate:
         try:
             block.madvise(_POPULATE_WRITE)

@@ -51,7 +51,8 @@ def read_pixels(slices: list[SliceHeader], where) -> tuple[np.ndarray, tuple | s
     in_place = not identity and bits == 16 and \
         all(int16_exact(s, i, bounds) for s, i in zip(slopes, intercepts))
     _check_sizes(slices, rows * columns * bits // 8, where)
-    stored = allocate((len(slices), rows, columns), f"{'i' if signed else 'u'}{bits // 8}")
+    stored = allocate((len(slices), rows, columns), f"{'i' if signed else 'u'}{bits // 8}",
+                      populate="ahead")    # the slices fill it in order
     for k, header in enumerate(slices):
         _read_slice(header, stored[k])
         _fix_bits(stored[k], bits_stored, signed)

@@ -24,14 +24,13 @@ def test_a_one_member_gzip_file_is_inflated_whole_its_pages_mapped_ahead(tmp_pat
                                                                          ahead):
     """``ahead``: bytes mapped a block at a time by the helper thread (0: no helper); a block
     that is not whole pages; a kernel without MADV_POPULATE_WRITE (advice refused)."""
+    from radharmony.imaging import pages
+
     path = tmp_path / "v.nii.gz"
     path.write_bytes(gzip.compress(DATA, compresslevel=1))
-    if ahead:
-        monkeypatch.setattr(inflate, "_AHEAD", ahead)
-    else:
-        monkeypatch.setattr(inflate, "_AHEAD", 1 << 40)
+    monkeypatch.setattr(pages, "AHEAD", ahead or 1 << 40)
     assert _into(path, len(DATA)) == DATA
-    monkeypatch.setattr(inflate, "_POPULATE_WRITE", 0x7FFF)     # refused: the helper stops
+    monkeypatch.setattr(pages, "_POPULATE_WRITE", 0x7FFF)     # refused: the helper stops
     assert _into(path, len(DATA)) == DATA
     assert not inflate.inflate_gzip_into(path, np.zeros(len(DATA), np.uint8)[::2])  # strided
 
