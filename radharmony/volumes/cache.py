@@ -11,12 +11,13 @@ cache). The identities are taken again once the loader returned: a file that cha
 was read is served but not stored, so nothing stale lands in the cache.
 
 Entries are Blosc2 ``.b2nd`` files (the format nnU-Net v2 keeps its preprocessed cases in):
-``<root>/volumes/<k[:2]>/<key>.b2nd``, the geometry and provenance in the file's ``vlmeta``.
+``<root>/volumes/<k[:2]>/<key>.b2nd``, the geometry and provenance in the file's ``vlmeta``;
+a preset's output, read whole every epoch, is stored uncompressed beside them (``.raw``,
+:mod:`radharmony.volumes.flat_entries`) and read in place.
 They are written whole to a temporary file and renamed into place (a killed writer leaves only
 a ``.tmp-*`` file, swept after an hour); a file that fails to open or decode is reported,
 removed and rebuilt. :data:`CHUNKS`, :data:`BLOCKS`, :data:`CPARAMS` (canonical volumes;
-:data:`COMPACT_CPARAMS` with ``compact=True``) and :data:`FAST_CPARAMS` (preset outputs) were
-chosen with numbers (``docs/volumes.md``,
+:data:`COMPACT_CPARAMS` with ``compact=True``) were chosen with numbers (``docs/volumes.md``,
 ``benchmarks/volumes_cache.py``): whole-volume reads and random 128^3 patch reads are both
 fast, and a canonical entry is smaller than the source ``.nii.gz``.
 
@@ -49,6 +50,7 @@ import numpy as np
 from ..errors import RadHarmonyError
 from ..files import atomic_write, file_identity, sweep_stale_tmp
 from ..version import __version__, source_digest
+from . import flat_entries
 from .volume import Volume, VolumeSource
 
 EXTRA = "pip install radharmony[volumes]"
@@ -66,8 +68,6 @@ CPARAMS = {"codec": "LZ4HC", "clevel": 5, "filter": "SHUFFLE"}
 #: canonical volumes with ``compact=True``: bit-shuffled, 0.86x the source .nii.gz (15 % less
 #: disk), patch reads ~1.7x slower
 COMPACT_CPARAMS = {"codec": "LZ4HC", "clevel": 5, "filter": "BITSHUFFLE"}
-#: preset outputs (read whole every epoch): LZ4 on byte-shuffled int16, the fastest decode
-FAST_CPARAMS = {"codec": "LZ4", "clevel": 5, "filter": "SHUFFLE"}
 
 
 class VolumeCacheError(RadHarmonyError, OSError):
@@ -154,8 +154,9 @@ class VolumeCache:
                           sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()
 
-    def entry_file(self, key: str) -> Path | None:
-        return None if self.folder is None else self.folder / key[:2] / f"{key}.b2nd"
+    def entry_file(self, key: str, *, flat: bool = False) -> Path | None:
+        suffix = ".raw" if flat else ".b2nd"
+        return None if self.folder is None else self.folder / key[:2] / f"{key}{suffix}"
 
     # -- volumes ----------------------------------------------------------------------------
     def get(self, inputs: Sequence[str | os.PathLike], params: dict,
@@ -189,27 +190,40 @@ class VolumeCache:
 
     # -- entries ----------------------------------------------------------------------------
     def fetch(self, inputs, params, build: Callable[[], tuple[np.ndarray, dict]], *,
-              sources: Sequence[str] = READER_SOURCES, cparams: dict | None = None
-              ) -> tuple[np.ndarray, dict]:
+              sources: Sequence[str] = READER_SOURCES, cparams: dict | None = None,
+              flat: bool = False) -> tuple[np.ndarray, dict]:
         """``(array, meta)`` of the entry of ``inputs`` and ``params``: from memory, else from
         disk, else ``build()`` -- stored (compressed with ``cparams``, by default the canonical
-        entries' codec) unless an input changed while it ran."""
+        entries' codec) unless an input changed while it ran. ``flat``: stored uncompressed
+        (:mod:`~radharmony.volumes.flat_entries`) and served as a read-only view of the
+        file's pages (or of the memory tier's bytes)."""
         before = input_identities(inputs)
         key = self._key(before, params, sources)
-        stored = self._open(key)
-        if stored is not None:
-            try:
-                return stored[...], dict(stored.vlmeta["radharmony"])["meta"]
-            except (RuntimeError, ValueError, KeyError) as exc:
-                self._drop(key, exc)
+        if flat:
+            found = self._open_flat(key)
+            if found is not None:
+                return found
+        else:
+            stored = self._open(key)
+            if stored is not None:
+                try:
+                    return stored[...], dict(stored.vlmeta["radharmony"])["meta"]
+                except (RuntimeError, ValueError, KeyError) as exc:
+                    self._drop(key, exc)
         array, meta = build()
         if input_identities(inputs) == before:
-            self._store(key, np.ascontiguousarray(array), meta, cparams or self.cparams)
+            array = np.ascontiguousarray(array)
+            if flat:
+                self._store_flat(key, array, meta)
+            else:
+                self._store(key, array, meta, cparams or self.cparams)
         return array, meta
 
     def has(self, key: str) -> bool:
-        f = self.entry_file(key)
-        return key in self._memory or (f is not None and f.exists())
+        """Whether ``key`` has an entry (compressed or flat) in memory or on disk."""
+        return key in self._memory or any(
+            f is not None and f.exists() for f in (self.entry_file(key),
+                                                   self.entry_file(key, flat=True)))
 
     def _open(self, key: str):
         """The stored array of ``key`` (a memory-mapped or in-memory Blosc2 array), or None
@@ -237,6 +251,44 @@ class VolumeCache:
             return None
         return stored
 
+    def _open_flat(self, key: str) -> tuple[np.ndarray, dict] | None:
+        """``(read-only array, meta)`` of the flat entry of ``key``, or None when absent or
+        damaged (removed, with a warning)."""
+        with self._lock:
+            data = self._memory.get(key)
+            if data is not None:
+                self._memory.move_to_end(key)
+        f = self.entry_file(key, flat=True)
+        try:
+            if data is not None:
+                return flat_entries.parse(data, key)
+            if f is None or not f.exists():
+                return None
+            found = flat_entries.open_mapped(f, key)
+            if self.memory_bytes:
+                self._remember(key, f.read_bytes())
+            return found
+        except (ValueError, KeyError, OSError) as exc:
+            self._drop(key, exc, flat=True)
+            return None
+
+    def _store_flat(self, key: str, array: np.ndarray, meta: dict) -> None:
+        head = flat_entries.header(key, meta, array)
+        if self.memory_bytes and len(head) + array.nbytes <= self.memory_bytes:
+            self._remember(key, head + array.tobytes())
+        if self.writable:
+            self._write(self.entry_file(key, flat=True),
+                        lambda fh: (fh.write(head), fh.write(memoryview(array).cast("B"))))
+
+    def _write(self, path: Path, write: Callable) -> None:
+        try:
+            atomic_write(path, write)
+        except OSError as exc:
+            self.writable = False
+            warnings.warn(f"Volume cache {self.folder} cannot be written ({type(exc).__name__}: "
+                          f"{exc}); volumes are served uncached by this process. Free disk "
+                          "space or pass a writable folder.", RuntimeWarning, stacklevel=5)
+
     def _store(self, key: str, array: np.ndarray, meta: dict, codec: dict) -> None:
         b2 = self.blosc2
         chunks = tuple(min(c, n) for c, n in zip(CHUNKS, array.shape))
@@ -248,15 +300,8 @@ class VolumeCache:
         frame = stored.to_cframe()
         if self.memory_bytes:
             self._remember(key, frame)
-        if not self.writable:
-            return
-        try:
-            atomic_write(self.entry_file(key), lambda fh: fh.write(frame))
-        except OSError as exc:
-            self.writable = False
-            warnings.warn(f"Volume cache {self.folder} cannot be written ({type(exc).__name__}: "
-                          f"{exc}); volumes are served uncached by this process. Free disk "
-                          "space or pass a writable folder.", RuntimeWarning, stacklevel=4)
+        if self.writable:
+            self._write(self.entry_file(key), lambda fh: fh.write(frame))
 
     def _remember(self, key: str, frame: bytes) -> None:
         if len(frame) > self.memory_bytes:
@@ -272,8 +317,8 @@ class VolumeCache:
         """Bytes held by the in-memory tier."""
         return sum(map(len, self._memory.values()))
 
-    def _drop(self, key: str, exc: Exception) -> None:
-        f = self.entry_file(key)
+    def _drop(self, key: str, exc: Exception, *, flat: bool = False) -> None:
+        f = self.entry_file(key, flat=flat)
         warnings.warn(f"Volume cache entry {f or key} failed its check ({type(exc).__name__}: "
                       f"{exc}); rebuilding it.", RuntimeWarning, stacklevel=4)
         with self._lock:
@@ -308,6 +353,6 @@ def _volume_of(array: np.ndarray, meta: dict) -> Volume:
                   VolumeSource(**source))
 
 
-__all__ = ["BLOCKS", "CHUNKS", "CPARAMS", "EXTRA", "FAST_CPARAMS", "LAYOUT_VERSION",
+__all__ = ["BLOCKS", "CHUNKS", "CPARAMS", "EXTRA", "LAYOUT_VERSION",
            "COMPACT_CPARAMS", "READER_SOURCES",
            "VolumeCache", "VolumeCacheError", "input_identities", "require_blosc2"]

@@ -38,8 +38,10 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from .. import threads
 from ..errors import RadHarmonyError, check_choice
-from .cache import FAST_CPARAMS, READER_SOURCES, VolumeCache
+from ..imaging import jit
+from .cache import READER_SOURCES, VolumeCache
 from .geometry import orient
 from .resample import crop_or_pad_slices, grid_size, resample_spacing, resize
 from .volume import CANONICAL_AXES, Volume
@@ -222,16 +224,67 @@ class IntensityMap:
             if self.channels > 1 else out[None]
 
     def _numpy(self, array: np.ndarray) -> np.ndarray:
+        """The map in slabs shared by two threads where torch's thread count allows (one in a
+        DataLoader worker): an int16 volume by the compiled kernel (one pass), else by
+        :meth:`_numpy_steps` (a slab's three steps in cache)."""
         out = np.empty(array.shape, dtype=np.float32)
+        kernel = _map_kernel() if array.dtype == np.int16 and array.ndim == 3 else None
+        if kernel is None:
+            step = max(1, _SLAB // max(1, out[0].nbytes))
+            work = lambda a, b: self._numpy_steps(array[a * step:b * step],  # noqa: E731
+                                                  out[a * step:b * step])
+            count = -(-len(out) // step)
+        else:
+            lo, hi = self.bounds or (0.0, 0.0)
+            work = lambda a, b: kernel(array, out, np.float32(self.scale),  # noqa: E731
+                                       np.float32(self.offset), np.float32(lo), np.float32(hi),
+                                       self.bounds is not None, a, b)
+            count = len(out)
+        threads.split(work, count, 2 if out.nbytes >= 2 * _SLAB else 1)
+        return out
+
+    def _numpy_steps(self, array: np.ndarray, out: np.ndarray) -> None:
+        """``out`` = the map of ``array`` in NumPy, a slab of :data:`_SLAB` bytes at a time."""
         scale, offset = np.float32(self.scale), np.float32(self.offset)
-        step = max(1, _SLAB // max(1, out[0].nbytes))
+        step = max(1, _SLAB // max(1, out[0].nbytes)) if out.ndim > 1 else max(1, len(out))
         for k in range(0, len(out), step):
             part = out[k:k + step]
             np.multiply(array[k:k + step], scale, out=part)
             part += offset
             if self.bounds is not None:
                 np.clip(part, *self.bounds, out=part)
-        return out
+
+
+def _map_kernel():
+    return jit.loaded("intensity-map", _load_map_kernel)
+
+
+def _load_map_kernel():
+    module = jit.kernels("_intensity_jit")
+    if module is None:
+        return None
+    return jit.compile_checked(
+        module.intensity_map, _map_exact, what="intensity map",
+        differs="it mapped an int16 value to other float32 bits than NumPy",
+        instead="NumPy maps the intensities: the same values, about 2x slower")
+
+
+def _map_exact(kernel) -> bool:
+    """Whether ``kernel`` gives NumPy's bits for every int16 value (read-only, as a cache
+    entry is), with and without clipping, for the presets' kinds of scale and offset."""
+    values = np.arange(-32768, 32768, dtype=np.int16).reshape(4, 128, 128)
+    values.flags.writeable = False
+    for scale, offset, bounds in ((1 / 2000, 0.5, (0.0, 1.0)), (1 / 1000, 0.0, (-1.0, 1.0)),
+                                  (1 / 4096.5, 0.123, None)):
+        imap = IntensityMap(float(np.float32(scale)), float(np.float32(offset)), bounds)
+        expected, got = np.empty(values.shape, np.float32), np.empty(values.shape, np.float32)
+        imap._numpy_steps(values, expected)
+        lo, hi = bounds or (0.0, 0.0)
+        kernel(values, got, np.float32(imap.scale), np.float32(imap.offset), np.float32(lo),
+               np.float32(hi), bounds is not None, 0, len(values))
+        if not np.array_equal(got.view(np.int32), expected.view(np.int32)):
+            return False
+    return True
 
 
 def _clip(array: np.ndarray, lo: float, hi: float) -> np.ndarray:
@@ -298,9 +351,10 @@ def preset_array(cache: VolumeCache, preset: str | Preset, inputs, params: dict,
     preset = get_preset(preset)
     array, info = cache.fetch(inputs, {"volume": params, "preset": preset.record()},
                               lambda: preset.geometry(cache.get(inputs, params, load)),
-                              sources=PRESET_SOURCES, cparams=FAST_CPARAMS)
+                              sources=PRESET_SOURCES, flat=True)
+    # the entry read in place: the intensity map reads the file's pages; deferred, a copy
     out = preset.finish(array, info) if intensity == "exact" else \
-        (array, preset.intensity(info))
+        (np.array(array), preset.intensity(info))
     return (out, info) if with_info else out
 
 

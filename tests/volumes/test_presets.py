@@ -152,7 +152,8 @@ def test_preset_outputs_are_cached_keyed_by_the_preset(tmp_path):
     assert not np.array_equal(preset_array(cache, other, [source], {"reader": "nifti"}, load),
                               first)
     assert len(calls) == 1  # built from the cached canonical volume
-    assert len(list((tmp_path / "cache").rglob("*.b2nd"))) == 3
+    assert len(list((tmp_path / "cache").rglob("*.b2nd"))) == 1    # the canonical volume
+    assert len(list((tmp_path / "cache").rglob("*.raw"))) == 2     # a preset's outputs
     out, info = preset_array(cache, small, [source], {"reader": "nifti"}, load, with_info=True)
     assert np.array_equal(out, first) and info["affine"] == small.geometry(vol)[1]["affine"]
 
@@ -189,13 +190,19 @@ def _finish_as_before(preset: Preset, array: np.ndarray, info: dict) -> np.ndarr
         if preset.channels > 1 else out[None]
 
 
+@pytest.mark.parametrize("kernel", [True, False])
 @pytest.mark.parametrize("name", sorted(PRESETS))
 @pytest.mark.parametrize("lo,hi", [(-1000.0, 1000.0), (-1024.0, 3071.0), (-160.5, 240.25),
                                    (7.0, 7.0)])
 def test_the_intensity_map_gives_the_same_float32_numbers_in_numpy_and_torch(
-        monkeypatch, name, lo, hi):
+        monkeypatch, name, lo, hi, kernel):
+    """The compiled one-pass map (numba) and NumPy's three steps, each on two threads."""
     from radharmony.volumes import presets
 
+    if not kernel:
+        monkeypatch.setattr(presets, "_map_kernel", lambda: None)
+    elif presets._map_kernel() is None:
+        pytest.skip("numba (the fast extra) is not installed")
     monkeypatch.setattr(presets, "_SLAB", 3 * 5 * 7 * 4)  # 3 slices a slab: a ragged last one
     preset = PRESETS[name]
     values = np.random.default_rng(1).integers(-3000, 3000, (10, 5, 7)).astype(np.int16)
@@ -230,3 +237,15 @@ def test_deferred_intensity_gives_the_cached_int16_and_the_map_of_the_exact_inpu
     with pytest.raises(RadHarmonyError, match="intensity must be one of 'exact', 'deferred'"):
         preset_array(cache, small, [source], {"reader": "nifti"}, lambda: vol,
                      intensity="late")
+
+
+def test_a_map_kernel_is_used_only_when_it_gives_numpys_bits():
+    from radharmony.volumes import presets
+
+    def rounded_once(src, out, scale, offset, lo, hi, clip, first, stop):   # float64 inside
+        x = src[first:stop].astype(np.float64) * float(scale) + float(offset)
+        out[first:stop] = np.clip(x, lo, hi) if clip else x
+
+    assert not presets._map_exact(rounded_once)
+    if presets._map_kernel() is not None:
+        assert presets._map_exact(presets._map_kernel())

@@ -234,3 +234,60 @@ def test_errors_name_the_input_and_the_fix(tmp_path, source):
         cache.get([source], {}, lambda: np.zeros((2, 2, 2)))
     with pytest.raises(RadHarmonyError, match="memory_bytes"):
         VolumeCache(None)
+
+
+def _flat(cache, source, built):
+    """A flat entry of ``source`` through ``cache.fetch``: (array, meta), ``built`` counting
+    the builds."""
+    def build():
+        built.append(1)
+        return _volume().array, {"lo": -1000.0, "hi": np.float32(1000.0)}
+    return cache.fetch([source], {"preset": "p"}, build, flat=True)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "longer", "another key", "not flat", "empty"])
+def test_a_flat_entry_is_read_in_place_and_rebuilt_when_damaged(tmp_path, source, damage):
+    """A preset's output: stored uncompressed, served as a read-only view of the file's pages;
+    a damaged file is reported, removed and rebuilt, never served."""
+    built = []
+    cache = VolumeCache(tmp_path / "cache")
+    first, meta = _flat(cache, source, built)
+    again, meta = _flat(cache, source, built)
+    assert np.array_equal(again, _volume().array) and meta == {"lo": -1000.0, "hi": 1000.0}
+    assert not again.flags.writeable and len(built) == 1
+    entry = next((tmp_path / "cache").rglob("*.raw"))
+    assert not list((tmp_path / "cache").rglob("*.b2nd"))
+    data = entry.read_bytes()
+    del again
+    if damage == "truncated":
+        entry.write_bytes(data[:-10])
+    elif damage == "longer":
+        entry.write_bytes(data + b"\0" * 2)
+    elif damage == "another key":
+        entry.write_bytes(data.replace(entry.stem.encode(), b"0" * len(entry.stem), 1))
+    elif damage == "not flat":
+        entry.write_bytes(b"x" * len(data))
+    else:
+        entry.write_bytes(b"")
+    said = {"truncated": "a truncated write", "longer": "a truncated write",
+            "another key": "another key", "not flat": "not a flat entry"}.get(damage, "empty")
+    with pytest.warns(RuntimeWarning, match=rf"\.raw failed its check.*{said}"):
+        got, _ = _flat(cache, source, built)
+    assert np.array_equal(got, _volume().array) and len(built) == 2
+    assert entry.read_bytes() == data                      # rebuilt as it was
+
+
+def test_flat_entries_in_the_memory_tier(tmp_path, source):
+    built = []
+    _flat(VolumeCache(tmp_path / "cache"), source, built)
+    cache = VolumeCache(tmp_path / "cache", memory_bytes=1 << 30)
+    _flat(cache, source, built)
+    assert cache.memory_used > _volume().array.nbytes
+    next((tmp_path / "cache").rglob("*.raw")).unlink()
+    got, _ = _flat(cache, source, built)
+    assert np.array_equal(got, _volume().array) and len(built) == 1
+    assert cache.has(cache.key([source], {"preset": "p"}))
+    memory_only = VolumeCache(None, memory_bytes=1 << 30)
+    _flat(memory_only, source, built)
+    got, _ = _flat(memory_only, source, built)
+    assert np.array_equal(got, _volume().array) and len(built) == 2
