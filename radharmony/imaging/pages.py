@@ -25,7 +25,8 @@ from .. import threads
 
 #: bytes mapped per call, from the start (arrays under twice this: no helper)
 AHEAD = 8 << 20
-_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
+#: ``madvise``'s advice to map pages writable without writing them (Linux 5.14+)
+POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
 
 
 def map_ahead(array: np.ndarray) -> Future | None:
@@ -41,7 +42,7 @@ def _map(base: int, size: int) -> None:
     page = mmap.PAGESIZE
     start, stop = -(-base // page) * page, (base + size) // page * page
     for at in range(start, stop, AHEAD):
-        if _libc().madvise(at, min(AHEAD, stop - at), _POPULATE_WRITE) != 0:
+        if _libc().madvise(at, min(AHEAD, stop - at), POPULATE_WRITE) != 0:
             return
 
 

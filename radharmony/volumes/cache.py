@@ -264,9 +264,11 @@ class VolumeCache:
                 return flat_entries.parse(data, key)
             if f is None or not f.exists():
                 return None
-            found = flat_entries.open_mapped(f, key)
-            if self.memory_bytes:
-                self._remember(key, f.read_bytes())
+            if not self.memory_bytes:
+                return flat_entries.open_mapped(f, key)
+            data = f.read_bytes()           # read once: parsed, then held in memory
+            found = flat_entries.parse(data, key)
+            self._remember(key, data)
             return found
         except (ValueError, KeyError, OSError) as exc:
             self._drop(key, exc, flat=True)

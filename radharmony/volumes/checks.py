@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import threads
 from ..errors import RadHarmonyError
-from ..imaging.pages import map_ahead
+from ..imaging.pages import POPULATE_WRITE, map_ahead
 
 #: the lowest value a CT in Hounsfield units holds (pixel padding; air is -1000)
 HU_FLOOR = -3024
@@ -33,7 +33,6 @@ AIR = (-1100.0, -800.0)
 _I16 = np.iinfo(np.int16)
 #: arrays from this many bytes are mapped whole (:func:`allocate`)
 _MAPPED = 1 << 24
-_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
 #: private (copy-on-write) anonymous memory: ``mmap``'s default is shared, i.e. shmem pages,
 #: which fault in at about half the speed
 _PRIVATE = getattr(mmap, "MAP_PRIVATE", 0) | getattr(mmap, "MAP_ANONYMOUS", 0)
@@ -69,7 +68,7 @@ def allocate(shape, dtype, *, populate: bool | str = True) -> np.ndarray:
         return array
     if populate:
         try:
-            block.madvise(_POPULATE_WRITE)
+            block.madvise(POPULATE_WRITE)
         except (OSError, ValueError):   # an older kernel: pages come on first touch
             pass
     return np.frombuffer(block, dtype=dtype).reshape(shape)

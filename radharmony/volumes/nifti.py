@@ -194,7 +194,8 @@ def parse_header(block: bytes, path: str | Path) -> NiftiHeader:
 def read_nifti_array(path: str | Path) -> tuple[NiftiHeader, np.ndarray]:
     """The header and the stored voxels of ``path`` as a writable array ``(nx, ny, nz)`` in
     the file's own index order (Fortran order over the decoded bytes; no scaling applied).
-    The voxels are decoded straight into their array, piece by piece."""
+    The voxels are decoded straight into their array: a one-member ``.nii.gz`` in one call,
+    any other file piece by piece."""
     with _Voxels(path) as source:
         header = source.header
         flat = source.whole()

@@ -226,33 +226,29 @@ class IntensityMap:
     def _numpy(self, array: np.ndarray) -> np.ndarray:
         """The map in slabs shared by two threads where torch's thread count allows (one in a
         DataLoader worker): an int16 volume by the compiled kernel (one pass), else by
-        :meth:`_numpy_steps` (a slab's three steps in cache)."""
+        :meth:`_numpy_steps` a slab of :data:`_SLAB` bytes at a time (its steps in cache)."""
         out = np.empty(array.shape, dtype=np.float32)
         kernel = _map_kernel() if array.dtype == np.int16 and array.ndim == 3 else None
-        if kernel is None:
-            step = max(1, _SLAB // max(1, out[0].nbytes))
-            work = lambda a, b: self._numpy_steps(array[a * step:b * step],  # noqa: E731
-                                                  out[a * step:b * step])
-            count = -(-len(out) // step)
-        else:
-            lo, hi = self.bounds or (0.0, 0.0)
-            work = lambda a, b: kernel(array, out, np.float32(self.scale),  # noqa: E731
-                                       np.float32(self.offset), np.float32(lo), np.float32(hi),
-                                       self.bounds is not None, a, b)
-            count = len(out)
-        threads.split(work, count, 2 if out.nbytes >= 2 * _SLAB else 1)
+        step = 1 if kernel is not None else max(1, _SLAB // max(1, out[0].nbytes))
+        lo, hi = self.bounds or (0.0, 0.0)
+
+        def work(first: int, stop: int) -> None:     # slabs [first, stop)
+            if kernel is not None:
+                kernel(array, out, np.float32(self.scale), np.float32(self.offset),
+                       np.float32(lo), np.float32(hi), self.bounds is not None, first, stop)
+                return
+            for k in range(first * step, min(stop * step, len(out)), step):
+                self._numpy_steps(array[k:k + step], out[k:k + step])
+
+        threads.split(work, -(-len(out) // step), 2 if out.nbytes >= 2 * _SLAB else 1)
         return out
 
     def _numpy_steps(self, array: np.ndarray, out: np.ndarray) -> None:
-        """``out`` = the map of ``array`` in NumPy, a slab of :data:`_SLAB` bytes at a time."""
-        scale, offset = np.float32(self.scale), np.float32(self.offset)
-        step = max(1, _SLAB // max(1, out[0].nbytes)) if out.ndim > 1 else max(1, len(out))
-        for k in range(0, len(out), step):
-            part = out[k:k + step]
-            np.multiply(array[k:k + step], scale, out=part)
-            part += offset
-            if self.bounds is not None:
-                np.clip(part, *self.bounds, out=part)
+        """``out`` = the map of ``array`` in NumPy: multiply, add, clip."""
+        np.multiply(array, np.float32(self.scale), out=out)
+        out += np.float32(self.offset)
+        if self.bounds is not None:
+            np.clip(out, *self.bounds, out=out)
 
 
 def _map_kernel():

@@ -30,7 +30,7 @@ def test_a_one_member_gzip_file_is_inflated_whole_its_pages_mapped_ahead(tmp_pat
     path.write_bytes(gzip.compress(DATA, compresslevel=1))
     monkeypatch.setattr(pages, "AHEAD", ahead or 1 << 40)
     assert _into(path, len(DATA)) == DATA
-    monkeypatch.setattr(pages, "_POPULATE_WRITE", 0x7FFF)     # refused: the helper stops
+    monkeypatch.setattr(pages, "POPULATE_WRITE", 0x7FFF)     # refused: the helper stops
     assert _into(path, len(DATA)) == DATA
     assert not inflate.inflate_gzip_into(path, np.zeros(len(DATA), np.uint8)[::2])  # strided
 
